@@ -1,0 +1,166 @@
+//! The process lock (`.lock`, holding the holder's pid) and the stable process id.
+
+use std::collections::hash_map::RandomState;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, IoContext, Result};
+
+pub(crate) const LOCK_FILE: &str = ".lock";
+pub(crate) const PROCESS_METADATA_FILE: &str = "process-metadata";
+
+/// An exclusive OS lock on `<app dir>/.lock`; released when dropped (the file is closed).
+#[derive(Debug)]
+pub(crate) struct ProcessLock {
+    _file: File,
+}
+
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .ctx("open lock file", path)
+}
+
+fn read_pid(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+impl ProcessLock {
+    /// Takes the lock or fails with [`Error::Locked`] naming the holder's pid.
+    pub(crate) fn acquire(path: &Path) -> Result<Self> {
+        let mut file = open_lock_file(path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: path.to_owned(),
+                    holder: read_pid(&mut file),
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(e).ctx("lock", path),
+        }
+        file.set_len(0).ctx("truncate lock file", path)?;
+        file.seek(SeekFrom::Start(0)).ctx("seek lock file", path)?;
+        writeln!(file, "{}", std::process::id()).ctx("write pid to", path)?;
+        file.sync_all().ctx("fsync", path)?;
+        Ok(Self { _file: file })
+    }
+
+    /// The pid of the process holding the lock at `path`, or `None` if it is free.
+    pub(crate) fn holder(path: &Path) -> Result<Option<u32>> {
+        let mut file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).ctx("open lock file", path),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => Ok(None),
+            // Locked, but the pid may not be written yet: report the lock without a pid as 0.
+            Err(TryLockError::WouldBlock) => Ok(Some(read_pid(&mut file).unwrap_or(0))),
+            Err(TryLockError::Error(e)) => Err(e).ctx("lock", path),
+        }
+    }
+}
+
+/// Reads the process id from `process-metadata`, creating it once if absent.
+pub(crate) fn load_or_create_process_id(app_dir: &Path) -> Result<String> {
+    let path = app_dir.join(PROCESS_METADATA_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => parse_process_metadata(&text).ok_or(Error::CorruptProcessMetadata {
+            path,
+            reason: format!(
+                "expected {{\"processId\":\"<uuid>\"}}, found {:?}",
+                text.trim()
+            ),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let id = random_uuid();
+            let tmp: PathBuf = path.with_extension("tmp");
+            {
+                let mut f = File::create(&tmp).ctx("create", &tmp)?;
+                writeln!(f, "{{\"processId\":\"{id}\"}}").ctx("write", &tmp)?;
+                f.sync_all().ctx("fsync", &tmp)?;
+            }
+            fs::rename(&tmp, &path).ctx("rename into place", &path)?;
+            crate::checkpoint::sync_dir(app_dir)?;
+            Ok(id)
+        }
+        Err(e) => Err(e).ctx("read", &path),
+    }
+}
+
+fn parse_process_metadata(text: &str) -> Option<String> {
+    let rest = text.trim().strip_prefix('{')?.strip_suffix('}')?.trim();
+    let (key, value) = rest.split_once(':')?;
+    if key.trim() != "\"processId\"" {
+        return None;
+    }
+    let id = value.trim().strip_prefix('"')?.strip_suffix('"')?;
+    is_uuid(id).then(|| id.to_owned())
+}
+
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// A random version-4 UUID without a dependency: std's `RandomState` is seeded from the OS,
+/// and we mix in time, pid and an address for good measure.
+pub(crate) fn random_uuid() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let local = 0u8;
+    let word = |salt: u64| {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(salt);
+        h.write_u128(nanos);
+        h.write_u32(std::process::id());
+        h.write_usize(std::ptr::addr_of!(local) as usize);
+        h.finish()
+    };
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&word(0x5157_4f11).to_le_bytes());
+    bytes[8..].copy_from_slice(&word(0x9e37_79b9).to_le_bytes());
+    bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
+    bytes[8] = (bytes[8] & 0x3f) | 0x80; // RFC 4122 variant
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_are_well_formed_and_distinct() {
+        let a = random_uuid();
+        let b = random_uuid();
+        assert!(is_uuid(&a), "{a}");
+        assert_eq!(&a[14..15], "4");
+        assert_ne!(a, b);
+        let meta = format!("{{\"processId\":\"{a}\"}}\n");
+        assert_eq!(parse_process_metadata(&meta), Some(a));
+        assert_eq!(parse_process_metadata("{\"processId\":\"nope\"}"), None);
+    }
+}
