@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
 
 use crate::TaskId;
-use crate::checkpoint::{Checkpoint, sync_dir};
+use crate::checkpoint::{Checkpoint, Durability, sync_dir};
 use crate::error::{IoContext, Result};
 use crate::journal::{DEFAULT_JOURNAL_CAPACITY, SharedOffsetSums};
 use crate::lock::{self, LOCK_FILE, ProcessLock};
@@ -26,6 +26,8 @@ pub struct StateDirectoryConfig {
     /// Task directories not owned for this long are deleted by
     /// [`StateDirectory::clean_unowned_task_dirs`] (`state_cleanup_delay_ms`).
     pub state_cleanup_delay: Duration,
+    /// Whether checkpoint writes and directory changes are fsynced.
+    pub durability: Durability,
 }
 
 impl Default for StateDirectoryConfig {
@@ -33,6 +35,7 @@ impl Default for StateDirectoryConfig {
         Self {
             journal_capacity: DEFAULT_JOURNAL_CAPACITY,
             state_cleanup_delay: Duration::from_millis(600_000),
+            durability: Durability::Sync,
         }
     }
 }
@@ -75,7 +78,7 @@ impl StateDirectory {
         let app_dir = state_dir.join(application_id);
         fs::create_dir_all(&app_dir).ctx("create state directory", &app_dir)?;
         let lock = ProcessLock::acquire(&app_dir.join(LOCK_FILE))?;
-        let process_id = lock::load_or_create_process_id(&app_dir)?;
+        let process_id = lock::load_or_create_process_id(&app_dir, config.durability)?;
         let dir = Self {
             local_offsets: SharedOffsetSums::new(config.journal_capacity),
             app_dir,
@@ -130,9 +133,16 @@ impl StateDirectory {
         let dir = self.task_dir_path(task);
         if !dir.is_dir() {
             fs::create_dir_all(&dir).ctx("create task directory", &dir)?;
-            sync_dir(&self.app_dir)?;
+            self.sync_app_dir()?;
         }
         Ok(dir)
+    }
+
+    fn sync_app_dir(&self) -> Result<()> {
+        match self.config.durability {
+            Durability::Sync => sync_dir(&self.app_dir),
+            Durability::Buffered => Ok(()),
+        }
     }
 
     /// The checkpoint file of `task`.
@@ -143,7 +153,7 @@ impl StateDirectory {
     /// Durably writes `task`'s checkpoint, then records its offset sum in the local offset map.
     pub fn write_checkpoint(&self, task: TaskId, checkpoint: &Checkpoint) -> Result<()> {
         self.task_dir(task)?;
-        checkpoint.write(&self.checkpoint_path(task))?;
+        checkpoint.write_with(&self.checkpoint_path(task), self.config.durability)?;
         self.local_offsets.set(task, Some(checkpoint.offset_sum()));
         Ok(())
     }
@@ -170,7 +180,7 @@ impl StateDirectory {
     pub fn delete_task_dir(&self, task: TaskId) -> Result<()> {
         let dir = self.task_dir_path(task);
         match fs::remove_dir_all(&dir) {
-            Ok(()) => sync_dir(&self.app_dir)?,
+            Ok(()) => self.sync_app_dir()?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).ctx("delete task directory", &dir),
         }

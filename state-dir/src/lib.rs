@@ -45,7 +45,7 @@ mod lock;
 mod task_id;
 
 pub use crate::{
-    checkpoint::{ChangelogPartition, Checkpoint, offset_sum},
+    checkpoint::{ChangelogPartition, Checkpoint, Durability, offset_sum},
     directory::{CHECKPOINT_FILE, StateDirectory, StateDirectoryConfig},
     error::{Error, Result},
     journal::{

@@ -7,6 +7,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::checkpoint::Durability;
 use crate::error::{Error, IoContext, Result};
 
 pub(crate) const LOCK_FILE: &str = ".lock";
@@ -51,8 +52,8 @@ impl ProcessLock {
         }
         file.set_len(0).ctx("truncate lock file", path)?;
         file.seek(SeekFrom::Start(0)).ctx("seek lock file", path)?;
+        // No fsync: the pid is only informational, and the OS lock dies with the process anyway.
         writeln!(file, "{}", std::process::id()).ctx("write pid to", path)?;
-        file.sync_all().ctx("fsync", path)?;
         Ok(Self { _file: file })
     }
 
@@ -73,7 +74,7 @@ impl ProcessLock {
 }
 
 /// Reads the process id from `process-metadata`, creating it once if absent.
-pub(crate) fn load_or_create_process_id(app_dir: &Path) -> Result<String> {
+pub(crate) fn load_or_create_process_id(app_dir: &Path, durability: Durability) -> Result<String> {
     let path = app_dir.join(PROCESS_METADATA_FILE);
     match fs::read_to_string(&path) {
         Ok(text) => parse_process_metadata(&text).ok_or(Error::CorruptProcessMetadata {
@@ -89,10 +90,14 @@ pub(crate) fn load_or_create_process_id(app_dir: &Path) -> Result<String> {
             {
                 let mut f = File::create(&tmp).ctx("create", &tmp)?;
                 writeln!(f, "{{\"processId\":\"{id}\"}}").ctx("write", &tmp)?;
-                f.sync_all().ctx("fsync", &tmp)?;
+                if durability == Durability::Sync {
+                    f.sync_all().ctx("fsync", &tmp)?;
+                }
             }
             fs::rename(&tmp, &path).ctx("rename into place", &path)?;
-            crate::checkpoint::sync_dir(app_dir)?;
+            if durability == Durability::Sync {
+                crate::checkpoint::sync_dir(app_dir)?;
+            }
             Ok(id)
         }
         Err(e) => Err(e).ctx("read", &path),
