@@ -1,0 +1,125 @@
+//! The crate's one error type. Every message names what it is about: a file, a topic-partition,
+//! an offset.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::types::{Compression, TopicPartition};
+
+/// Everything that can go wrong in the log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O operation on `path` failed.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file or directory the operation was about.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The topic does not exist.
+    #[error("unknown topic {topic:?}")]
+    UnknownTopic {
+        /// The topic asked for.
+        topic: String,
+    },
+    /// The topic exists but has no such partition.
+    #[error("unknown partition {partition} of topic {topic:?}")]
+    UnknownPartition {
+        /// The topic.
+        topic: String,
+        /// The partition asked for.
+        partition: u32,
+    },
+    /// `create_topic` was asked for a different partition count than the topic has.
+    #[error("topic {topic:?} exists with {existing} partitions, {requested} requested")]
+    PartitionCountMismatch {
+        /// The topic.
+        topic: String,
+        /// Its partition count.
+        existing: u32,
+        /// The partition count asked for.
+        requested: u32,
+    },
+    /// A fetch asked for an offset outside `[start offset, end offset]`.
+    #[error("offset {offset} out of range for {topic_partition} (end offset {end})")]
+    OffsetOutOfRange {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The offset asked for.
+        offset: u64,
+        /// The partition's end offset.
+        end: u64,
+    },
+    /// A file's content is not what the format says it must be.
+    #[error("corrupt file {} at byte {position}: {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Byte position of the problem in the file.
+        position: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A topic or group name that is not a safe file name.
+    #[error(
+        "invalid name {name:?}: names must be 1 to 249 bytes, not `.` or `..`, without `/`, `\\` \
+         or NUL (topic names: only ASCII letters, digits, `.`, `_`, `-`)"
+    )]
+    InvalidName {
+        /// The rejected name.
+        name: String,
+    },
+    /// Compressing or decompressing a batch failed.
+    #[error("{codec:?} compression error: {reason}")]
+    Compression {
+        /// The codec.
+        codec: Compression,
+        /// What failed, naming the partition and offset where known.
+        reason: String,
+    },
+    /// A record inside a checksum-valid batch does not decode.
+    #[error("corrupt record in {topic_partition} at offset {offset}: {reason}")]
+    CorruptRecord {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The offset of the record (or of its batch, if the record's own is unknown).
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A batch too large for the format (4 GiB) or for a segment's index (2 GiB).
+    #[error("batch of {size} bytes too large for {topic_partition}")]
+    BatchTooLarge {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The batch's encoded size.
+        size: u64,
+    },
+    /// An earlier failure (a panic while a lock was held, or a write that could not be rolled
+    /// back) left this partition in an unknown state; it refuses further work until reopened.
+    #[error("{what} is poisoned by an earlier failure; reopen the log")]
+    Poisoned {
+        /// What is poisoned (a topic-partition, or the group offsets).
+        what: String,
+    },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attaches the path an `io::Error` is about (only on the error path: no allocation otherwise).
+pub(crate) trait IoContext<T> {
+    /// Maps the error to [`Error::Io`] naming `path`.
+    fn at(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,400 @@
+//! [`Log`]: the topic map, the group offsets and the append notification, over partitions that
+//! each have their own lock. Lock order: topic map → one partition → unsynced list; the group
+//! offsets lock is taken alone (after the unsynced partitions were synced).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::batch::BatchBuilder;
+use crate::error::{Error, IoContext, Result};
+use crate::offsets::OffsetStore;
+use crate::options::{FsyncPolicy, LogOptions};
+use crate::partition::Partition;
+use crate::record::FetchedBatch;
+use crate::storage::{FileStorage, MemStorage, Storage};
+use crate::types::{TopicPartition, validate_name};
+
+/// Name of the file in a topic's directory that records its partition count; written last when
+/// a topic is created, so a topic directory without it is an unfinished creation.
+const TOPIC_META: &str = "partitions";
+
+/// An embedded, durable, partitioned log. Cheap to clone; all clones share the same log.
+#[derive(Clone, Debug)]
+pub struct Log {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    storage: Arc<dyn Storage>,
+    root: PathBuf,
+    dir: Option<PathBuf>,
+    options: LogOptions,
+    topics: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
+    /// Partitions with appends that are not durable yet (each listed once).
+    unsynced: Mutex<Vec<TopicPartition>>,
+    groups: Mutex<OffsetStore>,
+    append_version: Mutex<u64>,
+    appended: Condvar,
+}
+
+#[derive(Debug)]
+struct Topic {
+    partitions: Vec<Mutex<Partition>>,
+}
+
+fn lock<'a, T>(m: &'a Mutex<T>, what: &dyn std::fmt::Display) -> Result<MutexGuard<'a, T>> {
+    m.lock().map_err(|_| Error::Poisoned {
+        what: what.to_string(),
+    })
+}
+
+impl Log {
+    /// Opens (creating if missing) the log in `dir`, recovering every partition: a torn or
+    /// corrupt tail is truncated with a `warn!` naming the file, byte position and offset.
+    pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
+        let dir = dir.as_ref().to_path_buf();
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage);
+        for sub in ["topics", "groups"] {
+            let path = dir.join(sub);
+            storage.create_dir_all(&path).at(&path)?;
+        }
+        storage.sync_dir(&dir).at(&dir)?;
+        let log = Self::with_storage(storage, dir.clone(), Some(dir), options);
+        log.load_topics()?;
+        Ok(log)
+    }
+
+    /// A log kept in memory, through the same code paths as a file-backed one.
+    pub fn in_memory() -> Log {
+        let storage: Arc<dyn Storage> = Arc::new(MemStorage::default());
+        Self::with_storage(
+            storage,
+            PathBuf::from("/memory"),
+            None,
+            LogOptions::default(),
+        )
+    }
+
+    fn with_storage(
+        storage: Arc<dyn Storage>,
+        root: PathBuf,
+        dir: Option<PathBuf>,
+        options: LogOptions,
+    ) -> Log {
+        Log {
+            shared: Arc::new(Shared {
+                storage,
+                root,
+                dir,
+                options: options.normalized(),
+                topics: RwLock::default(),
+                unsynced: Mutex::default(),
+                groups: Mutex::default(),
+                append_version: Mutex::new(0),
+                appended: Condvar::new(),
+            }),
+        }
+    }
+
+    /// The log's directory; `None` for an in-memory log.
+    pub fn dir(&self) -> Option<&Path> {
+        self.shared.dir.as_deref()
+    }
+
+    fn topic_dir(&self, topic: &str) -> PathBuf {
+        self.shared.root.join("topics").join(topic)
+    }
+
+    fn open_topic(&self, name: &Arc<str>, partitions: u32) -> Result<Topic> {
+        let dir = self.topic_dir(name);
+        let partitions = (0..partitions)
+            .map(|p| {
+                let tp = TopicPartition::new(Arc::clone(name), p);
+                let storage = Arc::clone(&self.shared.storage);
+                Partition::open(
+                    storage,
+                    dir.join(p.to_string()),
+                    tp,
+                    self.shared.options.clone(),
+                )
+                .map(Mutex::new)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Topic { partitions })
+    }
+
+    fn load_topics(&self) -> Result<()> {
+        let storage = &self.shared.storage;
+        let topics_dir = self.shared.root.join("topics");
+        let mut names = storage.list(&topics_dir).at(&topics_dir)?;
+        names.sort();
+        let mut map = HashMap::new();
+        for name in names {
+            if validate_name(&name, true).is_err() {
+                tracing::warn!(dir = %topics_dir.display(), entry = %name, "ignoring a stray entry");
+                continue;
+            }
+            let meta = self.topic_dir(&name).join(TOPIC_META);
+            let Some(bytes) = storage.read(&meta).at(&meta)? else {
+                tracing::warn!(file = %meta.display(), "ignoring a topic whose creation did not finish");
+                continue;
+            };
+            let count = std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            let Some(count) = count.filter(|&c| c > 0) else {
+                return Err(Error::Corrupt {
+                    path: meta,
+                    position: 0,
+                    reason: "expected a positive partition count".to_owned(),
+                });
+            };
+            let name: Arc<str> = name.into();
+            let topic = self.open_topic(&name, count)?;
+            map.insert(name, Arc::new(topic));
+        }
+        *self.shared.topics.write().map_err(|_| Error::Poisoned {
+            what: "topics".into(),
+        })? = map;
+        Ok(())
+    }
+
+    /// Creates `topic` with `partitions` partitions (at least 1). Ok if it exists with that
+    /// count; [`Error::PartitionCountMismatch`] if with another.
+    pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+        validate_name(topic, true)?;
+        let poisoned = |_| Error::Poisoned {
+            what: "topics".into(),
+        };
+        let mut topics = self.shared.topics.write().map_err(poisoned)?;
+        if let Some(existing) = topics.get(topic) {
+            let existing = existing.partitions.len() as u32;
+            if existing == partitions {
+                return Ok(());
+            }
+            return Err(Error::PartitionCountMismatch {
+                topic: topic.to_owned(),
+                existing,
+                requested: partitions,
+            });
+        }
+        if partitions == 0 {
+            return Err(Error::PartitionCountMismatch {
+                topic: topic.to_owned(),
+                existing: 0,
+                requested: 0,
+            });
+        }
+        let name: Arc<str> = topic.into();
+        let created = self.open_topic(&name, partitions)?;
+        let storage = &self.shared.storage;
+        let dir = self.topic_dir(topic);
+        let meta = dir.join(TOPIC_META);
+        storage
+            .write_atomic(&meta, format!("{partitions}\n").as_bytes())
+            .at(&meta)?;
+        let topics_dir = self.shared.root.join("topics");
+        storage.sync_dir(&topics_dir).at(&topics_dir)?;
+        topics.insert(name, Arc::new(created));
+        Ok(())
+    }
+
+    /// The topic's partition count, `None` if it does not exist.
+    pub fn partitions(&self, topic: &str) -> Option<u32> {
+        let topics = self.shared.topics.read().ok()?;
+        topics.get(topic).map(|t| t.partitions.len() as u32)
+    }
+
+    /// Every topic and its partition count, sorted by name.
+    pub fn topics(&self) -> Vec<(String, u32)> {
+        let mut all: Vec<(String, u32)> = match self.shared.topics.read() {
+            Ok(topics) => topics
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.partitions.len() as u32))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        all.sort();
+        all
+    }
+
+    fn with_partition<T>(
+        &self,
+        tp: &TopicPartition,
+        f: impl FnOnce(&mut Partition) -> Result<T>,
+    ) -> Result<T> {
+        let topic = {
+            let topics = self.shared.topics.read().map_err(|_| Error::Poisoned {
+                what: "topics".into(),
+            })?;
+            let topic = topics.get(&*tp.topic).ok_or_else(|| Error::UnknownTopic {
+                topic: tp.topic.to_string(),
+            })?;
+            Arc::clone(topic)
+        };
+        let partition =
+            topic
+                .partitions
+                .get(tp.partition as usize)
+                .ok_or_else(|| Error::UnknownPartition {
+                    topic: tp.topic.to_string(),
+                    partition: tp.partition,
+                })?;
+        f(&mut *lock(partition, tp)?)
+    }
+
+    /// Appends the builder's records as one batch; clears the builder; returns the base offset.
+    /// An empty builder appends nothing and returns the end offset. On error the builder keeps
+    /// its records, so the append can be retried.
+    pub fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> Result<u64> {
+        if batch.is_empty() {
+            return self.end_offset(tp);
+        }
+        let base = self.with_partition(tp, |p| {
+            let (base, newly_unsynced) = p.append(batch)?;
+            if newly_unsynced {
+                lock(&self.shared.unsynced, &"the unsynced-partition list")?.push(tp.clone());
+            }
+            Ok(base)
+        })?;
+        batch.clear();
+        let mut version = self
+            .shared
+            .append_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *version += 1;
+        self.shared.appended.notify_all();
+        Ok(base)
+    }
+
+    /// Batches holding offsets `>= offset`, up to `max_bytes` of stored batches (at least one
+    /// batch if any exists). The first batch may start before `offset`: callers skip records
+    /// below it. `offset ==` end offset gives an empty `Vec`; beyond it,
+    /// [`Error::OffsetOutOfRange`].
+    pub fn fetch(
+        &self,
+        tp: &TopicPartition,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<FetchedBatch>> {
+        self.with_partition(tp, |p| p.fetch(offset, max_bytes))
+    }
+
+    /// The offset the next append gets.
+    pub fn end_offset(&self, tp: &TopicPartition) -> Result<u64> {
+        self.with_partition(tp, |p| Ok(p.end_offset()))
+    }
+
+    /// The first offset still in the log (0: the log keeps everything for now).
+    pub fn start_offset(&self, tp: &TopicPartition) -> Result<u64> {
+        self.with_partition(tp, |p| Ok(p.start_offset()))
+    }
+
+    /// Fsyncs every partition that has unsynced appends.
+    fn sync_unsynced(&self) -> Result<()> {
+        let pending = std::mem::take(&mut *lock(
+            &self.shared.unsynced,
+            &"the unsynced-partition list",
+        )?);
+        for (i, tp) in pending.iter().enumerate() {
+            if let Err(e) = self.with_partition(tp, Partition::sync) {
+                // Keep the rest listed so a later commit syncs them.
+                let rest = pending.get(i..).unwrap_or_default();
+                lock(&self.shared.unsynced, &"the unsynced-partition list")?
+                    .extend_from_slice(rest);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Durable consumer-group offsets. Under [`FsyncPolicy::EveryCommit`], fsyncs every partition
+    /// with unsynced appends first, then writes the group's offsets durably (temp file, fsync,
+    /// rename, directory fsync). Offsets of partitions not named are kept.
+    pub fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
+        validate_name(group, false)?;
+        for (tp, _) in offsets {
+            self.with_partition(tp, |_| Ok(()))?;
+        }
+        if self.shared.options.fsync == FsyncPolicy::EveryCommit {
+            self.sync_unsynced()?;
+        }
+        let mut groups = lock(&self.shared.groups, &"the group offsets")?;
+        groups.commit(&self.shared.storage, &self.shared.root, group, offsets)
+    }
+
+    /// The group's committed offset for `tp`, `None` if it never committed one.
+    pub fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
+        validate_name(group, false)?;
+        let mut groups = lock(&self.shared.groups, &"the group offsets")?;
+        let offsets = groups.group(&self.shared.storage, &self.shared.root, group)?;
+        Ok(offsets.get(tp).copied())
+    }
+
+    /// Fsyncs every partition (whatever the policy).
+    pub fn sync(&self) -> Result<()> {
+        let topics: Vec<Arc<Topic>> = {
+            let topics = self.shared.topics.read().map_err(|_| Error::Poisoned {
+                what: "topics".into(),
+            })?;
+            topics.values().cloned().collect()
+        };
+        let pending = std::mem::take(&mut *lock(
+            &self.shared.unsynced,
+            &"the unsynced-partition list",
+        )?);
+        let result = topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .try_for_each(|partition| {
+                let mut p = partition.lock().map_err(|_| Error::Poisoned {
+                    what: "a partition".into(),
+                })?;
+                p.sync()
+            });
+        if result.is_err() {
+            // Keep them listed so a later commit syncs them (syncing a synced one is cheap).
+            lock(&self.shared.unsynced, &"the unsynced-partition list")?.extend(pending);
+        }
+        result
+    }
+
+    /// A counter bumped by every append to this log (all partitions), so an idle consumer can
+    /// tell "nothing new" without touching a partition.
+    pub fn append_version(&self) -> u64 {
+        *self
+            .shared
+            .append_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Blocks until [`append_version`](Self::append_version) differs from `seen` or `timeout`
+    /// elapses; returns the current version.
+    pub fn wait_for_append(&self, seen: u64, timeout: Duration) -> u64 {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut version = self
+            .shared
+            .append_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        while *version == seen {
+            let left = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(3600),
+            };
+            if left.is_zero() {
+                break;
+            }
+            version = match self.shared.appended.wait_timeout(version, left) {
+                Ok((v, _)) => v,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        *version
+    }
+}

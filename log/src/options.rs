@@ -1,0 +1,68 @@
+//! How the log trades durability for speed, and how it lays out segments.
+
+/// When appended data is fsynced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum FsyncPolicy {
+    /// At every [`Log::commit_offsets`](crate::Log::commit_offsets): partitions with unsynced
+    /// appends are fsynced before the offsets are written, so a committed offset never points
+    /// past durable data. Also at [`Log::sync`](crate::Log::sync) and when a segment is rolled.
+    #[default]
+    EveryCommit,
+    /// After every append, before `append` returns.
+    EveryAppend,
+    /// Only at [`Log::sync`](crate::Log::sync). A crash may lose any unsynced append, even one
+    /// a committed offset points past. Group offsets are still written durably.
+    Never,
+}
+
+/// Options of a [`Log`](crate::Log).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LogOptions {
+    /// When appends are made durable.
+    pub fsync: FsyncPolicy,
+    /// A segment is rolled when an append would grow it past this size (a batch larger than
+    /// this gets a segment of its own). Clamped to 2 GiB, the largest size the index can address.
+    pub segment_bytes: u64,
+    /// The offset index gets an entry every this many bytes of batches.
+    pub index_interval_bytes: u32,
+}
+
+impl Default for LogOptions {
+    /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB.
+    fn default() -> Self {
+        Self {
+            fsync: FsyncPolicy::EveryCommit,
+            segment_bytes: 64 << 20,
+            index_interval_bytes: 4096,
+        }
+    }
+}
+
+impl LogOptions {
+    /// These options with `fsync` as the fsync policy.
+    pub fn with_fsync(mut self, fsync: FsyncPolicy) -> Self {
+        self.fsync = fsync;
+        self
+    }
+
+    /// These options with `segment_bytes` as the segment size.
+    pub fn with_segment_bytes(mut self, segment_bytes: u64) -> Self {
+        self.segment_bytes = segment_bytes;
+        self
+    }
+
+    /// These options with `index_interval_bytes` as the index interval.
+    pub fn with_index_interval_bytes(mut self, index_interval_bytes: u32) -> Self {
+        self.index_interval_bytes = index_interval_bytes;
+        self
+    }
+
+    /// The options as the log applies them: sizes clamped to what the format can address.
+    pub(crate) fn normalized(mut self) -> Self {
+        self.segment_bytes = self.segment_bytes.clamp(1, i32::MAX as u64);
+        self.index_interval_bytes = self.index_interval_bytes.max(1);
+        self
+    }
+}

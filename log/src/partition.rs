@@ -1,0 +1,256 @@
+//! One partition: a directory of segments, the offset after its last record, and whether it has
+//! appends that are not yet durable. All access goes through the partition's own lock, so
+//! partitions append and fetch in parallel.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::batch::{BatchBuilder, BatchHeader, HEADER_LEN, batch_crc};
+use crate::error::{Error, IoContext, Result};
+use crate::options::{FsyncPolicy, LogOptions};
+use crate::record::FetchedBatch;
+use crate::segment::{Segment, parse_segment_file_name};
+use crate::storage::Storage;
+use crate::types::TopicPartition;
+
+#[derive(Debug)]
+pub(crate) struct Partition {
+    tp: TopicPartition,
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    options: LogOptions,
+    /// Sorted by base offset, never empty; the last one takes appends.
+    segments: Vec<Segment>,
+    next_offset: u64,
+    /// Files were created in `dir` since the last sync.
+    dir_dirty: bool,
+    /// Appended data is not yet durable.
+    pub(crate) unsynced: bool,
+    /// A failed write could not be rolled back: refuse work until reopened.
+    poisoned: bool,
+}
+
+impl Partition {
+    /// Opens the partition in `dir` (creating it if missing), recovering its active segment.
+    pub(crate) fn open(
+        storage: Arc<dyn Storage>,
+        dir: PathBuf,
+        tp: TopicPartition,
+        options: LogOptions,
+    ) -> Result<Self> {
+        storage.create_dir_all(&dir).at(&dir)?;
+        let mut bases: Vec<u64> = storage
+            .list(&dir)
+            .at(&dir)?
+            .iter()
+            .filter_map(|name| parse_segment_file_name(name))
+            .collect();
+        bases.sort_unstable();
+        let interval = u64::from(options.index_interval_bytes);
+        let mut segments = Vec::with_capacity(bases.len().max(1));
+        let mut next_offset = 0;
+        let created = bases.is_empty();
+        if created {
+            segments.push(Segment::open(&storage, &dir, 0)?);
+            storage.sync_dir(&dir).at(&dir)?;
+        }
+        let last = bases.len().saturating_sub(1);
+        for (i, base) in bases.into_iter().enumerate() {
+            let mut segment = Segment::open(&storage, &dir, base)?;
+            if i == last {
+                next_offset = segment.recover(interval)?;
+            } else {
+                segment.load_index(interval)?;
+            }
+            segments.push(segment);
+        }
+        Ok(Self {
+            tp,
+            dir,
+            storage,
+            options,
+            segments,
+            next_offset,
+            dir_dirty: false,
+            unsynced: false,
+            poisoned: false,
+        })
+    }
+
+    pub(crate) fn end_offset(&self) -> u64 {
+        self.next_offset
+    }
+
+    pub(crate) fn start_offset(&self) -> u64 {
+        self.segments.first().map_or(0, |s| s.base)
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::Poisoned {
+                what: self.tp.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends the builder's records as one batch at the end offset; returns its base offset.
+    /// Returns whether the partition became unsynced by this append (so the log can note it).
+    pub(crate) fn append(&mut self, batch: &mut BatchBuilder) -> Result<(u64, bool)> {
+        self.check_poisoned()?;
+        let base = self.next_offset;
+        if batch.is_empty() {
+            return Ok((base, false));
+        }
+        let count = batch.len() as u64;
+        let bytes = batch.seal(&self.tp, base)?;
+        let len = bytes.len() as u64;
+        let needs_roll = match self.segments.last() {
+            Some(active) => {
+                active.size() > 0
+                    && (active.size() + len > self.options.segment_bytes
+                        || base + count - active.base > u64::from(u32::MAX))
+            }
+            None => true,
+        };
+        if needs_roll {
+            self.roll(base)?;
+        }
+        let interval = u64::from(self.options.index_interval_bytes);
+        let Some(active) = self.segments.last_mut() else {
+            return Err(Error::Poisoned {
+                what: self.tp.to_string(),
+            });
+        };
+        if let Err((e, restored)) = active.append(bytes, base, interval) {
+            self.poisoned = !restored;
+            return Err(e);
+        }
+        self.next_offset = base + count;
+        let newly_unsynced = !self.unsynced;
+        self.unsynced = true;
+        if self.options.fsync == FsyncPolicy::EveryAppend {
+            self.sync()?;
+            return Ok((base, false));
+        }
+        Ok((base, newly_unsynced))
+    }
+
+    /// Starts a new segment at `base`. The sealed one is synced first (unless the policy is
+    /// `Never`), so only the active segment can ever have a torn tail.
+    fn roll(&mut self, base: u64) -> Result<()> {
+        if self.options.fsync != FsyncPolicy::Never {
+            if let Some(sealed) = self.segments.last_mut() {
+                sealed.sync()?;
+            }
+        }
+        let segment = Segment::open(&self.storage, &self.dir, base)?;
+        self.segments.push(segment);
+        self.dir_dirty = true;
+        Ok(())
+    }
+
+    /// Makes every append durable: dirty segments, then the directory if files were created.
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        self.check_poisoned()?;
+        for segment in self.segments.iter_mut().filter(|s| s.dirty) {
+            segment.sync()?;
+        }
+        if self.dir_dirty {
+            self.storage.sync_dir(&self.dir).at(&self.dir)?;
+            self.dir_dirty = false;
+        }
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Batches holding offsets `>= offset`, up to `max_bytes` of stored batches (at least one).
+    pub(crate) fn fetch(&mut self, offset: u64, max_bytes: usize) -> Result<Vec<FetchedBatch>> {
+        self.check_poisoned()?;
+        if offset > self.next_offset || offset < self.start_offset() {
+            return Err(Error::OffsetOutOfRange {
+                topic_partition: self.tp.clone(),
+                offset,
+                end: self.next_offset,
+            });
+        }
+        let mut out = Vec::new();
+        if offset == self.next_offset {
+            return Ok(out);
+        }
+        let mut si = self
+            .segments
+            .partition_point(|s| s.base <= offset)
+            .saturating_sub(1);
+        let Some(seg) = self.segments.get(si) else {
+            return Ok(out);
+        };
+        let mut pos = seg.position_for(offset);
+        // Skip the batches that end before `offset`, reading headers only.
+        while let Some(seg) = self.segments.get_mut(si) {
+            if pos >= seg.size() {
+                si += 1;
+                pos = 0;
+                continue;
+            }
+            let h = seg.read_header(pos)?;
+            if h.next_offset() > offset {
+                break;
+            }
+            pos += h.total_len();
+        }
+        let mut used = 0usize;
+        while let Some(seg) = self.segments.get_mut(si) {
+            let avail = seg.size().saturating_sub(pos);
+            if avail == 0 {
+                si += 1;
+                pos = 0;
+                continue;
+            }
+            let budget = max_bytes.saturating_sub(used) as u64;
+            let mut want = budget.min(avail);
+            if out.is_empty() {
+                want = want.max(seg.read_header(pos)?.total_len());
+            }
+            if want < HEADER_LEN as u64 {
+                break;
+            }
+            // One read for as many whole batches as fit; each batch is a slice of it.
+            let buf = Bytes::from(seg.read(pos, want as usize)?);
+            let mut at = 0usize;
+            while let Some(rest) = buf.get(at..).filter(|r| r.len() >= HEADER_LEN) {
+                let position = pos + at as u64;
+                let corrupt = |reason: String| Error::Corrupt {
+                    path: seg.path.clone(),
+                    position,
+                    reason,
+                };
+                let h = BatchHeader::parse(rest).map_err(corrupt)?;
+                let total = h.total_len() as usize;
+                if total > rest.len() {
+                    if position + h.total_len() > seg.size() {
+                        return Err(corrupt(format!("batch of {total} bytes overruns the file")));
+                    }
+                    break; // the next batch does not fit the budget
+                }
+                let batch = buf.slice(at..at + total);
+                if batch_crc(&batch) != h.crc {
+                    return Err(corrupt(format!(
+                        "checksum mismatch in batch at offset {}",
+                        h.base_offset
+                    )));
+                }
+                out.push(FetchedBatch::decode(&self.tp, &h, batch)?);
+                used += total;
+                at += total;
+            }
+            if at < buf.len() || used >= max_bytes {
+                break;
+            }
+            pos += at as u64;
+        }
+        Ok(out)
+    }
+}

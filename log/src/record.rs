@@ -1,0 +1,250 @@
+//! The read side of the record path: a [`FetchedBatch`] is one `Arc<BatchMeta>` plus the batch's
+//! (decompressed) records section as one `Bytes`; its [`Record`]s are slices of that buffer and
+//! clones of that `Arc`. Decoding a record allocates nothing.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::batch::{BatchHeader, HEADER_LEN};
+use crate::error::{Error, Result};
+use crate::types::{BatchMeta, Compression, TopicPartition};
+use crate::varint::{get_varint, get_varlong};
+
+/// Records section sizes beyond this are refused before allocating a decompression buffer.
+const MAX_RECORDS_LEN: usize = 1 << 30;
+
+/// One batch returned by [`Log::fetch`](crate::Log::fetch).
+#[derive(Clone, Debug)]
+pub struct FetchedBatch {
+    meta: Arc<BatchMeta>,
+    records: Bytes,
+}
+
+impl FetchedBatch {
+    /// Builds a fetched batch from a whole stored batch whose checksum was already verified,
+    /// decompressing its records section if needed.
+    pub(crate) fn decode(tp: &TopicPartition, h: &BatchHeader, batch: Bytes) -> Result<Self> {
+        let codec = h.compression();
+        let payload = batch.slice(HEADER_LEN.min(batch.len())..);
+        let records_len = h.records_len as usize;
+        let decompress_err = |reason: String| Error::Compression {
+            codec,
+            reason: format!(
+                "decompressing the batch of {tp} at offset {}: {reason}",
+                h.base_offset
+            ),
+        };
+        let records = match codec {
+            Compression::None => payload,
+            _ if records_len > MAX_RECORDS_LEN => {
+                return Err(decompress_err(format!(
+                    "records section of {records_len} bytes"
+                )));
+            }
+            Compression::Lz4 => {
+                let mut out = vec![0u8; records_len];
+                let n = lz4_flex::block::decompress_into(&payload, &mut out)
+                    .map_err(|e| decompress_err(e.to_string()))?;
+                if n != records_len {
+                    return Err(decompress_err(format!(
+                        "{n} bytes, header says {records_len}"
+                    )));
+                }
+                Bytes::from(out)
+            }
+            Compression::Zstd => {
+                let mut out = vec![0u8; records_len];
+                let n = zstd::bulk::decompress_to_buffer(&payload, &mut out[..])
+                    .map_err(|e| decompress_err(e.to_string()))?;
+                if n != records_len {
+                    return Err(decompress_err(format!(
+                        "{n} bytes, header says {records_len}"
+                    )));
+                }
+                Bytes::from(out)
+            }
+        };
+        let meta = BatchMeta {
+            topic_partition: tp.clone(),
+            base_offset: h.base_offset,
+            record_count: h.record_count,
+            first_timestamp: h.first_timestamp,
+            max_timestamp: h.max_timestamp,
+            timestamp_type: h.timestamp_type(),
+            leader_epoch: h.leader_epoch,
+            compression: codec,
+        };
+        Ok(Self {
+            meta: Arc::new(meta),
+            records,
+        })
+    }
+
+    /// The batch's metadata, shared with its records.
+    pub fn meta(&self) -> &Arc<BatchMeta> {
+        &self.meta
+    }
+
+    /// Offset of the first record.
+    pub fn base_offset(&self) -> u64 {
+        self.meta.base_offset
+    }
+
+    /// Offset of the last record: `base_offset + record_count - 1`.
+    pub fn last_offset(&self) -> u64 {
+        (self.meta.base_offset + u64::from(self.meta.record_count)).saturating_sub(1)
+    }
+
+    /// Number of records.
+    pub fn record_count(&self) -> u32 {
+        self.meta.record_count
+    }
+
+    /// Decodes the records lazily, in offset order.
+    pub fn records(&self) -> RecordIter {
+        RecordIter {
+            meta: Arc::clone(&self.meta),
+            buf: self.records.clone(),
+            pos: 0,
+            left: self.meta.record_count,
+        }
+    }
+}
+
+/// Iterator over a batch's records. Stops after the first error.
+#[derive(Debug)]
+pub struct RecordIter {
+    meta: Arc<BatchMeta>,
+    buf: Bytes,
+    pos: usize,
+    left: u32,
+}
+
+impl RecordIter {
+    fn decode_next(&mut self) -> Result<Record, String> {
+        let buf: &[u8] = &self.buf;
+        let mut pos = self.pos;
+        let len = get_varint(buf, &mut pos).ok_or("bad record length")?;
+        let len = usize::try_from(len).map_err(|_| format!("negative record length {len}"))?;
+        let end = pos
+            .checked_add(len)
+            .filter(|&e| e <= buf.len())
+            .ok_or_else(|| {
+                format!(
+                    "record of {len} bytes overruns the batch ({} left)",
+                    buf.len() - pos
+                )
+            })?;
+        let body = buf.get(..end).unwrap_or_default();
+        pos += 1; // attributes
+        let ts_delta = get_varlong(body, &mut pos).ok_or("bad timestamp delta")?;
+        let offset_delta = get_varint(body, &mut pos).ok_or("bad offset delta")?;
+        let offset_delta = u32::try_from(offset_delta)
+            .ok()
+            .filter(|&d| d < self.meta.record_count)
+            .ok_or_else(|| format!("offset delta {offset_delta} outside the batch"))?;
+        let mut slice = |what: &str| -> Result<Option<Bytes>, String> {
+            let n = get_varint(body, &mut pos).ok_or_else(|| format!("bad {what} length"))?;
+            if n < 0 {
+                return Ok(None);
+            }
+            let stop = pos + n as usize;
+            if stop > end {
+                return Err(format!("{what} of {n} bytes overruns its record"));
+            }
+            let b = self.buf.slice(pos..stop);
+            pos = stop;
+            Ok(Some(b))
+        };
+        let key = slice("key")?;
+        let value = slice("value")?;
+        let headers = get_varint(body, &mut pos).ok_or("bad header count")?;
+        if headers != 0 {
+            return Err(format!("{headers} record headers (the log writes none)"));
+        }
+        if pos != end {
+            return Err(format!("{} trailing bytes in record", end - pos));
+        }
+        self.pos = end;
+        Ok(Record {
+            meta: Arc::clone(&self.meta),
+            offset_delta,
+            timestamp: self.meta.first_timestamp.wrapping_add(ts_delta),
+            key,
+            value,
+        })
+    }
+}
+
+impl Iterator for RecordIter {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        match self.decode_next() {
+            Ok(r) => Some(Ok(r)),
+            Err(reason) => {
+                let index = self.meta.record_count - self.left - 1;
+                self.left = 0;
+                Some(Err(Error::CorruptRecord {
+                    topic_partition: self.meta.topic_partition.clone(),
+                    offset: self.meta.base_offset + u64::from(index),
+                    reason: format!(
+                        "record at byte {} of the records section: {reason}",
+                        self.pos
+                    ),
+                }))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left as usize))
+    }
+}
+
+/// One record of a fetched batch.
+#[derive(Clone, Debug)]
+pub struct Record {
+    meta: Arc<BatchMeta>,
+    offset_delta: u32,
+    timestamp: i64,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+}
+
+impl Record {
+    /// Metadata of the record's batch.
+    pub fn meta(&self) -> &Arc<BatchMeta> {
+        &self.meta
+    }
+
+    /// Where the record lives.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.meta.topic_partition
+    }
+
+    /// The record's offset.
+    pub fn offset(&self) -> u64 {
+        self.meta.base_offset + u64::from(self.offset_delta)
+    }
+
+    /// The record's timestamp (see [`BatchMeta::timestamp_type`]).
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// The key; `None` for a null key.
+    pub fn key(&self) -> Option<&Bytes> {
+        self.key.as_ref()
+    }
+
+    /// The value; `None` for a null value (a tombstone).
+    pub fn value(&self) -> Option<&Bytes> {
+        self.value.as_ref()
+    }
+}

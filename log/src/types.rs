@@ -1,0 +1,138 @@
+//! Identities and small value types shared by the whole crate.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::error::Error;
+
+/// A partition of a topic. Cheap to clone: the topic name is shared.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// The topic's name.
+    pub topic: Arc<str>,
+    /// The partition number, from 0.
+    pub partition: u32,
+}
+
+impl TopicPartition {
+    /// A topic-partition.
+    pub fn new(topic: impl Into<Arc<str>>, partition: u32) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    /// `topic-3`, as Kafka writes it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// What a batch's timestamps mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimestampType {
+    /// Set by the producer when it created the record.
+    CreateTime,
+    /// Set by the log when it appended the batch.
+    LogAppendTime,
+}
+
+/// The codec of a batch's records section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Stored as is.
+    #[default]
+    None,
+    /// LZ4 block format (`lz4_flex`).
+    Lz4,
+    /// Zstandard (`zstd`, default level).
+    Zstd,
+}
+
+impl Compression {
+    /// The codec's number in a batch's attributes (bits 0–2).
+    pub(crate) fn id(self) -> u16 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd => 2,
+        }
+    }
+
+    pub(crate) fn from_id(id: u16) -> Option<Self> {
+        match id {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Lz4),
+            2 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// The name of a codec was none of `none`, `lz4`, `zstd`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown compression {0:?} (expected none, lz4 or zstd)")]
+pub struct UnknownCompression(pub String);
+
+impl FromStr for Compression {
+    type Err = UnknownCompression;
+
+    /// `none`, `lz4` or `zstd` (ASCII case-insensitive).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            _ => Err(UnknownCompression(s.to_owned())),
+        }
+    }
+}
+
+/// Metadata of one stored batch, shared by all its fetched records through one `Arc`.
+#[derive(Debug)]
+pub struct BatchMeta {
+    /// Where the batch lives.
+    pub topic_partition: TopicPartition,
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// Number of records in the batch.
+    pub record_count: u32,
+    /// Timestamp of the first record; other records store a delta to it.
+    pub first_timestamp: i64,
+    /// Largest record timestamp in the batch.
+    pub max_timestamp: i64,
+    /// What the timestamps mean.
+    pub timestamp_type: TimestampType,
+    /// Leader epoch at append (always 0 in the embedded log, which has a single leader).
+    pub leader_epoch: i32,
+    /// Codec the batch was stored with.
+    pub compression: Compression,
+}
+
+/// Checks that `name` is safe as a single file-name component: not empty, at most 249 bytes,
+/// not `.` or `..`, without `/`, `\` or NUL. Topic names are further limited to Kafka's legal
+/// characters (`[A-Za-z0-9._-]`), so that they survive any file system and tool.
+pub(crate) fn validate_name(name: &str, topic: bool) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', '\0'])
+        && (!topic
+            || name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidName {
+            name: name.to_owned(),
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! Helpers shared by the scenario tests.
+#![allow(dead_code)]
+
+use riffle_log::{BatchBuilder, Compression, FetchedBatch, Log, TopicPartition};
+
+/// One record as the tests model it.
+pub(crate) type Model = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Appends one batch of `records` with `codec`; returns its base offset.
+pub(crate) fn append(log: &Log, tp: &TopicPartition, codec: Compression, records: &[Model]) -> u64 {
+    let mut b = BatchBuilder::new(codec);
+    for (ts, k, v) in records {
+        b.push(*ts, k.as_deref(), v.as_deref());
+    }
+    log.append(tp, &mut b).expect("append")
+}
+
+/// Every record from `from` to the end, as `(offset, model)`, fetched `max_bytes` at a time.
+pub(crate) fn read_all(
+    log: &Log,
+    tp: &TopicPartition,
+    from: u64,
+    max_bytes: usize,
+) -> Vec<(u64, Model)> {
+    let mut out = Vec::new();
+    let mut next = from;
+    loop {
+        let batches = log.fetch(tp, next, max_bytes).expect("fetch");
+        if batches.is_empty() {
+            return out;
+        }
+        for batch in &batches {
+            for r in records(batch) {
+                if r.0 >= next {
+                    next = r.0 + 1;
+                    out.push(r);
+                }
+            }
+        }
+    }
+}
+
+/// A batch's records as models.
+pub(crate) fn records(batch: &FetchedBatch) -> Vec<(u64, Model)> {
+    batch
+        .records()
+        .map(|r| {
+            let r = r.expect("record decodes");
+            let bytes = |b: Option<&bytes::Bytes>| b.map(|b| b.to_vec());
+            (
+                r.offset(),
+                (r.timestamp(), bytes(r.key()), bytes(r.value())),
+            )
+        })
+        .collect()
+}
+
+/// `n` simple records `k<i>` → `v<i>` with timestamps from `ts`.
+pub(crate) fn simple(n: usize, ts: i64) -> Vec<Model> {
+    (0..n)
+        .map(|i| {
+            (
+                ts + i as i64,
+                Some(format!("k{i}").into_bytes()),
+                Some(format!("value-{i}").into_bytes()),
+            )
+        })
+        .collect()
+}
