@@ -1,0 +1,138 @@
+//! A torn or corrupt tail of the active segment is cut on open: earlier batches stay intact and
+//! appends continue at the right offset.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use common::{append, read_all, simple};
+use riffle_log::{Compression, Log, LogOptions, TopicPartition};
+
+fn segment(dir: &Path) -> PathBuf {
+    dir.join("topics/events/0/00000000000000000000.log")
+}
+
+/// Three batches (offsets 0–2, 3–5, 6–8) then a clean close; returns the log file's length
+/// before and after the last batch.
+fn three_batches(dir: &Path) -> (u64, u64) {
+    let log = Log::open(dir, LogOptions::default()).expect("open");
+    log.create_topic("events", 1).expect("create");
+    let tp = TopicPartition::new("events", 0);
+    append(&log, &tp, Compression::None, &simple(3, 0));
+    append(&log, &tp, Compression::Lz4, &simple(3, 10));
+    let before = std::fs::metadata(segment(dir)).expect("meta").len();
+    append(&log, &tp, Compression::Zstd, &simple(3, 20));
+    log.sync().expect("sync");
+    (before, std::fs::metadata(segment(dir)).expect("meta").len())
+}
+
+fn reopen_and_check(dir: &Path, end: u64, file_len: u64) {
+    let log = Log::open(dir, LogOptions::default()).expect("reopen");
+    let tp = TopicPartition::new("events", 0);
+    assert_eq!(log.end_offset(&tp).expect("end"), end);
+    assert_eq!(
+        std::fs::metadata(segment(dir)).expect("meta").len(),
+        file_len
+    );
+    let records = read_all(&log, &tp, 0, 1 << 20);
+    assert_eq!(
+        records.iter().map(|r| r.0).collect::<Vec<_>>(),
+        (0..end).collect::<Vec<_>>()
+    );
+    assert_eq!(records.first().map(|r| &r.1), simple(1, 0).first());
+    // Appends continue right after the last intact batch, and survive another reopen.
+    assert_eq!(append(&log, &tp, Compression::None, &simple(2, 99)), end);
+    log.sync().expect("sync");
+    drop(log);
+    let log = Log::open(dir, LogOptions::default()).expect("reopen again");
+    assert_eq!(log.end_offset(&tp).expect("end"), end + 2);
+    assert_eq!(read_all(&log, &tp, end, 7).len(), 2);
+}
+
+#[test]
+fn garbage_appended_after_the_last_batch_is_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, full) = three_batches(dir.path());
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(segment(dir.path()))
+        .expect("open");
+    f.write_all(&[0xab; 100]).expect("write garbage");
+    drop(f);
+    reopen_and_check(dir.path(), 9, full);
+}
+
+#[test]
+fn zeroes_appended_after_the_last_batch_are_cut() {
+    // What a crash after a file-size update but before the data write typically leaves.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, full) = three_batches(dir.path());
+    let f = OpenOptions::new()
+        .write(true)
+        .open(segment(dir.path()))
+        .expect("open");
+    f.set_len(full + 4096).expect("extend");
+    drop(f);
+    reopen_and_check(dir.path(), 9, full);
+}
+
+#[test]
+fn a_last_batch_torn_in_the_middle_is_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (before, full) = three_batches(dir.path());
+    for cut in [before + 1, before + 30, (before + full) / 2, full - 1] {
+        let copy = tempfile::tempdir().expect("tempdir");
+        copy_dir(dir.path(), copy.path());
+        let f = OpenOptions::new()
+            .write(true)
+            .open(segment(copy.path()))
+            .expect("open");
+        f.set_len(cut).expect("truncate");
+        drop(f);
+        reopen_and_check(copy.path(), 6, before);
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_the_last_batch_is_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (before, full) = three_batches(dir.path());
+    for at in [before, before + 5, before + 12, before + 40, full - 1] {
+        let copy = tempfile::tempdir().expect("tempdir");
+        copy_dir(dir.path(), copy.path());
+        let path = segment(copy.path());
+        let mut bytes = std::fs::read(&path).expect("read");
+        if let Some(b) = bytes.get_mut(at as usize) {
+            *b ^= 0x10;
+        }
+        std::fs::write(&path, bytes).expect("write");
+        reopen_and_check(copy.path(), 6, before);
+    }
+}
+
+#[test]
+fn a_corrupt_index_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    three_batches(dir.path());
+    let index = segment(dir.path()).with_extension("index");
+    std::fs::write(&index, [0xff; 13]).expect("write");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("reopen");
+    let tp = TopicPartition::new("events", 0);
+    assert_eq!(read_all(&log, &tp, 4, 1).len(), 5);
+    assert_eq!(std::fs::metadata(&index).expect("meta").len() % 8, 0);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            std::fs::create_dir_all(&target).expect("mkdir");
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
