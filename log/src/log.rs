@@ -69,13 +69,13 @@ impl Log {
 
     /// A log kept in memory, through the same code paths as a file-backed one.
     pub fn in_memory() -> Log {
+        Self::in_memory_with_options(LogOptions::default())
+    }
+
+    /// [`in_memory`](Self::in_memory) with options (small segments, say, to test rolling).
+    pub fn in_memory_with_options(options: LogOptions) -> Log {
         let storage: Arc<dyn Storage> = Arc::new(MemStorage::default());
-        Self::with_storage(
-            storage,
-            PathBuf::from("/memory"),
-            None,
-            LogOptions::default(),
-        )
+        Self::with_storage(storage, PathBuf::from("/memory"), None, options)
     }
 
     fn with_storage(
