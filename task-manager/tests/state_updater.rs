@@ -1,0 +1,283 @@
+//! The state updater restores active tasks and hands them back, follows standbys, and reports
+//! positions to `LiveOffsets` — driven directly (pure core) and on its own thread.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use riffle_state_dir::{ChangelogPartition, TaskId};
+use riffle_task_manager::{
+    BoxError, ChangelogReader, ChangelogRecord, Error, LiveOffsets, RestoreTarget, StateUpdater,
+    StateUpdaterConfig, StateUpdaterThread, TaskKind, UpdaterEvent, UpdaterTask,
+};
+
+/// Changelogs as in-memory vectors, shared so a test can append while the updater runs.
+#[derive(Clone, Default)]
+struct MemoryChangelogs(Arc<Mutex<HashMap<ChangelogPartition, Vec<ChangelogRecord>>>>);
+
+impl MemoryChangelogs {
+    fn append(&self, partition: &ChangelogPartition, n: u64) {
+        let mut logs = self.0.lock().expect("lock");
+        let log = logs.entry(partition.clone()).or_default();
+        for _ in 0..n {
+            let offset = log.len() as u64;
+            log.push(ChangelogRecord {
+                offset,
+                key: offset.to_be_bytes().to_vec(),
+                value: Some(b"v".to_vec()),
+            });
+        }
+    }
+}
+
+impl ChangelogReader for MemoryChangelogs {
+    fn end_offset(&mut self, partition: &ChangelogPartition) -> Result<u64, BoxError> {
+        let logs = self.0.lock().map_err(|_| "poisoned")?;
+        Ok(logs.get(partition).map_or(0, |l| l.len() as u64))
+    }
+
+    fn read(
+        &mut self,
+        partition: &ChangelogPartition,
+        from: u64,
+        max: usize,
+        out: &mut Vec<ChangelogRecord>,
+    ) -> Result<(), BoxError> {
+        if partition.topic == "broken" {
+            return Err("broker unreachable".into());
+        }
+        let logs = self.0.lock().map_err(|_| "poisoned")?;
+        let log = logs.get(partition).map_or(&[][..], Vec::as_slice);
+        out.extend(log.iter().skip(from as usize).take(max).cloned());
+        Ok(())
+    }
+}
+
+/// A store that counts what it was given.
+#[derive(Clone, Default)]
+struct CountingStore(Arc<Mutex<BTreeMap<ChangelogPartition, usize>>>);
+
+impl RestoreTarget for CountingStore {
+    fn apply(
+        &mut self,
+        p: &ChangelogPartition,
+        records: &[ChangelogRecord],
+    ) -> Result<(), BoxError> {
+        *self
+            .0
+            .lock()
+            .map_err(|_| "poisoned")?
+            .entry(p.clone())
+            .or_default() += records.len();
+        Ok(())
+    }
+}
+
+fn cl(topic: &str, p: u32) -> ChangelogPartition {
+    ChangelogPartition::new(topic, p)
+}
+
+fn task(
+    id: TaskId,
+    kind: TaskKind,
+    parts: &[(ChangelogPartition, u64)],
+    store: &CountingStore,
+) -> UpdaterTask {
+    UpdaterTask {
+        id,
+        kind,
+        positions: parts.iter().cloned().collect(),
+        target: Box::new(store.clone()),
+    }
+}
+
+#[test]
+fn active_task_is_restored_in_batches_then_handed_back() {
+    let logs = MemoryChangelogs::default();
+    let (a, b) = (cl("app-a-changelog", 0), cl("app-b-changelog", 0));
+    logs.append(&a, 25);
+    logs.append(&b, 3);
+    let live = LiveOffsets::new();
+    let store = CountingStore::default();
+    let id = TaskId::new(0, 0);
+    let mut updater = StateUpdater::new(10);
+    // Resume `a` from its checkpointed offset 5.
+    updater.add(
+        task(
+            id,
+            TaskKind::Active,
+            &[(a.clone(), 5), (b.clone(), 0)],
+            &store,
+        ),
+        &live,
+    );
+    assert_eq!(
+        live.sum(id),
+        Some(5),
+        "starting positions are reported at once"
+    );
+
+    let mut reader = logs.clone();
+    let (events, _) = updater.tick(&mut reader, &live);
+    assert!(events.is_empty());
+    assert_eq!((live.get(id, &a), live.get(id, &b)), (Some(15), Some(3)));
+    // The second batch reaches `a`'s end: the task goes back to the stream thread.
+    let (events, _) = updater.tick(&mut reader, &live);
+    assert_eq!(live.sum(id), Some(28));
+    match events.as_slice() {
+        [UpdaterEvent::Restored(t)] => {
+            assert_eq!(t.id, id);
+            assert_eq!(t.positions.get(&a), Some(&25));
+        }
+        other => panic!("expected the task back, got {other:?}"),
+    }
+    assert!(updater.is_empty(), "a restored task leaves the updater");
+    assert_eq!(store.0.lock().expect("lock").get(&a), Some(&20));
+}
+
+#[test]
+fn standby_follows_its_changelog_and_is_never_handed_back() {
+    let logs = MemoryChangelogs::default();
+    let c = cl("app-s-changelog", 1);
+    logs.append(&c, 4);
+    let live = LiveOffsets::new();
+    let store = CountingStore::default();
+    let id = TaskId::new(2, 1);
+    let mut updater = StateUpdater::new(100);
+    updater.add(
+        task(id, TaskKind::Standby, &[(c.clone(), 0)], &store),
+        &live,
+    );
+    let mut reader = logs.clone();
+    for _ in 0..3 {
+        assert!(updater.tick(&mut reader, &live).0.is_empty());
+    }
+    assert_eq!(live.sum(id), Some(4));
+    let v = live.version();
+    updater.tick(&mut reader, &live);
+    assert_eq!(
+        live.version(),
+        v,
+        "caught up: no progress, no version change"
+    );
+    logs.append(&c, 6);
+    updater.tick(&mut reader, &live);
+    assert_eq!(live.sum(id), Some(10));
+    assert!(updater.remove(id).is_some());
+    assert!(updater.is_empty());
+}
+
+#[test]
+fn a_failing_changelog_hands_the_task_back_with_the_error() {
+    let live = LiveOffsets::new();
+    let store = CountingStore::default();
+    let id = TaskId::new(0, 9);
+    let mut logs = MemoryChangelogs::default();
+    logs.append(&cl("broken", 0), 1);
+    let mut updater = StateUpdater::new(10);
+    updater.add(
+        task(id, TaskKind::Active, &[(cl("broken", 0), 0)], &store),
+        &live,
+    );
+    match updater.tick(&mut logs, &live).0.as_slice() {
+        [
+            UpdaterEvent::Failed {
+                task,
+                error: e @ Error::Changelog { .. },
+            },
+        ] => {
+            assert_eq!(task.id, id);
+            assert!(e.to_string().contains("task 0_9"), "{e}");
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn updater_thread_restores_reports_and_hands_back() -> Result<(), Error> {
+    let logs = MemoryChangelogs::default();
+    let (a, s) = (cl("app-a-changelog", 0), cl("app-s-changelog", 0));
+    logs.append(&a, 50);
+    logs.append(&s, 5);
+    let live = Arc::new(LiveOffsets::new());
+    let config = StateUpdaterConfig {
+        batch_size: 7,
+        idle_wait: Duration::from_millis(1),
+        ..StateUpdaterConfig::default()
+    };
+    let updater = StateUpdaterThread::spawn(config, Box::new(logs.clone()), Arc::clone(&live))?;
+    let store = CountingStore::default();
+    let (active, standby) = (TaskId::new(0, 0), TaskId::new(1, 0));
+    updater.add(task(active, TaskKind::Active, &[(a.clone(), 0)], &store))?;
+    updater.add(task(standby, TaskKind::Standby, &[(s.clone(), 0)], &store))?;
+
+    let mut events = Vec::new();
+    let restored = wait_for("restoration", || {
+        updater.drain_events(&mut events).ok()?;
+        events.pop()
+    });
+    assert!(matches!(restored, UpdaterEvent::Restored(ref t) if t.id == active));
+    assert_eq!(live.sum(active), Some(50));
+
+    wait_for("standby to catch up", || {
+        (live.sum(standby) == Some(5)).then_some(())
+    });
+    logs.append(&s, 10);
+    wait_for("standby to follow", || {
+        (live.sum(standby) == Some(15)).then_some(())
+    });
+
+    let back = updater.remove(standby)?.expect("standby still held");
+    assert_eq!(back.positions.get(&s), Some(&15));
+    assert!(updater.remove(standby)?.is_none());
+    updater.shutdown()
+}
+
+#[test]
+fn updater_thread_is_named() -> Result<(), Error> {
+    struct NameCheck(Arc<Mutex<Option<String>>>);
+    impl ChangelogReader for NameCheck {
+        fn end_offset(&mut self, _: &ChangelogPartition) -> Result<u64, BoxError> {
+            *self.0.lock().map_err(|_| "poisoned")? =
+                std::thread::current().name().map(str::to_owned);
+            Ok(0)
+        }
+        fn read(
+            &mut self,
+            _: &ChangelogPartition,
+            _: u64,
+            _: usize,
+            _: &mut Vec<ChangelogRecord>,
+        ) -> Result<(), BoxError> {
+            Ok(())
+        }
+    }
+    let name = Arc::new(Mutex::new(None));
+    let live = Arc::new(LiveOffsets::new());
+    let updater = StateUpdaterThread::spawn(
+        StateUpdaterConfig::default(),
+        Box::new(NameCheck(Arc::clone(&name))),
+        live,
+    )?;
+    updater.add(task(
+        TaskId::new(0, 0),
+        TaskKind::Standby,
+        &[(cl("c", 0), 0)],
+        &CountingStore::default(),
+    ))?;
+    let seen = wait_for("a read", || name.lock().ok()?.clone());
+    assert_eq!(seen, "riffle-state-updater");
+    drop(updater); // joins
+    Ok(())
+}
