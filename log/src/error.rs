@@ -42,6 +42,14 @@ pub enum Error {
         /// The partition count asked for.
         requested: u32,
     },
+    /// A topic cannot have this many partitions (zero).
+    #[error("topic {topic:?} cannot have {requested} partitions")]
+    InvalidPartitionCount {
+        /// The topic.
+        topic: String,
+        /// The partition count asked for.
+        requested: u32,
+    },
     /// A fetch asked for an offset outside `[start offset, end offset]`.
     #[error("offset {offset} out of range for {topic_partition} (end offset {end})")]
     OffsetOutOfRange {

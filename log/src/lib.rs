@@ -3,6 +3,8 @@
 //! (crate docs being written)
 
 mod batch;
+#[cfg(test)]
+mod crash_tests;
 mod error;
 mod log;
 mod murmur;
@@ -12,6 +14,7 @@ mod partition;
 mod record;
 mod segment;
 mod storage;
+mod topic;
 mod types;
 mod varint;
 

@@ -14,11 +14,8 @@ use crate::options::{FsyncPolicy, LogOptions};
 use crate::partition::Partition;
 use crate::record::FetchedBatch;
 use crate::storage::{FileStorage, MemStorage, Storage};
+use crate::topic::Topic;
 use crate::types::{TopicPartition, validate_name};
-
-/// Name of the file in a topic's directory that records its partition count; written last when
-/// a topic is created, so a topic directory without it is an unfinished creation.
-const TOPIC_META: &str = "partitions";
 
 /// An embedded, durable, partitioned log. Cheap to clone; all clones share the same log.
 #[derive(Clone, Debug)]
@@ -40,9 +37,10 @@ struct Shared {
     appended: Condvar,
 }
 
-#[derive(Debug)]
-struct Topic {
-    partitions: Vec<Mutex<Partition>>,
+fn poisoned_topics() -> Error {
+    Error::Poisoned {
+        what: "the topic map".into(),
+    }
 }
 
 fn lock<'a, T>(m: &'a Mutex<T>, what: &dyn std::fmt::Display) -> Result<MutexGuard<'a, T>> {
@@ -104,72 +102,30 @@ impl Log {
         self.shared.dir.as_deref()
     }
 
-    fn topic_dir(&self, topic: &str) -> PathBuf {
-        self.shared.root.join("topics").join(topic)
-    }
-
-    fn open_topic(&self, name: &Arc<str>, partitions: u32) -> Result<Topic> {
-        let dir = self.topic_dir(name);
-        let partitions = (0..partitions)
-            .map(|p| {
-                let tp = TopicPartition::new(Arc::clone(name), p);
-                let storage = Arc::clone(&self.shared.storage);
-                Partition::open(
-                    storage,
-                    dir.join(p.to_string()),
-                    tp,
-                    self.shared.options.clone(),
-                )
-                .map(Mutex::new)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Topic { partitions })
-    }
-
     fn load_topics(&self) -> Result<()> {
-        let storage = &self.shared.storage;
-        let topics_dir = self.shared.root.join("topics");
-        let mut names = storage.list(&topics_dir).at(&topics_dir)?;
-        names.sort();
-        let mut map = HashMap::new();
-        for name in names {
-            if validate_name(&name, true).is_err() {
-                tracing::warn!(dir = %topics_dir.display(), entry = %name, "ignoring a stray entry");
-                continue;
-            }
-            let meta = self.topic_dir(&name).join(TOPIC_META);
-            let Some(bytes) = storage.read(&meta).at(&meta)? else {
-                tracing::warn!(file = %meta.display(), "ignoring a topic whose creation did not finish");
-                continue;
-            };
-            let count = std::str::from_utf8(&bytes)
-                .ok()
-                .and_then(|s| s.trim().parse::<u32>().ok());
-            let Some(count) = count.filter(|&c| c > 0) else {
-                return Err(Error::Corrupt {
-                    path: meta,
-                    position: 0,
-                    reason: "expected a positive partition count".to_owned(),
-                });
-            };
-            let name: Arc<str> = name.into();
-            let topic = self.open_topic(&name, count)?;
-            map.insert(name, Arc::new(topic));
-        }
-        *self.shared.topics.write().map_err(|_| Error::Poisoned {
-            what: "topics".into(),
-        })? = map;
+        let shared = &self.shared;
+        let map = Topic::load_all(&shared.storage, &shared.root, &shared.options)?;
+        *shared.topics.write().map_err(|_| poisoned_topics())? = map;
         Ok(())
+    }
+
+    /// The log a crash right now would leave, reopened; `None` unless the storage can tell.
+    #[cfg(test)]
+    pub(crate) fn crash_and_reopen(&self) -> Result<Option<Log>> {
+        let Some(storage) = self.shared.storage.crash_image() else {
+            return Ok(None);
+        };
+        let shared = &self.shared;
+        let log = Self::with_storage(storage, shared.root.clone(), None, shared.options.clone());
+        log.load_topics()?;
+        Ok(Some(log))
     }
 
     /// Creates `topic` with `partitions` partitions (at least 1). Ok if it exists with that
     /// count; [`Error::PartitionCountMismatch`] if with another.
     pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
         validate_name(topic, true)?;
-        let poisoned = |_| Error::Poisoned {
-            what: "topics".into(),
-        };
-        let mut topics = self.shared.topics.write().map_err(poisoned)?;
+        let mut topics = self.shared.topics.write().map_err(|_| poisoned_topics())?;
         if let Some(existing) = topics.get(topic) {
             let existing = existing.partitions.len() as u32;
             if existing == partitions {
@@ -181,23 +137,15 @@ impl Log {
                 requested: partitions,
             });
         }
-        if partitions == 0 {
-            return Err(Error::PartitionCountMismatch {
-                topic: topic.to_owned(),
-                existing: 0,
-                requested: 0,
-            });
-        }
         let name: Arc<str> = topic.into();
-        let created = self.open_topic(&name, partitions)?;
-        let storage = &self.shared.storage;
-        let dir = self.topic_dir(topic);
-        let meta = dir.join(TOPIC_META);
-        storage
-            .write_atomic(&meta, format!("{partitions}\n").as_bytes())
-            .at(&meta)?;
-        let topics_dir = self.shared.root.join("topics");
-        storage.sync_dir(&topics_dir).at(&topics_dir)?;
+        let shared = &self.shared;
+        let created = Topic::create(
+            &shared.storage,
+            &shared.root,
+            &name,
+            partitions,
+            &shared.options,
+        )?;
         topics.insert(name, Arc::new(created));
         Ok(())
     }
@@ -205,7 +153,7 @@ impl Log {
     /// The topic's partition count, `None` if it does not exist.
     pub fn partitions(&self, topic: &str) -> Option<u32> {
         let topics = self.shared.topics.read().ok()?;
-        topics.get(topic).map(|t| t.partitions.len() as u32)
+        topics.get(topic).map(|t| t.partition_count())
     }
 
     /// Every topic and its partition count, sorted by name.
@@ -213,7 +161,7 @@ impl Log {
         let mut all: Vec<(String, u32)> = match self.shared.topics.read() {
             Ok(topics) => topics
                 .iter()
-                .map(|(n, t)| (n.to_string(), t.partitions.len() as u32))
+                .map(|(n, t)| (n.to_string(), t.partition_count()))
                 .collect(),
             Err(_) => Vec::new(),
         };
@@ -227,9 +175,7 @@ impl Log {
         f: impl FnOnce(&mut Partition) -> Result<T>,
     ) -> Result<T> {
         let topic = {
-            let topics = self.shared.topics.read().map_err(|_| Error::Poisoned {
-                what: "topics".into(),
-            })?;
+            let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
             let topic = topics.get(&*tp.topic).ok_or_else(|| Error::UnknownTopic {
                 topic: tp.topic.to_string(),
             })?;
@@ -281,7 +227,12 @@ impl Log {
         offset: u64,
         max_bytes: usize,
     ) -> Result<Vec<FetchedBatch>> {
-        self.with_partition(tp, |p| p.fetch(offset, max_bytes))
+        let stored = self.with_partition(tp, |p| p.fetch(offset, max_bytes))?;
+        // Decompress outside the partition's lock, so appends are not held up by it.
+        stored
+            .into_iter()
+            .map(|b| FetchedBatch::decode(tp, &b.header, b.bytes))
+            .collect()
     }
 
     /// The offset the next append gets.
@@ -338,9 +289,7 @@ impl Log {
     /// Fsyncs every partition (whatever the policy).
     pub fn sync(&self) -> Result<()> {
         let topics: Vec<Arc<Topic>> = {
-            let topics = self.shared.topics.read().map_err(|_| Error::Poisoned {
-                what: "topics".into(),
-            })?;
+            let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
             topics.values().cloned().collect()
         };
         let pending = std::mem::take(&mut *lock(

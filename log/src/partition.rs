@@ -10,10 +10,16 @@ use bytes::Bytes;
 use crate::batch::{BatchBuilder, BatchHeader, HEADER_LEN, batch_crc};
 use crate::error::{Error, IoContext, Result};
 use crate::options::{FsyncPolicy, LogOptions};
-use crate::record::FetchedBatch;
 use crate::segment::{Segment, parse_segment_file_name};
 use crate::storage::Storage;
 use crate::types::TopicPartition;
+
+/// A whole stored batch, checksum verified, as read from a segment.
+#[derive(Debug)]
+pub(crate) struct StoredBatch {
+    pub(crate) header: BatchHeader,
+    pub(crate) bytes: Bytes,
+}
 
 #[derive(Debug)]
 pub(crate) struct Partition {
@@ -138,17 +144,20 @@ impl Partition {
         Ok((base, newly_unsynced))
     }
 
-    /// Starts a new segment at `base`. The sealed one is synced first (unless the policy is
-    /// `Never`), so only the active segment can ever have a torn tail.
+    /// Starts a new segment at `base`. Unless the policy is `Never`, the sealed segment and the
+    /// directory entries are synced first, so only the active segment can ever have a torn tail
+    /// and a sealed segment never disappears in a crash.
     fn roll(&mut self, base: u64) -> Result<()> {
-        if self.options.fsync != FsyncPolicy::Never {
+        let segment = Segment::open(&self.storage, &self.dir, base)?;
+        if self.options.fsync == FsyncPolicy::Never {
+            self.dir_dirty = true;
+        } else {
             if let Some(sealed) = self.segments.last_mut() {
                 sealed.sync()?;
             }
+            self.storage.sync_dir(&self.dir).at(&self.dir)?;
         }
-        let segment = Segment::open(&self.storage, &self.dir, base)?;
         self.segments.push(segment);
-        self.dir_dirty = true;
         Ok(())
     }
 
@@ -166,8 +175,9 @@ impl Partition {
         Ok(())
     }
 
-    /// Batches holding offsets `>= offset`, up to `max_bytes` of stored batches (at least one).
-    pub(crate) fn fetch(&mut self, offset: u64, max_bytes: usize) -> Result<Vec<FetchedBatch>> {
+    /// Batches holding offsets `>= offset`, up to `max_bytes` of stored batches (at least one),
+    /// checksum-verified but still compressed: the caller decodes them after releasing the lock.
+    pub(crate) fn fetch(&mut self, offset: u64, max_bytes: usize) -> Result<Vec<StoredBatch>> {
         self.check_poisoned()?;
         if offset > self.next_offset || offset < self.start_offset() {
             return Err(Error::OffsetOutOfRange {
@@ -242,7 +252,10 @@ impl Partition {
                         h.base_offset
                     )));
                 }
-                out.push(FetchedBatch::decode(&self.tp, &h, batch)?);
+                out.push(StoredBatch {
+                    header: h,
+                    bytes: batch,
+                });
                 used += total;
                 at += total;
             }

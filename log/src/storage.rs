@@ -27,6 +27,11 @@ pub(crate) trait Storage: Send + Sync + Debug {
     fn write_atomic(&self, path: &Path, data: &[u8]) -> io::Result<()>;
     /// Makes `dir`'s entries durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// What a crash right now would leave behind, for backends that can tell (tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    fn crash_image(&self) -> Option<Arc<dyn Storage>> {
+        None
+    }
 }
 
 /// One open file.
@@ -146,8 +151,9 @@ impl StorageFile for DiskFile {
     }
 }
 
-/// Files as byte vectors in memory. Everything is "durable" at once; a fault-injecting backend
-/// would keep a live and a durable copy here.
+/// Files as byte vectors in memory. Each file keeps a live and a durable copy, and each entry
+/// remembers whether its directory was synced since it was created, so tests can take the image
+/// a crash would leave ([`Storage::crash_image`]).
 #[derive(Debug, Default)]
 pub(crate) struct MemStorage {
     state: Mutex<MemState>,
@@ -155,25 +161,38 @@ pub(crate) struct MemStorage {
 
 #[derive(Debug, Default)]
 struct MemState {
-    files: BTreeMap<PathBuf, Arc<Mutex<Vec<u8>>>>,
+    files: BTreeMap<PathBuf, MemEntry>,
     dirs: BTreeSet<PathBuf>,
 }
 
 #[derive(Debug)]
-struct MemFile {
-    data: Arc<Mutex<Vec<u8>>>,
+struct MemEntry {
+    data: Arc<Mutex<MemData>>,
+    /// The directory entry survives a crash (its directory was synced after it was created).
+    entry_durable: bool,
 }
 
-impl MemStorage {
-    fn state(&self) -> std::sync::MutexGuard<'_, MemState> {
-        // The state is a plain map that no operation leaves half-updated.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+#[derive(Debug, Default, Clone)]
+struct MemData {
+    live: Vec<u8>,
+    durable: Vec<u8>,
+    /// `live` is no longer `durable` plus appended bytes (a truncate cut into synced data).
+    diverged: bool,
+}
+
+#[derive(Debug)]
+struct MemFile {
+    data: Arc<Mutex<MemData>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every operation leaves the maps and vectors whole: a poisoned lock holds valid data.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Storage for MemStorage {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        let mut state = self.state();
+        let mut state = locked(&self.state);
         for d in dir.ancestors() {
             state.dirs.insert(d.to_path_buf());
         }
@@ -181,7 +200,7 @@ impl Storage for MemStorage {
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let state = self.state();
+        let state = locked(&self.state);
         let children = state.files.keys().chain(state.dirs.iter());
         let mut names: Vec<String> = children
             .filter(|p| p.parent() == Some(dir))
@@ -193,65 +212,128 @@ impl Storage for MemStorage {
     }
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        let mut state = self.state();
-        if let Some(dir) = path.parent() {
-            if !state.dirs.contains(dir) {
-                return Err(io::Error::new(io::ErrorKind::NotFound, "no such directory"));
-            }
+        let mut state = locked(&self.state);
+        if path.parent().is_some_and(|dir| !state.dirs.contains(dir)) {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no such directory"));
         }
-        let data = Arc::clone(state.files.entry(path.to_path_buf()).or_default());
-        Ok(Box::new(MemFile { data }))
+        let entry = state
+            .files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| MemEntry {
+                data: Arc::default(),
+                entry_durable: false,
+            });
+        Ok(Box::new(MemFile {
+            data: Arc::clone(&entry.data),
+        }))
     }
 
     fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
-        let data = self.state().files.get(path).cloned();
-        Ok(data.map(|d| d.lock().unwrap_or_else(PoisonError::into_inner).clone()))
+        let data = locked(&self.state)
+            .files
+            .get(path)
+            .map(|e| Arc::clone(&e.data));
+        Ok(data.map(|d| locked(&d).live.clone()))
     }
 
     fn write_atomic(&self, path: &Path, data: &[u8]) -> io::Result<()> {
-        let new = Arc::new(Mutex::new(data.to_vec()));
-        self.state().files.insert(path.to_path_buf(), new);
+        let content = MemData {
+            live: data.to_vec(),
+            durable: data.to_vec(),
+            diverged: false,
+        };
+        let entry = MemEntry {
+            data: Arc::new(Mutex::new(content)),
+            entry_durable: false,
+        };
+        locked(&self.state).files.insert(path.to_path_buf(), entry);
+        match path.parent() {
+            Some(dir) => self.sync_dir(dir),
+            None => Ok(()),
+        }
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut state = locked(&self.state);
+        for (_, entry) in state
+            .files
+            .iter_mut()
+            .filter(|(p, _)| p.parent() == Some(dir))
+        {
+            entry.entry_durable = true;
+        }
         Ok(())
     }
 
-    fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl MemFile {
-    fn data(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
-        self.data.lock().unwrap_or_else(PoisonError::into_inner)
+    fn crash_image(&self) -> Option<Arc<dyn Storage>> {
+        let state = locked(&self.state);
+        let files = state
+            .files
+            .iter()
+            .filter(|(_, e)| e.entry_durable)
+            .map(|(path, e)| {
+                let durable = locked(&e.data).durable.clone();
+                let data = MemData {
+                    live: durable.clone(),
+                    durable,
+                    diverged: false,
+                };
+                (
+                    path.clone(),
+                    MemEntry {
+                        data: Arc::new(Mutex::new(data)),
+                        entry_durable: true,
+                    },
+                )
+            })
+            .collect();
+        let image = MemState {
+            files,
+            dirs: state.dirs.clone(),
+        };
+        Some(Arc::new(MemStorage {
+            state: Mutex::new(image),
+        }))
     }
 }
 
 impl StorageFile for MemFile {
     fn len(&self) -> u64 {
-        self.data().len() as u64
+        locked(&self.data).live.len() as u64
     }
 
     fn read_exact_at(&mut self, pos: u64, buf: &mut [u8]) -> io::Result<()> {
-        let data = self.data();
+        let data = locked(&self.data);
         let src = usize::try_from(pos)
             .ok()
-            .and_then(|p| data.get(p..p.checked_add(buf.len())?))
+            .and_then(|p| data.live.get(p..p.checked_add(buf.len())?))
             .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
         buf.copy_from_slice(src);
         Ok(())
     }
 
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        self.data().extend_from_slice(data);
+        locked(&self.data).live.extend_from_slice(data);
         Ok(())
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        self.data().truncate(len);
+        let mut data = locked(&self.data);
+        data.live.truncate(len);
+        data.diverged |= len < data.durable.len();
         Ok(())
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        // Only the bytes appended since the last sync are copied, unless a truncate intervened.
+        let data = &mut *locked(&self.data);
+        if data.diverged {
+            data.durable.clone_from(&data.live);
+            data.diverged = false;
+        } else if let Some(new) = data.live.get(data.durable.len()..) {
+            data.durable.extend_from_slice(new);
+        }
         Ok(())
     }
 }
