@@ -1,0 +1,138 @@
+//! `riffle consume`: a topic's records as `key<TAB>value`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use riffle_log::{Log, LogOptions, TopicPartition};
+
+/// How values are printed.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum ValueSerde {
+    /// UTF-8 text (invalid bytes replaced).
+    String,
+    /// 8-byte big-endian i64, printed in decimal (Kafka's LongDeserializer).
+    Long,
+    /// Hexadecimal.
+    Bytes,
+    /// JSON, printed compactly.
+    Json,
+}
+
+/// Arguments of `riffle consume`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// The embedded log's directory.
+    #[arg(long)]
+    log_dir: PathBuf,
+    /// The topic to read.
+    #[arg(long)]
+    topic: String,
+    /// Read from the start, print everything up to the current end and exit (unless --follow).
+    #[arg(long)]
+    from_beginning: bool,
+    /// Keep waiting for new records (the default without --from-beginning).
+    #[arg(long)]
+    follow: bool,
+    /// Print only the latest value of each key, sorted by key, once the end is reached.
+    #[arg(long)]
+    latest_per_key: bool,
+    /// How values are decoded.
+    #[arg(long, value_enum, default_value = "string")]
+    value_serde: ValueSerde,
+}
+
+fn render(serde: ValueSerde, value: Option<&[u8]>) -> String {
+    let Some(bytes) = value else {
+        return "null".into();
+    };
+    match serde {
+        ValueSerde::String => String::from_utf8_lossy(bytes).into_owned(),
+        ValueSerde::Long => match <[u8; 8]>::try_from(bytes) {
+            Ok(b) => i64::from_be_bytes(b).to_string(),
+            Err(_) => format!("<not a long: {} bytes>", bytes.len()),
+        },
+        ValueSerde::Bytes => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        ValueSerde::Json => match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Ok(v) => v.to_string(),
+            Err(e) => format!("<invalid json: {e}>"),
+        },
+    }
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    let log = Log::open(&args.log_dir, LogOptions::default())
+        .with_context(|| format!("opening the log at {}", args.log_dir.display()))?;
+    let partitions = log.partitions(&args.topic).with_context(|| {
+        format!(
+            "topic {} does not exist in {}",
+            args.topic,
+            args.log_dir.display()
+        )
+    })?;
+    let follow = args.follow || !args.from_beginning;
+    let mut positions = Vec::new();
+    for p in 0..partitions {
+        let tp = TopicPartition::new(args.topic.as_str(), p);
+        let start = if args.from_beginning {
+            log.start_offset(&tp)?
+        } else {
+            log.end_offset(&tp)?
+        };
+        positions.push((tp, start));
+    }
+    let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    loop {
+        let version = log.append_version();
+        let mut got = false;
+        for (tp, position) in &mut positions {
+            let batches = log.fetch(tp, *position, 1 << 20)?;
+            for batch in batches {
+                for record in batch.records() {
+                    let record = record.with_context(|| {
+                        format!("decoding {tp} near offset {}", batch.base_offset())
+                    })?;
+                    if record.offset() < *position {
+                        continue;
+                    }
+                    got = true;
+                    *position = record.offset() + 1;
+                    let key = record.key().map(|k| k.to_vec()).unwrap_or_default();
+                    let value = record.value().map(|v| &v[..]);
+                    if args.latest_per_key {
+                        latest.insert(key, value.map(<[u8]>::to_vec));
+                    } else {
+                        writeln!(
+                            out,
+                            "{}\t{}",
+                            String::from_utf8_lossy(&key),
+                            render(args.value_serde, value)
+                        )?;
+                    }
+                }
+            }
+        }
+        if got {
+            continue;
+        }
+        if !follow {
+            break;
+        }
+        out.flush()?;
+        log.wait_for_append(version, Duration::from_millis(500));
+    }
+    for (key, value) in &latest {
+        writeln!(
+            out,
+            "{}\t{}",
+            String::from_utf8_lossy(key),
+            render(args.value_serde, value.as_deref())
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}

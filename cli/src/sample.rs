@@ -1,0 +1,264 @@
+//! `riffle sample group-by-key-count`: the bundled groupByKey-count application.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::{Rng, SeedableRng};
+use riffle::{
+    Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+};
+use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+
+/// The bundled samples.
+#[derive(clap::Subcommand, Debug)]
+pub(crate) enum Sample {
+    /// Count records per key: stream(input).groupByKey().count().toStream().to(output).
+    GroupByKeyCount(CountArgs),
+}
+
+/// Arguments of the groupByKey-count sample.
+#[derive(clap::Args, Debug)]
+pub(crate) struct CountArgs {
+    /// Count an existing log instead of generating one (needs --input and --output).
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
+    /// The input topic (with --log-dir).
+    #[arg(long, requires = "log_dir")]
+    input: Option<String>,
+    /// The output topic: counts as 8-byte big-endian longs (with --log-dir).
+    #[arg(long, requires = "log_dir")]
+    output: Option<String>,
+    /// Stream threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// The state directory (default: <log-dir>/state, or a temporary directory).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// The application id.
+    #[arg(long, default_value = "group-by-key-count")]
+    application_id: String,
+    /// Commit interval in milliseconds.
+    #[arg(long, default_value_t = 1_000)]
+    commit_interval_ms: u64,
+    /// Records to generate (without --log-dir).
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// Distinct keys to generate (without --log-dir).
+    #[arg(long, default_value_t = 10_000)]
+    keys: u64,
+    /// Partitions of the generated input topic (without --log-dir).
+    #[arg(long, default_value_t = 4)]
+    partitions: u32,
+    /// Extra options, Kafka-style: --set name=value (repeatable).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    settings: Vec<String>,
+}
+
+/// The sample's topology.
+pub(crate) fn topology(input: &str, output: &str) -> riffle::Result<riffle::Topology> {
+    let builder = StreamsBuilder::new();
+    builder
+        .stream(input, Consumed::with(Serdes::string(), Serdes::string()))
+        .group_by_key()
+        .count()
+        .to_stream()
+        .to(output, Produced::with(Serdes::string(), Serdes::i64()));
+    builder.build()
+}
+
+pub(crate) fn run(sample: Sample) -> anyhow::Result<()> {
+    match sample {
+        Sample::GroupByKeyCount(args) => group_by_key_count(args),
+    }
+}
+
+fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
+    let _temp;
+    let (log_dir, input, output, expected) = match &args.log_dir {
+        Some(dir) => {
+            let input = args
+                .input
+                .clone()
+                .context("--input is required with --log-dir")?;
+            let output = args
+                .output
+                .clone()
+                .context("--output is required with --log-dir")?;
+            (dir.clone(), input, output, None)
+        }
+        None => {
+            _temp = tempfile::tempdir().context("creating a temporary directory")?;
+            let dir = _temp.path().join("log");
+            let expected = generate(&dir, "words", args.records, args.keys, args.partitions)?;
+            (dir, "words".to_owned(), "counts".to_owned(), Some(expected))
+        }
+    };
+    let log = Log::open(&log_dir, LogOptions::default())
+        .with_context(|| format!("opening {}", log_dir.display()))?;
+    let mut config = StreamsConfig::new(args.application_id.clone());
+    config.num_stream_threads = args.threads;
+    config.commit_interval_ms = args.commit_interval_ms;
+    config.poll_ms = 10;
+    config.state_dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| log_dir.join("state"));
+    for setting in &args.settings {
+        let (name, value) = setting
+            .split_once('=')
+            .with_context(|| format!("--set {setting}: expected NAME=VALUE"))?;
+        config.set(name, value)?;
+    }
+    let total_input: u64 = input_size(&log, &input)?;
+    let app = StreamsApp::new(
+        topology(&input, &output)?,
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )?;
+    let shutdown = app.shutdown_handle();
+    ctrlc::set_handler(move || shutdown.shutdown()).context("installing the Ctrl-C handler")?;
+    let bar = ProgressBar::new(total_input);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} counting [{bar:40}] {pos}/{len} records ({per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let start = Instant::now();
+    let mut app = app;
+    app.start()?;
+    while !app.is_idle() && !app.is_shutting_down() {
+        bar.set_position(app.records_processed().min(total_input));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let interrupted = app.is_shutting_down();
+    let summary = app.close()?;
+    bar.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "processed {} records in {:.2} s: {:.0} records/s{}",
+        summary.records_processed,
+        secs,
+        summary.records_processed as f64 / secs.max(1e-9),
+        if interrupted { " (interrupted)" } else { "" }
+    );
+    let counts = latest_counts(&log, &output)?;
+    let mut top: Vec<(&String, &i64)> = counts.iter().collect();
+    top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    println!("{} keys; top keys:", counts.len());
+    for (key, count) in top.iter().take(10) {
+        println!("  {key}\t{count}");
+    }
+    if let Some(expected) = expected {
+        let exact = expected == counts;
+        println!(
+            "counts equal an independent HashMap count of the input: {}",
+            if exact { "yes" } else { "NO" }
+        );
+        if !exact {
+            anyhow::bail!("the counts differ from the input's");
+        }
+    }
+    Ok(())
+}
+
+/// Writes `records` random records over `keys` keys; returns their counts.
+fn generate(
+    dir: &std::path::Path,
+    topic: &str,
+    records: u64,
+    keys: u64,
+    partitions: u32,
+) -> anyhow::Result<HashMap<String, i64>> {
+    let log = Log::open(dir, LogOptions::default())?;
+    log.create_topic(topic, partitions)?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
+        .map(|_| BatchBuilder::new(Compression::None))
+        .collect();
+    let mut expected = HashMap::new();
+    let topic: Arc<str> = topic.into();
+    let bar = ProgressBar::new(records);
+    bar.set_style(
+        ProgressStyle::with_template("generating [{bar:40}] {pos}/{len} records")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    for i in 0..records {
+        let key = format!("key-{}", rng.random_range(0..keys.max(1)));
+        let p = partition_for_key(key.as_bytes(), partitions) as usize;
+        builders[p].push(i as i64, Some(key.as_bytes()), Some(b"1"));
+        *expected.entry(key).or_insert(0) += 1;
+        if builders[p].size_bytes() >= 256 << 10 {
+            log.append(
+                &TopicPartition::new(topic.clone(), p as u32),
+                &mut builders[p],
+            )?;
+        }
+        if i % 65_536 == 0 {
+            bar.set_position(i);
+        }
+    }
+    for (p, builder) in builders.iter_mut().enumerate() {
+        if !builder.is_empty() {
+            log.append(&TopicPartition::new(topic.clone(), p as u32), builder)?;
+        }
+    }
+    log.sync()?;
+    bar.finish_and_clear();
+    Ok(expected)
+}
+
+fn input_size(log: &Log, topic: &str) -> anyhow::Result<u64> {
+    let partitions = log
+        .partitions(topic)
+        .with_context(|| format!("input topic {topic} does not exist"))?;
+    let mut total = 0;
+    for p in 0..partitions {
+        total += log.end_offset(&TopicPartition::new(topic, p))?;
+    }
+    Ok(total)
+}
+
+/// The latest count per key in `topic`.
+pub(crate) fn latest_counts(log: &Log, topic: &str) -> anyhow::Result<HashMap<String, i64>> {
+    let mut counts = HashMap::new();
+    let Some(partitions) = log.partitions(topic) else {
+        return Ok(counts);
+    };
+    for p in 0..partitions {
+        let tp = TopicPartition::new(topic, p);
+        let mut position = 0;
+        loop {
+            let batches = log.fetch(&tp, position, 4 << 20)?;
+            if batches.is_empty() {
+                break;
+            }
+            for batch in batches {
+                for record in batch.records() {
+                    let record = record?;
+                    if record.offset() < position {
+                        continue;
+                    }
+                    let key =
+                        String::from_utf8_lossy(record.key().map(|k| &k[..]).unwrap_or_default())
+                            .into_owned();
+                    let value = record
+                        .value()
+                        .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok());
+                    let value = value.with_context(|| {
+                        format!("{tp} offset {}: not an 8-byte count", record.offset())
+                    })?;
+                    counts.insert(key, i64::from_be_bytes(value));
+                }
+                position = batch.last_offset() + 1;
+            }
+        }
+    }
+    Ok(counts)
+}

@@ -1,0 +1,367 @@
+//! The application: resolves a topology against a backend, starts the stream threads, and
+//! stops them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use riffle_state_dir::{StateDirectory, TaskId};
+
+use crate::backend::{Backend, TopicKind};
+use crate::collector::TopicTable;
+use crate::config::StreamsConfig;
+use crate::coordinator::Coordinator;
+use crate::error::{Error, Result};
+use crate::thread::StreamThread;
+use crate::topology::{TopicRef, Topology, changelog_topic};
+
+/// Counters of one stream thread, readable while it runs.
+#[derive(Debug, Default)]
+pub struct ThreadMetrics {
+    /// Loop iterations.
+    pub loops: AtomicU64,
+    /// Records processed.
+    pub records: AtomicU64,
+    /// Commits done.
+    pub commits: AtomicU64,
+    /// Refreshes that changed the offset-sum snapshot.
+    pub snapshot_changes: AtomicU64,
+    /// Refreshes that returned at once because nothing changed.
+    pub snapshot_unchanged: AtomicU64,
+    /// Refreshes that rebuilt the snapshot from scratch.
+    pub snapshot_full_rebuilds: AtomicU64,
+    /// Refreshes that re-evaluated only the changed tasks.
+    pub snapshot_incremental_updates: AtomicU64,
+    /// The OS thread id (Linux tid), for reading the thread's CPU time; 0 until known.
+    pub os_thread_id: AtomicU64,
+}
+
+impl ThreadMetrics {
+    pub(crate) fn set_os_thread_id(&self) {
+        // /proc/thread-self links to /proc/<pid>/task/<tid>.
+        let tid = std::fs::read_link("/proc/thread-self").ok().and_then(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.parse().ok())
+        });
+        self.os_thread_id.store(tid.unwrap_or(0), Ordering::Relaxed);
+    }
+}
+
+/// What the threads of one application share.
+pub(crate) struct AppShared {
+    pub(crate) config: StreamsConfig,
+    pub(crate) topology: Topology,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) topics: Arc<TopicTable>,
+    pub(crate) state_dir: Arc<StateDirectory>,
+    pub(crate) coordinator: Coordinator,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) records_processed: AtomicU64,
+    /// Per thread: the data version at which it was last idle, `u64::MAX` while busy.
+    pub(crate) idle_versions: Vec<AtomicU64>,
+    pub(crate) thread_metrics: Vec<Arc<ThreadMetrics>>,
+}
+
+/// A handle that asks a running application to stop (e.g. from a Ctrl-C handler).
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    shared: Arc<AppShared>,
+}
+
+impl std::fmt::Debug for ShutdownHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ShutdownHandle")
+    }
+}
+
+impl ShutdownHandle {
+    /// Asks every stream thread to commit and stop.
+    pub fn shutdown(&self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+    }
+}
+
+/// What a finished run did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunSummary {
+    /// Records processed by all threads (input and repartition records).
+    pub records_processed: u64,
+    /// Wall time from start to the end of the run.
+    pub elapsed: Duration,
+}
+
+/// A running (or ready) riffle application: Kafka Streams' `KafkaStreams`.
+pub struct StreamsApp {
+    shared: Arc<AppShared>,
+    threads: Vec<JoinHandle<Result<()>>>,
+    started: Option<Instant>,
+}
+
+impl std::fmt::Debug for StreamsApp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamsApp")
+            .field("application_id", &self.shared.config.application_id)
+            .finish()
+    }
+}
+
+impl StreamsApp {
+    /// Resolves `topology` against `backend`: checks the source topics, creates the internal
+    /// topics, and locks the state directory.
+    pub fn new(
+        topology: Topology,
+        config: StreamsConfig,
+        backend: Arc<dyn Backend>,
+    ) -> Result<StreamsApp> {
+        config.validate()?;
+        let app_id = config.application_id.clone();
+        let (topics, tasks) = resolve_topics(&topology, &app_id, &*backend)?;
+        let state_dir = StateDirectory::open(&config.state_dir, &app_id)?;
+        let threads = config.num_stream_threads;
+        let shared = Arc::new(AppShared {
+            coordinator: Coordinator::new(tasks),
+            config,
+            topology,
+            backend,
+            topics: Arc::new(topics),
+            state_dir,
+            shutdown: AtomicBool::new(false),
+            records_processed: AtomicU64::new(0),
+            idle_versions: (0..threads).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            thread_metrics: (0..threads)
+                .map(|_| Arc::new(ThreadMetrics::default()))
+                .collect(),
+        });
+        Ok(StreamsApp {
+            shared,
+            threads: Vec::new(),
+            started: None,
+        })
+    }
+
+    /// Starts the stream threads.
+    pub fn start(&mut self) -> Result<()> {
+        if self.started.is_some() {
+            return Err(Error::IllegalState(
+                "the application was already started".into(),
+            ));
+        }
+        self.started = Some(Instant::now());
+        let count = self.shared.config.num_stream_threads;
+        let names: Vec<String> = (0..count)
+            .map(|i| StreamThread::name_of(&self.shared, i))
+            .collect();
+        for name in &names {
+            self.shared.coordinator.register(name);
+        }
+        for (index, name) in names.into_iter().enumerate() {
+            let shared = self.shared.clone();
+            let handle = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || {
+                    // Built on its own thread: a task's processor nodes never cross threads.
+                    let result = StreamThread::new(index, shared.clone()).run();
+                    if let Err(e) = &result {
+                        tracing::error!(thread = %name, error = %e, "stream thread failed; shutting the application down");
+                        shared.shutdown.store(true, Ordering::Release);
+                    }
+                    result
+                })
+                .map_err(|e| Error::IllegalState(format!("cannot spawn a stream thread: {e}")))?;
+            self.threads.push(handle);
+        }
+        Ok(())
+    }
+
+    /// A handle that stops the application from another thread.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Records processed so far by all threads.
+    pub fn records_processed(&self) -> u64 {
+        self.shared.records_processed.load(Ordering::Relaxed)
+    }
+
+    /// The counters of each stream thread.
+    pub fn thread_metrics(&self) -> Vec<Arc<ThreadMetrics>> {
+        self.shared.thread_metrics.clone()
+    }
+
+    /// Whether the application was asked to stop, or stopped on an error.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Whether every thread is caught up with every input and has committed.
+    pub fn is_idle(&self) -> bool {
+        let current = self.shared.backend.data_version();
+        self.shared
+            .idle_versions
+            .iter()
+            .all(|v| v.load(Ordering::Acquire) == current)
+    }
+
+    /// Starts (if needed), runs until every input is drained and committed, then closes.
+    pub fn run_until_idle(mut self) -> Result<RunSummary> {
+        if self.started.is_none() {
+            self.start()?;
+        }
+        while !self.is_idle() && !self.is_shutting_down() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.close()
+    }
+
+    /// Waits until [`StreamsApp::shutdown_handle`] or an error stops the application, then
+    /// closes it.
+    pub fn wait(mut self) -> Result<RunSummary> {
+        if self.started.is_none() {
+            self.start()?;
+        }
+        while !self.is_shutting_down() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.close()
+    }
+
+    /// Commits and stops every thread. Returns the first error a thread met.
+    pub fn close(mut self) -> Result<RunSummary> {
+        self.shared.shutdown.store(true, Ordering::Release);
+        let mut first_error = None;
+        for handle in self.threads.drain(..) {
+            let name = handle.thread().name().unwrap_or("stream thread").to_owned();
+            let result = match handle.join() {
+                Ok(result) => result,
+                Err(panic) => {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    Err(Error::ThreadPanicked {
+                        thread: name,
+                        message,
+                    })
+                }
+            };
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        Ok(RunSummary {
+            records_processed: self.records_processed(),
+            elapsed: self.started.map(|s| s.elapsed()).unwrap_or_default(),
+        })
+    }
+}
+
+impl Drop for StreamsApp {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Resolves partition counts: source topics must exist; a sub-topology has as many tasks as its
+/// widest source; a repartition topic has as many partitions as the sub-topology writing it;
+/// changelogs as many as their sub-topology. Creates internal topics and missing sink topics.
+fn resolve_topics(
+    topology: &Topology,
+    app_id: &str,
+    backend: &dyn Backend,
+) -> Result<(TopicTable, Vec<TaskId>)> {
+    let subs = &topology.subtopologies;
+    let mut counts: Vec<Option<u32>> = vec![None; subs.len()];
+    let writer_of = |topic: &TopicRef| subs.iter().position(|s| s.sink_topics.contains(topic));
+    for _ in 0..=subs.len() {
+        for (i, sub) in subs.iter().enumerate() {
+            if counts[i].is_some() {
+                continue;
+            }
+            let mut max = Some(0u32);
+            for topic in &sub.source_topics {
+                let n = match topic {
+                    TopicRef::External(name) => match backend.partitions(name)? {
+                        Some(n) => Some(n),
+                        None => {
+                            return Err(Error::MissingSourceTopic {
+                                topic: name.clone(),
+                            });
+                        }
+                    },
+                    TopicRef::Repartition(_) => writer_of(topic).and_then(|w| counts[w]),
+                };
+                max = match (max, n) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                };
+            }
+            counts[i] = max;
+        }
+    }
+    let mut table = TopicTable::default();
+    let mut tasks = Vec::new();
+    for (i, sub) in subs.iter().enumerate() {
+        let n = counts[i].filter(|&n| n > 0).ok_or_else(|| {
+            Error::Topology(format!(
+                "cannot resolve the partition count of sub-topology {}",
+                sub.id
+            ))
+        })?;
+        for topic in &sub.source_topics {
+            let name = topic.resolve(app_id);
+            if let TopicRef::Repartition(_) = topic {
+                backend.create_topic(&name, n, TopicKind::Repartition)?;
+            }
+            let partitions = backend.partitions(&name)?.unwrap_or(n);
+            table.insert(&name, partitions);
+        }
+        for topic in &sub.sink_topics {
+            let name = topic.resolve(app_id);
+            let partitions = match backend.partitions(&name)? {
+                Some(p) => p,
+                None => {
+                    let kind = match topic {
+                        TopicRef::Repartition(_) => TopicKind::Repartition,
+                        TopicRef::External(_) => TopicKind::User,
+                    };
+                    let p = match topic {
+                        TopicRef::Repartition(_) => writer_of(topic)
+                            .and_then(|_| subs.iter().position(|s| s.source_topics.contains(topic)))
+                            .and_then(|reader| counts[reader])
+                            .unwrap_or(n),
+                        TopicRef::External(_) => n,
+                    };
+                    tracing::info!(topic = %name, partitions = p, "creating topic");
+                    backend.create_topic(&name, p, kind)?;
+                    p
+                }
+            };
+            table.insert(&name, partitions);
+        }
+        for &s in &sub.stores {
+            let store = &topology.stores[s];
+            if store.logged {
+                let name = changelog_topic(app_id, &store.name);
+                backend.create_topic(&name, n, TopicKind::Changelog)?;
+                table.insert(&name, n);
+            }
+        }
+        tasks.extend((0..n).map(|p| TaskId {
+            subtopology: sub.id,
+            partition: p,
+        }));
+    }
+    Ok((table, tasks))
+}

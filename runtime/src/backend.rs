@@ -1,0 +1,109 @@
+//! Where records live: the [`Backend`] trait, and its embedded-log implementation.
+//!
+//! This is all the runtime sees of storage. The embedded log is the default; the Kafka backend
+//! implements the same trait. Batches are riffle-log's types on both: a fetched batch shares its
+//! metadata with its records, and an outgoing batch is encoded once, in place.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use riffle_log::{BatchBuilder, FetchedBatch, Log, TopicPartition};
+
+use crate::error::Result;
+
+/// What kind of topic the runtime asks a backend to create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TopicKind {
+    /// A repartition topic (deleted-by-time in Kafka).
+    Repartition,
+    /// A store's changelog (compacted).
+    Changelog,
+    /// A user topic.
+    User,
+}
+
+/// Storage and coordination, as the stream threads use them.
+pub trait Backend: Send + Sync + 'static {
+    /// Creates `topic` with `partitions` partitions unless it exists with that many.
+    fn create_topic(&self, topic: &str, partitions: u32, kind: TopicKind) -> Result<()>;
+    /// The partition count of `topic`, `None` if it does not exist.
+    fn partitions(&self, topic: &str) -> Result<Option<u32>>;
+    /// Batches at or after `offset` (the first may start before it).
+    fn fetch(
+        &self,
+        tp: &TopicPartition,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<FetchedBatch>>;
+    /// Appends `batch` (and clears it); returns the base offset.
+    fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> Result<u64>;
+    /// The next offset to be written to `tp`.
+    fn end_offset(&self, tp: &TopicPartition) -> Result<u64>;
+    /// Commits `offsets` for `group` durably, after everything appended before it.
+    fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()>;
+    /// The committed offset of `group` for `tp`.
+    fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>>;
+    /// A counter that moves whenever new data may be available.
+    fn data_version(&self) -> u64;
+    /// Waits until [`Backend::data_version`] differs from `seen` or `timeout` passes.
+    fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64;
+}
+
+/// The embedded log as a backend.
+#[derive(Clone)]
+pub struct EmbeddedBackend {
+    log: Log,
+}
+
+impl EmbeddedBackend {
+    /// A backend over `log`.
+    pub fn new(log: Log) -> Self {
+        EmbeddedBackend { log }
+    }
+
+    /// The underlying log.
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// This backend behind the trait object the runtime uses.
+    pub fn shared(self) -> Arc<dyn Backend> {
+        Arc::new(self)
+    }
+}
+
+impl Backend for EmbeddedBackend {
+    fn create_topic(&self, topic: &str, partitions: u32, _kind: TopicKind) -> Result<()> {
+        Ok(self.log.create_topic(topic, partitions)?)
+    }
+    fn partitions(&self, topic: &str) -> Result<Option<u32>> {
+        Ok(self.log.partitions(topic))
+    }
+    fn fetch(
+        &self,
+        tp: &TopicPartition,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<FetchedBatch>> {
+        Ok(self.log.fetch(tp, offset, max_bytes)?)
+    }
+    fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> Result<u64> {
+        Ok(self.log.append(tp, batch)?)
+    }
+    fn end_offset(&self, tp: &TopicPartition) -> Result<u64> {
+        Ok(self.log.end_offset(tp)?)
+    }
+    fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
+        Ok(self.log.commit_offsets(group, offsets)?)
+    }
+    fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
+        Ok(self.log.committed_offset(group, tp)?)
+    }
+    fn data_version(&self) -> u64 {
+        self.log.append_version()
+    }
+    fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
+        self.log.wait_for_append(seen, timeout)
+    }
+}

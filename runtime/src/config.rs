@@ -1,0 +1,141 @@
+//! Application configuration, with Kafka Streams' names where they apply.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use riffle_log::Compression;
+use riffle_task_manager::SnapshotStrategy;
+
+use crate::error::{Error, Result};
+
+/// What a commit promises about records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ProcessingGuarantee {
+    /// Every record is processed at least once; after a crash, work since the last commit is
+    /// done again.
+    #[default]
+    AtLeastOnce,
+    /// A commit's outputs, changelog writes and offsets become visible together.
+    ExactlyOnce,
+}
+
+impl FromStr for ProcessingGuarantee {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "at_least_once" => Ok(ProcessingGuarantee::AtLeastOnce),
+            "exactly_once" | "exactly_once_v2" => Ok(ProcessingGuarantee::ExactlyOnce),
+            other => Err(Error::Config(format!(
+                "processing_guarantee must be at_least_once or exactly_once, not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The configuration of a riffle application.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct StreamsConfig {
+    /// Names the consumer group, the state directory and the internal topics.
+    pub application_id: String,
+    /// How many stream threads run tasks.
+    pub num_stream_threads: usize,
+    /// How often a stream thread commits, in milliseconds.
+    pub commit_interval_ms: u64,
+    /// How long an idle stream thread waits for new records, in milliseconds.
+    pub poll_ms: u64,
+    /// Where task state lives: `<state_dir>/<application_id>/`.
+    pub state_dir: PathBuf,
+    /// At-least-once or exactly-once.
+    pub processing_guarantee: ProcessingGuarantee,
+    /// How the offset-sum snapshot is refreshed (`incremental` or `full-rebuild`).
+    pub snapshot_strategy: SnapshotStrategy,
+    /// How often a stream thread heartbeats to its group coordinator, in milliseconds.
+    pub heartbeat_interval_ms: u64,
+    /// How often task offsets are resent even if the assignment did not change, in milliseconds.
+    pub task_offset_interval_ms: u64,
+    /// How long an unowned task directory is kept before cleanup, in milliseconds.
+    pub state_cleanup_delay_ms: u64,
+    /// The most bytes one fetch of one partition returns.
+    pub fetch_max_bytes: usize,
+    /// An outgoing batch is appended once it holds this many bytes.
+    pub batch_max_bytes: usize,
+    /// Compression of outgoing batches.
+    pub compression: Compression,
+}
+
+impl StreamsConfig {
+    /// Kafka Streams' defaults, for `application_id`.
+    pub fn new(application_id: impl Into<String>) -> Self {
+        StreamsConfig {
+            application_id: application_id.into(),
+            num_stream_threads: 1,
+            commit_interval_ms: 30_000,
+            poll_ms: 100,
+            state_dir: std::env::temp_dir().join("riffle-streams"),
+            processing_guarantee: ProcessingGuarantee::AtLeastOnce,
+            snapshot_strategy: SnapshotStrategy::Incremental,
+            heartbeat_interval_ms: 5_000,
+            task_offset_interval_ms: 60_000,
+            state_cleanup_delay_ms: 600_000,
+            fetch_max_bytes: 1 << 20,
+            batch_max_bytes: 64 << 10,
+            compression: Compression::None,
+        }
+    }
+
+    /// Sets one option by its name: Kafka's dotted name (`num.stream.threads`) or riffle's
+    /// underscored one (`num_stream_threads`).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
+        fn parse<T: FromStr>(name: &str, value: &str) -> Result<T> {
+            value
+                .parse()
+                .map_err(|_| Error::Config(format!("{name}: cannot parse {value:?}")))
+        }
+        match name.replace('.', "_").as_str() {
+            "application_id" => self.application_id = value.to_owned(),
+            "num_stream_threads" => self.num_stream_threads = parse(name, value)?,
+            "commit_interval_ms" => self.commit_interval_ms = parse(name, value)?,
+            "poll_ms" => self.poll_ms = parse(name, value)?,
+            "state_dir" => self.state_dir = PathBuf::from(value),
+            "processing_guarantee" => self.processing_guarantee = value.parse()?,
+            "snapshot_strategy" => {
+                self.snapshot_strategy = value
+                    .parse()
+                    .map_err(|_| Error::Config(format!("{name}: unknown strategy {value:?}")))?
+            }
+            "heartbeat_interval_ms" => self.heartbeat_interval_ms = parse(name, value)?,
+            "task_offset_interval_ms" => self.task_offset_interval_ms = parse(name, value)?,
+            "state_cleanup_delay_ms" => self.state_cleanup_delay_ms = parse(name, value)?,
+            "fetch_max_bytes" => self.fetch_max_bytes = parse(name, value)?,
+            "batch_max_bytes" => self.batch_max_bytes = parse(name, value)?,
+            "compression" | "compression_type" => {
+                self.compression = value
+                    .parse()
+                    .map_err(|_| Error::Config(format!("{name}: unknown codec {value:?}")))?
+            }
+            _ => return Err(Error::Config(format!("unknown option {name:?}"))),
+        }
+        Ok(self)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let id = &self.application_id;
+        let valid = !id.is_empty()
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !valid || id == "." || id == ".." {
+            return Err(Error::Config(format!(
+                "application_id {id:?} must be non-empty and use only [a-zA-Z0-9._-]"
+            )));
+        }
+        if self.num_stream_threads == 0 {
+            return Err(Error::Config(
+                "num_stream_threads must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,553 @@
+//! The DSL: [`StreamsBuilder`], [`KStream`], [`KGroupedStream`], [`KTable`] and their options.
+//!
+//! As in Kafka Streams, key-changing operations (`map`, `select_key`, `flat_map`) mark a stream
+//! as needing a repartition; a later `group_by_key` then routes it through a repartition topic,
+//! which starts a new sub-topology.
+
+mod options;
+
+pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::node::{Aggregate, FilterMap, FlatMap, NodeRef, Sink, Source, SourceRef};
+use crate::serdes::{DefaultSerde, SerdeRef, Serdes};
+use crate::topology::{Erased, GraphBuilder, NodeFactory, NodeKind, StoreDef, TopicRef, Topology};
+
+/// Builds a [`Topology`] with the DSL.
+///
+/// ```
+/// use riffle::{Consumed, Produced, Serdes, StreamsBuilder};
+/// let builder = StreamsBuilder::new();
+/// builder
+///     .stream("words", Consumed::with(Serdes::string(), Serdes::string()))
+///     .group_by_key()
+///     .count()
+///     .to_stream()
+///     .to("counts", Produced::with(Serdes::string(), Serdes::i64()));
+/// let topology = builder.build().unwrap();
+/// assert_eq!(topology.subtopology_count(), 1);
+/// ```
+#[derive(Default)]
+pub struct StreamsBuilder {
+    graph: Rc<RefCell<GraphBuilder>>,
+}
+
+impl std::fmt::Debug for StreamsBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamsBuilder")
+            .field("nodes", &self.graph.borrow().nodes.len())
+            .finish()
+    }
+}
+
+impl StreamsBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A stream of the records of `topic`.
+    pub fn stream<K, V>(&self, topic: &str, consumed: Consumed<K, V>) -> KStream<K, V>
+    where
+        K: Clone + 'static,
+        V: Clone + 'static,
+    {
+        self.stream_from(&[topic], consumed)
+    }
+
+    /// A stream of the records of several topics, merged.
+    pub fn stream_from<K, V>(&self, topics: &[&str], consumed: Consumed<K, V>) -> KStream<K, V>
+    where
+        K: Clone + 'static,
+        V: Clone + 'static,
+    {
+        let topics = topics
+            .iter()
+            .map(|t| TopicRef::External((*t).to_owned()))
+            .collect();
+        add_source(&self.graph, topics, consumed.key, consumed.value, false)
+    }
+
+    /// Finishes the topology: numbers its sub-topologies and checks it.
+    pub fn build(self) -> Result<Topology> {
+        let graph = std::mem::take(&mut *self.graph.borrow_mut());
+        Topology::from_graph(graph)
+    }
+}
+
+fn add_source<K, V>(
+    graph: &Rc<RefCell<GraphBuilder>>,
+    topics: Vec<TopicRef>,
+    key_serde: SerdeRef<K>,
+    value_serde: SerdeRef<V>,
+    repartition_required: bool,
+) -> KStream<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    let factory: NodeFactory = Arc::new(move |ctx| {
+        let node: SourceRef = Rc::new(RefCell::new(Source {
+            key_serde: key_serde.clone(),
+            value_serde: value_serde.clone(),
+            forward: ctx.forward::<K, V>(),
+        }));
+        Box::new(node) as Erased
+    });
+    let mut g = graph.borrow_mut();
+    let name = g.next_name("KSTREAM-SOURCE");
+    let node = g.add_node(name, NodeKind::Source { topics }, &[], factory);
+    KStream::at(graph.clone(), node, repartition_required)
+}
+
+/// A stream of key-value records.
+pub struct KStream<K, V> {
+    graph: Rc<RefCell<GraphBuilder>>,
+    node: usize,
+    repartition_required: bool,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for KStream<K, V> {
+    fn clone(&self) -> Self {
+        KStream::at(self.graph.clone(), self.node, self.repartition_required)
+    }
+}
+
+impl<K, V> KStream<K, V> {
+    fn at(graph: Rc<RefCell<GraphBuilder>>, node: usize, repartition_required: bool) -> Self {
+        KStream {
+            graph,
+            node,
+            repartition_required,
+            types: PhantomData,
+        }
+    }
+}
+
+impl<K, V> std::fmt::Debug for KStream<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KStream").field("node", &self.node).finish()
+    }
+}
+
+type FilterMapFn<K, V, K2, V2> = Arc<dyn Fn(K, V) -> Option<(K2, V2)> + Send + Sync>;
+
+impl<K, V> KStream<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    fn filter_map<K2, V2>(
+        &self,
+        prefix: &str,
+        parents: &[usize],
+        f: FilterMapFn<K, V, K2, V2>,
+        repartition_required: bool,
+    ) -> KStream<K2, V2>
+    where
+        K2: Clone + 'static,
+        V2: Clone + 'static,
+    {
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(FilterMap {
+                f: f.clone(),
+                forward: ctx.forward::<K2, V2>(),
+            }));
+            Box::new(node) as Erased
+        });
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name(prefix);
+        let node = g.add_node(name, NodeKind::Processor, parents, factory);
+        KStream::at(self.graph.clone(), node, repartition_required)
+    }
+
+    /// Keeps the records for which `predicate` holds.
+    pub fn filter(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
+        let f = Arc::new(move |k, v| predicate(&k, &v).then_some((k, v)));
+        self.filter_map("KSTREAM-FILTER", &[self.node], f, self.repartition_required)
+    }
+
+    /// Drops the records for which `predicate` holds.
+    pub fn filter_not(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
+        let f = Arc::new(move |k, v| (!predicate(&k, &v)).then_some((k, v)));
+        self.filter_map("KSTREAM-FILTER", &[self.node], f, self.repartition_required)
+    }
+
+    /// Maps each record to a new key and value (marks the stream for repartitioning).
+    pub fn map<K2, V2>(
+        &self,
+        f: impl Fn(K, V) -> (K2, V2) + Send + Sync + 'static,
+    ) -> KStream<K2, V2>
+    where
+        K2: Clone + 'static,
+        V2: Clone + 'static,
+    {
+        self.filter_map(
+            "KSTREAM-MAP",
+            &[self.node],
+            Arc::new(move |k, v| Some(f(k, v))),
+            true,
+        )
+    }
+
+    /// Maps each value, keeping the key.
+    pub fn map_values<V2>(&self, f: impl Fn(V) -> V2 + Send + Sync + 'static) -> KStream<K, V2>
+    where
+        V2: Clone + 'static,
+    {
+        let g = Arc::new(move |k, v| Some((k, f(v))));
+        self.filter_map(
+            "KSTREAM-MAPVALUES",
+            &[self.node],
+            g,
+            self.repartition_required,
+        )
+    }
+
+    /// Gives each record a new key computed from it (marks the stream for repartitioning).
+    pub fn select_key<K2>(&self, f: impl Fn(&K, &V) -> K2 + Send + Sync + 'static) -> KStream<K2, V>
+    where
+        K2: Clone + 'static,
+    {
+        let g = Arc::new(move |k, v| Some((f(&k, &v), v)));
+        self.filter_map("KSTREAM-KEY-SELECT", &[self.node], g, true)
+    }
+
+    /// Calls `f` on each record and passes it on unchanged.
+    pub fn peek(&self, f: impl Fn(&K, &V) + Send + Sync + 'static) -> Self {
+        let g = Arc::new(move |k, v| {
+            f(&k, &v);
+            Some((k, v))
+        });
+        self.filter_map("KSTREAM-PEEK", &[self.node], g, self.repartition_required)
+    }
+
+    /// Calls `f` on each record; ends the stream.
+    pub fn foreach(&self, f: impl Fn(K, V) + Send + Sync + 'static) {
+        let g: FilterMapFn<K, V, K, V> = Arc::new(move |k, v| {
+            f(k, v);
+            None
+        });
+        self.filter_map("KSTREAM-FOREACH", &[self.node], g, false);
+    }
+
+    /// The records of both streams.
+    pub fn merge(&self, other: &KStream<K, V>) -> Self {
+        let repartition = self.repartition_required || other.repartition_required;
+        let f = Arc::new(|k, v| Some((k, v)));
+        self.filter_map("KSTREAM-MERGE", &[self.node, other.node], f, repartition)
+    }
+
+    fn flat_map_node<K2, V2>(
+        &self,
+        prefix: &str,
+        f: Arc<dyn Fn(K, V, &mut dyn FnMut(K2, V2)) + Send + Sync>,
+        repartition_required: bool,
+    ) -> KStream<K2, V2>
+    where
+        K2: Clone + 'static,
+        V2: Clone + 'static,
+    {
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(FlatMap {
+                f: f.clone(),
+                forward: ctx.forward::<K2, V2>(),
+                out: Vec::new(),
+            }));
+            Box::new(node) as Erased
+        });
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name(prefix);
+        let node = g.add_node(name, NodeKind::Processor, &[self.node], factory);
+        KStream::at(self.graph.clone(), node, repartition_required)
+    }
+
+    /// Maps each record to zero or more records (marks the stream for repartitioning).
+    pub fn flat_map<K2, V2, I>(
+        &self,
+        f: impl Fn(K, V) -> I + Send + Sync + 'static,
+    ) -> KStream<K2, V2>
+    where
+        K2: Clone + 'static,
+        V2: Clone + 'static,
+        I: IntoIterator<Item = (K2, V2)>,
+    {
+        let g = Arc::new(move |k, v, out: &mut dyn FnMut(K2, V2)| {
+            for (k2, v2) in f(k, v) {
+                out(k2, v2);
+            }
+        });
+        self.flat_map_node("KSTREAM-FLATMAP", g, true)
+    }
+
+    /// Maps each value to zero or more values, keeping the key.
+    pub fn flat_map_values<V2, I>(
+        &self,
+        f: impl Fn(V) -> I + Send + Sync + 'static,
+    ) -> KStream<K, V2>
+    where
+        V2: Clone + 'static,
+        I: IntoIterator<Item = V2>,
+    {
+        let g = Arc::new(move |k: K, v, out: &mut dyn FnMut(K, V2)| {
+            for v2 in f(v) {
+                out(k.clone(), v2);
+            }
+        });
+        self.flat_map_node("KSTREAM-FLATMAPVALUES", g, self.repartition_required)
+    }
+
+    /// Writes the stream to `topic`, partitioned by key with Kafka's default partitioner.
+    pub fn to(&self, topic: &str, produced: Produced<K, V>) {
+        add_sink(
+            &self.graph,
+            self.node,
+            TopicRef::External(topic.to_owned()),
+            produced.key,
+            produced.value,
+        );
+    }
+
+    /// Groups by the current key, with the default serdes of `K` and `V`.
+    pub fn group_by_key(&self) -> KGroupedStream<K, V>
+    where
+        K: DefaultSerde,
+        V: DefaultSerde,
+    {
+        self.group_by_key_with(Grouped::with(K::default_serde(), V::default_serde()))
+    }
+
+    /// Groups by the current key. If the key was changed upstream, records go through a
+    /// repartition topic first.
+    pub fn group_by_key_with(&self, grouped: Grouped<K, V>) -> KGroupedStream<K, V> {
+        KGroupedStream {
+            graph: self.graph.clone(),
+            node: self.node,
+            repartition_required: self.repartition_required,
+            grouped,
+        }
+    }
+
+    /// Groups by a new key computed from each record, through a repartition topic.
+    pub fn group_by<K2>(
+        &self,
+        f: impl Fn(&K, &V) -> K2 + Send + Sync + 'static,
+        grouped: Grouped<K2, V>,
+    ) -> KGroupedStream<K2, V>
+    where
+        K2: Clone + 'static,
+    {
+        self.select_key(f).group_by_key_with(grouped)
+    }
+}
+
+fn add_sink<K, V>(
+    graph: &Rc<RefCell<GraphBuilder>>,
+    parent: usize,
+    topic: TopicRef,
+    key_serde: SerdeRef<K>,
+    value_serde: SerdeRef<V>,
+) where
+    K: 'static,
+    V: 'static,
+{
+    let sink_topic = topic.clone();
+    let factory: NodeFactory = Arc::new(move |ctx| {
+        let node: NodeRef<K, V> = Rc::new(RefCell::new(Sink {
+            topic: ctx.topic_index(&sink_topic),
+            key_serde: key_serde.clone(),
+            value_serde: value_serde.clone(),
+        }));
+        Box::new(node) as Erased
+    });
+    let mut g = graph.borrow_mut();
+    let name = g.next_name("KSTREAM-SINK");
+    g.add_node(name, NodeKind::Sink { topic }, &[parent], factory);
+}
+
+/// A stream grouped by key, ready to aggregate.
+pub struct KGroupedStream<K, V> {
+    graph: Rc<RefCell<GraphBuilder>>,
+    node: usize,
+    repartition_required: bool,
+    grouped: Grouped<K, V>,
+}
+
+impl<K, V> std::fmt::Debug for KGroupedStream<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KGroupedStream")
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+type FoldFn<K, V, A> = Arc<dyn Fn(&K, V, Option<A>) -> A + Send + Sync>;
+
+impl<K, V> KGroupedStream<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// Counts the records per key.
+    pub fn count(&self) -> KTable<K, i64> {
+        self.count_with(Materialized::new())
+    }
+
+    /// Counts the records per key, in the store `materialized` describes.
+    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<K, i64> {
+        let fold: FoldFn<K, V, i64> = Arc::new(|_, _, old| old.unwrap_or(0).saturating_add(1));
+        self.fold(materialized, Serdes::i64(), fold)
+    }
+
+    /// Combines the values per key with `reducer`; the first value is the start.
+    pub fn reduce(
+        &self,
+        reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
+        materialized: Materialized<V>,
+    ) -> KTable<K, V> {
+        let fold: FoldFn<K, V, V> = Arc::new(move |_, v, old| match old {
+            Some(old) => reducer(old, v),
+            None => v,
+        });
+        let serde = materialized
+            .value_serde
+            .clone()
+            .unwrap_or_else(|| self.grouped.value.clone());
+        self.fold(materialized, serde, fold)
+    }
+
+    /// Folds the values per key into an aggregate that starts at `init()`.
+    pub fn aggregate<A>(
+        &self,
+        init: impl Fn() -> A + Send + Sync + 'static,
+        adder: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
+        materialized: Materialized<A>,
+        aggregate_serde: SerdeRef<A>,
+    ) -> KTable<K, A>
+    where
+        A: Clone + 'static,
+    {
+        let fold: FoldFn<K, V, A> =
+            Arc::new(move |k, v, old| adder(k, v, old.unwrap_or_else(&init)));
+        self.fold(materialized, aggregate_serde, fold)
+    }
+
+    fn fold<A>(
+        &self,
+        materialized: Materialized<A>,
+        agg_serde: SerdeRef<A>,
+        fold: FoldFn<K, V, A>,
+    ) -> KTable<K, A>
+    where
+        A: Clone + 'static,
+    {
+        let store_name = match &materialized.name {
+            Some(name) => name.clone(),
+            None => self
+                .graph
+                .borrow_mut()
+                .next_name("KSTREAM-AGGREGATE-STATE-STORE"),
+        };
+        let mut parent = self.node;
+        if self.repartition_required {
+            let topic_name = self
+                .grouped
+                .name
+                .clone()
+                .unwrap_or_else(|| store_name.clone());
+            let topic = TopicRef::Repartition(topic_name);
+            add_sink(
+                &self.graph,
+                parent,
+                topic.clone(),
+                self.grouped.key.clone(),
+                self.grouped.value.clone(),
+            );
+            let source = add_source::<K, V>(
+                &self.graph,
+                vec![topic],
+                self.grouped.key.clone(),
+                self.grouped.value.clone(),
+                false,
+            );
+            parent = source.node;
+        }
+        let key_serde = self.grouped.key.clone();
+        let table_key_serde = key_serde.clone();
+        let table_value_serde = agg_serde.clone();
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(Aggregate {
+                store: ctx.store_slot(0),
+                key_serde: key_serde.clone(),
+                agg_serde: agg_serde.clone(),
+                fold: fold.clone(),
+                forward: ctx.forward::<K, A>(),
+            }));
+            Box::new(node) as Erased
+        });
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name("KSTREAM-AGGREGATE");
+        let node = g.add_node(name, NodeKind::Processor, &[parent], factory);
+        g.add_store(
+            node,
+            StoreDef {
+                name: store_name,
+                logged: materialized.logging,
+                persistent: materialized.store_type == StoreType::Persistent,
+            },
+        );
+        KTable {
+            graph: self.graph.clone(),
+            node,
+            key_serde: table_key_serde,
+            value_serde: table_value_serde,
+        }
+    }
+}
+
+/// A changelog stream: the latest value per key.
+pub struct KTable<K, V> {
+    graph: Rc<RefCell<GraphBuilder>>,
+    node: usize,
+    key_serde: SerdeRef<K>,
+    value_serde: SerdeRef<V>,
+}
+
+impl<K, V> std::fmt::Debug for KTable<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KTable").field("node", &self.node).finish()
+    }
+}
+
+impl<K, V> KTable<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// The stream of the table's updates.
+    pub fn to_stream(&self) -> KStream<K, V> {
+        let stream = KStream::<K, V>::at(self.graph.clone(), self.node, false);
+        stream.filter_map(
+            "KTABLE-TOSTREAM",
+            &[self.node],
+            Arc::new(|k, v| Some((k, v))),
+            false,
+        )
+    }
+
+    /// The serde of the table's keys.
+    pub fn key_serde(&self) -> SerdeRef<K> {
+        self.key_serde.clone()
+    }
+
+    /// The serde of the table's values.
+    pub fn value_serde(&self) -> SerdeRef<V> {
+        self.value_serde.clone()
+    }
+}

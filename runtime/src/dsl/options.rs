@@ -1,0 +1,116 @@
+//! Options of the DSL's operations, named as in Kafka Streams.
+
+use crate::serdes::SerdeRef;
+
+/// How a source topic's keys and values are read.
+pub struct Consumed<K, V> {
+    pub(crate) key: SerdeRef<K>,
+    pub(crate) value: SerdeRef<V>,
+}
+
+impl<K, V> Consumed<K, V> {
+    /// Read with these serdes.
+    pub fn with(key: SerdeRef<K>, value: SerdeRef<V>) -> Self {
+        Consumed { key, value }
+    }
+}
+
+/// How a sink writes keys and values.
+pub struct Produced<K, V> {
+    pub(crate) key: SerdeRef<K>,
+    pub(crate) value: SerdeRef<V>,
+}
+
+impl<K, V> Produced<K, V> {
+    /// Write with these serdes.
+    pub fn with(key: SerdeRef<K>, value: SerdeRef<V>) -> Self {
+        Produced { key, value }
+    }
+}
+
+/// How a grouping writes its repartition topic, and what it is named.
+pub struct Grouped<K, V> {
+    pub(crate) key: SerdeRef<K>,
+    pub(crate) value: SerdeRef<V>,
+    pub(crate) name: Option<String>,
+}
+
+impl<K, V> Grouped<K, V> {
+    /// Group with these serdes.
+    pub fn with(key: SerdeRef<K>, value: SerdeRef<V>) -> Self {
+        Grouped {
+            key,
+            value,
+            name: None,
+        }
+    }
+
+    /// Names the repartition topic `<application_id>-<name>-repartition`.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
+
+/// Where a store keeps its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum StoreType {
+    /// In memory; rebuilt from the changelog on start.
+    #[default]
+    InMemory,
+    /// On disk in the state directory.
+    Persistent,
+}
+
+/// How an aggregation's store is named, typed and backed.
+pub struct Materialized<V> {
+    pub(crate) name: Option<String>,
+    pub(crate) value_serde: Option<SerdeRef<V>>,
+    pub(crate) logging: bool,
+    pub(crate) store_type: StoreType,
+}
+
+impl<V> Default for Materialized<V> {
+    fn default() -> Self {
+        Materialized {
+            name: None,
+            value_serde: None,
+            logging: true,
+            store_type: StoreType::default(),
+        }
+    }
+}
+
+impl<V> Materialized<V> {
+    /// An unnamed, logged, in-memory store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A store named `name`; its changelog is `<application_id>-<name>-changelog`.
+    pub fn named(name: impl Into<String>) -> Self {
+        Materialized {
+            name: Some(name.into()),
+            ..Self::default()
+        }
+    }
+
+    /// The serde of the stored values.
+    pub fn with_value_serde(mut self, serde: SerdeRef<V>) -> Self {
+        self.value_serde = Some(serde);
+        self
+    }
+
+    /// Turns the changelog off (the store is then not restored after a restart).
+    pub fn without_logging(mut self) -> Self {
+        self.logging = false;
+        self
+    }
+
+    /// Chooses where the store keeps its data.
+    pub fn with_store_type(mut self, store_type: StoreType) -> Self {
+        self.store_type = store_type;
+        self
+    }
+}

@@ -1,0 +1,113 @@
+//! The runtime's errors.
+
+use riffle_state_dir::TaskId;
+
+/// A failure while decoding or encoding a key or value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SerdeError {
+    /// The bytes are not a valid encoding of the type.
+    #[error("{type_name}: {reason}")]
+    Invalid {
+        /// The type that was being decoded.
+        type_name: &'static str,
+        /// Why the bytes do not decode.
+        reason: String,
+    },
+    /// The serde does not accept a null key or value.
+    #[error("{type_name}: unexpected null")]
+    UnexpectedNull {
+        /// The type that was being decoded.
+        type_name: &'static str,
+    },
+}
+
+/// Everything that can go wrong in a riffle application.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The embedded log failed.
+    #[error(transparent)]
+    Log(#[from] riffle_log::Error),
+    /// The state directory failed.
+    #[error(transparent)]
+    StateDir(#[from] riffle_state_dir::Error),
+    /// The task manager rejected an operation.
+    #[error(transparent)]
+    TaskManager(#[from] riffle_task_manager::Error),
+    /// A record's key or value could not be decoded by its serde.
+    #[error(
+        "cannot decode the {part} of the record at {topic}-{partition} offset {offset}: {source}"
+    )]
+    Deserialize {
+        /// `key` or `value`.
+        part: &'static str,
+        /// The record's topic.
+        topic: String,
+        /// The record's partition.
+        partition: u32,
+        /// The record's offset.
+        offset: u64,
+        /// What the serde said.
+        source: SerdeError,
+    },
+    /// A changelog record could not be applied while restoring a store.
+    #[error(
+        "cannot restore store {store} of task {task} from {topic}-{partition} offset {offset}: {reason}"
+    )]
+    Restore {
+        /// The task being restored.
+        task: TaskId,
+        /// The store being restored.
+        store: String,
+        /// The changelog topic.
+        topic: String,
+        /// The changelog partition.
+        partition: u32,
+        /// The changelog offset.
+        offset: u64,
+        /// Why it failed.
+        reason: String,
+    },
+    /// A state store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// A store holds bytes its serde cannot read.
+    #[error("store {store} of task {task} holds a value its serde cannot read: {source}")]
+    CorruptState {
+        /// The store.
+        store: String,
+        /// The task owning the store.
+        task: TaskId,
+        /// What the serde said.
+        source: SerdeError,
+    },
+    /// The topology is not valid (missing topics, serde mismatches, ...).
+    #[error("invalid topology: {0}")]
+    Topology(String),
+    /// A source topic does not exist.
+    #[error(
+        "source topic {topic} does not exist; create it first (e.g. `riffle produce --topic {topic}`)"
+    )]
+    MissingSourceTopic {
+        /// The missing topic.
+        topic: String,
+    },
+    /// The configuration is not valid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// User code panicked in a stream thread.
+    #[error("stream thread {thread} panicked: {message}")]
+    ThreadPanicked {
+        /// The thread's name.
+        thread: String,
+        /// The panic message.
+        message: String,
+    },
+    /// The application is not in a state that allows the call.
+    #[error("illegal application state: {0}")]
+    IllegalState(String),
+}
+
+/// The runtime's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,207 @@
+//! Processor nodes: the typed pieces a task's topology is made of, and the context they run in.
+//!
+//! Nodes are built per task on the stream thread that runs it ([`crate::topology`] holds the
+//! factories). They pass owned keys and values down by direct calls; a node with several children
+//! clones for all but the last. Nothing here allocates per record except user closures and the
+//! values they make.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use riffle_log::{Record, partition_for_key};
+use riffle_state_dir::TaskId;
+
+use crate::collector::RecordCollector;
+use crate::error::{Error, Result};
+use crate::serdes::SerdeRef;
+use crate::store::LoggedStore;
+
+/// What a node sees while it processes one record.
+pub(crate) struct ProcessingContext<'a> {
+    pub(crate) task: TaskId,
+    /// The timestamp of the record being processed; forwarded records carry it.
+    pub(crate) timestamp: i64,
+    pub(crate) stores: &'a mut [LoggedStore],
+    pub(crate) collector: &'a mut RecordCollector,
+    pub(crate) scratch: &'a mut Scratch,
+}
+
+/// Buffers a stream thread reuses for every record it serializes.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    pub(crate) key: Vec<u8>,
+    pub(crate) value: Vec<u8>,
+    pub(crate) old: Vec<u8>,
+}
+
+/// A node that takes typed records.
+pub(crate) trait Node<K, V> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()>;
+}
+
+/// A node that takes raw records from a topic: the root of a sub-topology.
+pub(crate) trait SourceNode {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, record: &Record) -> Result<()>;
+}
+
+pub(crate) type NodeRef<K, V> = Rc<RefCell<dyn Node<K, V>>>;
+pub(crate) type SourceRef = Rc<RefCell<dyn SourceNode>>;
+
+/// A node's children.
+pub(crate) struct Forward<K, V> {
+    pub(crate) children: Vec<NodeRef<K, V>>,
+}
+
+impl<K: Clone, V: Clone> Forward<K, V> {
+    pub(crate) fn send(&self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        match self.children.split_last() {
+            None => Ok(()),
+            Some((last, rest)) => {
+                for child in rest {
+                    child
+                        .borrow_mut()
+                        .process(ctx, key.clone(), value.clone())?;
+                }
+                last.borrow_mut().process(ctx, key, value)
+            }
+        }
+    }
+}
+
+/// Decodes records of one topic and forwards them.
+pub(crate) struct Source<K, V> {
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) value_serde: SerdeRef<V>,
+    pub(crate) forward: Forward<K, V>,
+}
+
+impl<K: Clone + 'static, V: Clone + 'static> SourceNode for Source<K, V> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, record: &Record) -> Result<()> {
+        let error = |part, source| {
+            let tp = record.topic_partition();
+            Error::Deserialize {
+                part,
+                topic: tp.topic.to_string(),
+                partition: tp.partition,
+                offset: record.offset(),
+                source,
+            }
+        };
+        let key = self
+            .key_serde
+            .deserialize(record.key().map(|b| &b[..]))
+            .map_err(|e| error("key", e))?;
+        let value = self
+            .value_serde
+            .deserialize(record.value().map(|b| &b[..]))
+            .map_err(|e| error("value", e))?;
+        ctx.timestamp = record.timestamp();
+        self.forward.send(ctx, key, value)
+    }
+}
+
+/// A stateless one-in, many-out step: map, filter, flat_map, peek, ... all reduce to this.
+pub(crate) struct FlatMap<K, V, K2, V2> {
+    #[allow(clippy::type_complexity)]
+    pub(crate) f: Arc<dyn Fn(K, V, &mut dyn FnMut(K2, V2)) + Send + Sync>,
+    pub(crate) forward: Forward<K2, V2>,
+    pub(crate) out: Vec<(K2, V2)>,
+}
+
+impl<K, V, K2: Clone, V2: Clone> Node<K, V> for FlatMap<K, V, K2, V2> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        let mut out = std::mem::take(&mut self.out);
+        (self.f)(key, value, &mut |k, v| out.push((k, v)));
+        let mut result = Ok(());
+        for (k, v) in out.drain(..) {
+            if result.is_ok() {
+                result = self.forward.send(ctx, k, v);
+            }
+        }
+        self.out = out;
+        result
+    }
+}
+
+/// A one-in, at-most-one-out step, without the buffer of [`FlatMap`].
+pub(crate) struct FilterMap<K, V, K2, V2> {
+    #[allow(clippy::type_complexity)]
+    pub(crate) f: Arc<dyn Fn(K, V) -> Option<(K2, V2)> + Send + Sync>,
+    pub(crate) forward: Forward<K2, V2>,
+}
+
+impl<K, V, K2: Clone, V2: Clone> Node<K, V> for FilterMap<K, V, K2, V2> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        match (self.f)(key, value) {
+            Some((k, v)) => self.forward.send(ctx, k, v),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Writes records to a topic, partitioned by the serialized key with Kafka's murmur2.
+pub(crate) struct Sink<K, V> {
+    pub(crate) topic: usize,
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) value_serde: SerdeRef<V>,
+}
+
+impl<K: 'static, V: 'static> Node<K, V> for Sink<K, V> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        let scratch = &mut *ctx.scratch;
+        scratch.key.clear();
+        scratch.value.clear();
+        self.key_serde.serialize(&key, &mut scratch.key);
+        self.value_serde.serialize(&value, &mut scratch.value);
+        let partitions = ctx.collector.topics().partitions(self.topic);
+        let partition = if scratch.key.is_empty() {
+            ctx.task.partition % partitions.max(1)
+        } else {
+            partition_for_key(&scratch.key, partitions)
+        };
+        ctx.collector.send(
+            self.topic,
+            partition,
+            ctx.timestamp,
+            Some(&scratch.key),
+            Some(&scratch.value),
+        )
+    }
+}
+
+/// The aggregation behind `count`, `reduce` and `aggregate`: reads the key's aggregate from its
+/// store, folds the value in, writes it back and forwards the new aggregate.
+pub(crate) struct Aggregate<K, V, A> {
+    pub(crate) store: usize,
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) agg_serde: SerdeRef<A>,
+    #[allow(clippy::type_complexity)]
+    pub(crate) fold: Arc<dyn Fn(&K, V, Option<A>) -> A + Send + Sync>,
+    pub(crate) forward: Forward<K, A>,
+}
+
+impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        let scratch = &mut *ctx.scratch;
+        scratch.key.clear();
+        self.key_serde.serialize(&key, &mut scratch.key);
+        let store = &mut ctx.stores[self.store];
+        let found = store.inner.get_into(&scratch.key, &mut scratch.old)?;
+        let old = if found {
+            let decoded = self.agg_serde.deserialize(Some(&scratch.old));
+            Some(decoded.map_err(|source| Error::CorruptState {
+                store: store.inner.name().to_owned(),
+                task: ctx.task,
+                source,
+            })?)
+        } else {
+            None
+        };
+        let new = (self.fold)(&key, value, old);
+        scratch.value.clear();
+        self.agg_serde.serialize(&new, &mut scratch.value);
+        store.put(&scratch.key, &scratch.value)?;
+        self.forward.send(ctx, key, new)
+    }
+}

@@ -1,0 +1,59 @@
+//! Shared helpers of the runtime's integration tests.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::collections::HashMap;
+
+use riffle::log::{BatchBuilder, Compression, Log, TopicPartition, partition_for_key};
+
+/// Appends `records` to `topic` (created with `partitions`), partitioned by key like Kafka.
+pub fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, String)]) {
+    if log.partitions(topic).is_none() {
+        log.create_topic(topic, partitions).expect("create topic");
+    }
+    let partitions = log.partitions(topic).expect("topic exists");
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
+        .map(|_| BatchBuilder::new(Compression::None))
+        .collect();
+    for (i, (k, v)) in records.iter().enumerate() {
+        let p = partition_for_key(k.as_bytes(), partitions) as usize;
+        builders[p].push(i as i64, Some(k.as_bytes()), Some(v.as_bytes()));
+        if builders[p].len() >= 97 {
+            log.append(&TopicPartition::new(topic, p as u32), &mut builders[p])
+                .expect("append");
+        }
+    }
+    for (p, b) in builders.iter_mut().enumerate() {
+        if !b.is_empty() {
+            log.append(&TopicPartition::new(topic, p as u32), b)
+                .expect("append");
+        }
+    }
+}
+
+/// The latest 8-byte big-endian value per key of `topic`.
+pub fn latest_longs(log: &Log, topic: &str) -> HashMap<String, i64> {
+    let mut out = HashMap::new();
+    for p in 0..log.partitions(topic).unwrap_or(0) {
+        let tp = TopicPartition::new(topic, p);
+        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
+            for record in batch.records() {
+                let record = record.expect("record");
+                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
+                let value: [u8; 8] = record.value().expect("value")[..]
+                    .try_into()
+                    .expect("8 bytes");
+                out.insert(key, i64::from_be_bytes(value));
+            }
+        }
+    }
+    out
+}
+
+/// The model: a plain HashMap count.
+pub fn count_model<'a>(keys: impl IntoIterator<Item = &'a str>) -> HashMap<String, i64> {
+    let mut m = HashMap::new();
+    for k in keys {
+        *m.entry(k.to_owned()).or_insert(0) += 1;
+    }
+    m
+}
