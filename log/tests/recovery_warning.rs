@@ -1,0 +1,77 @@
+//! Truncating a torn tail is not silent: a `warn!` names the file, the byte position and the
+//! offset where the valid data ends.
+
+use std::sync::{Arc, Mutex};
+
+use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// Collects the rendered fields of every warning.
+#[derive(Clone, Default)]
+struct Warnings(Arc<Mutex<Vec<String>>>);
+
+struct Render(String);
+
+impl Visit for Render {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl Subscriber for Warnings {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        *metadata.level() <= Level::WARN
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut render = Render(String::new());
+        event.record(&mut render);
+        self.0.lock().expect("warnings").push(render.0);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[test]
+fn truncating_a_torn_tail_warns_with_file_position_and_offset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tp = TopicPartition::new("events", 0);
+    let segment = dir.path().join("topics/events/0/00000000000000000000.log");
+    let valid_len = {
+        let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+        log.create_topic("events", 1).expect("create");
+        let mut b = BatchBuilder::new(Compression::None);
+        b.push(1, Some(b"k"), Some(b"v"));
+        b.push(2, None, None);
+        log.append(&tp, &mut b).expect("append");
+        let len = std::fs::metadata(&segment).expect("meta").len();
+        b.push(3, Some(b"k"), Some(b"torn"));
+        log.append(&tp, &mut b).expect("append");
+        len
+    };
+    let full = std::fs::metadata(&segment).expect("meta").len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .expect("open");
+    file.set_len(full - 3).expect("tear");
+    drop(file);
+
+    let warnings = Warnings::default();
+    let log = tracing::subscriber::with_default(warnings.clone(), || {
+        Log::open(dir.path(), LogOptions::default()).expect("reopen")
+    });
+    assert_eq!(log.end_offset(&tp).expect("end"), 2);
+    let warnings = warnings.0.lock().expect("warnings").clone();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = &warnings[0];
+    assert!(w.contains(&segment.display().to_string()), "{w}");
+    assert!(w.contains(&format!("position={valid_len}")), "{w}");
+    assert!(w.contains("offset=2"), "{w}");
+}
