@@ -194,16 +194,7 @@ impl Checkpoint {
 
     /// Replaces the file at `path` through a temp file and a rename, fsyncing as `durability` says.
     pub fn write_with(&self, path: &Path, durability: Durability) -> Result<()> {
-        if let Some(p) = self
-            .offsets
-            .keys()
-            .find(|p| p.topic.is_empty() || p.topic.contains(char::is_whitespace))
-        {
-            return Err(Error::InvalidCheckpoint {
-                path: path.to_owned(),
-                reason: format!("topic name {:?} is empty or contains whitespace", p.topic),
-            });
-        }
+        self.check_writable(path)?;
         let tmp = path.with_extension("tmp");
         {
             let mut f = File::create(&tmp).ctx("create", &tmp)?;
@@ -215,6 +206,32 @@ impl Checkpoint {
         fs::rename(&tmp, path).ctx("rename into place", path)?;
         if let (Durability::Sync, Some(dir)) = (durability, path.parent()) {
             sync_dir(dir)?;
+        }
+        Ok(())
+    }
+
+    /// Fails with [`Error::InvalidCheckpoint`] if this cannot be written in Kafka's format.
+    pub(crate) fn check_writable(&self, path: &Path) -> Result<()> {
+        // Kafka offsets are signed 64-bit: a larger one could not be read back (here or by Kafka).
+        if let Some((p, o)) = self
+            .offsets
+            .iter()
+            .find(|(_, o)| i64::try_from(**o).is_err())
+        {
+            return Err(Error::InvalidCheckpoint {
+                path: path.to_owned(),
+                reason: format!("offset {o} of {p} exceeds i64::MAX"),
+            });
+        }
+        if let Some(p) = self
+            .offsets
+            .keys()
+            .find(|p| p.topic.is_empty() || p.topic.contains(char::is_whitespace))
+        {
+            return Err(Error::InvalidCheckpoint {
+                path: path.to_owned(),
+                reason: format!("topic name {:?} is empty or contains whitespace", p.topic),
+            });
         }
         Ok(())
     }

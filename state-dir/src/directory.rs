@@ -152,6 +152,8 @@ impl StateDirectory {
 
     /// Durably writes `task`'s checkpoint, then records its offset sum in the local offset map.
     pub fn write_checkpoint(&self, task: TaskId, checkpoint: &Checkpoint) -> Result<()> {
+        // Refuse before creating anything, so a bad checkpoint leaves no empty task directory.
+        checkpoint.check_writable(&self.checkpoint_path(task))?;
         self.task_dir(task)?;
         checkpoint.write_with(&self.checkpoint_path(task), self.config.durability)?;
         self.local_offsets.set(task, Some(checkpoint.offset_sum()));

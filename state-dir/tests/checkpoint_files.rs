@@ -118,6 +118,10 @@ fn topic_names_that_cannot_be_written_are_refused() {
         .write(Path::new("/nonexistent/.checkpoint"))
         .expect_err("refused before any I/O");
     assert!(matches!(err, Error::InvalidCheckpoint { .. }), "{err}");
+    let err = cp(&[("c", 0, u64::MAX)])
+        .write(Path::new("/nonexistent/.checkpoint"))
+        .expect_err("Kafka offsets are i64");
+    assert!(err.to_string().contains("exceeds i64::MAX"), "{err}");
 }
 
 proptest! {
