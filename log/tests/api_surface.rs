@@ -1,6 +1,9 @@
 //! The public API the runtime is written against: these signatures must not change (this file
 //! fails to compile if one does).
 
+// Spelling the signatures out in full is the point of this file.
+#![allow(clippy::type_complexity)]
+
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
