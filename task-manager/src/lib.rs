@@ -18,6 +18,43 @@
 //! when no version moved** — a refresh is then three integer comparisons. The registry and the
 //! snapshot do no I/O and start no threads; only `StateUpdaterThread` does.
 //!
+//! # How a stream thread drives it
+//!
+//! Per process: one `Arc<StateDirectory>` (crate `riffle-state-dir`). Per stream thread: one
+//! [`TaskRegistry`], one `Arc<`[`LiveOffsets`]`>`, one [`StateUpdaterThread`] sharing those live
+//! offsets, one [`OffsetSumSnapshot`] (strategy from `snapshot_strategy`).
+//!
+//! - assignment: [`TaskRegistry::add`] / [`remove`](TaskRegistry::remove) /
+//!   [`set_kind`](TaskRegistry::set_kind); state changes with
+//!   [`TaskRegistry::transition`] (errors on an illegal one);
+//! - initialising a stateful task: [`LiveOffsets::seed`] from its checkpoint, transition to
+//!   RESTORING, [`StateUpdaterThread::add`] an [`UpdaterTask`];
+//! - each loop: [`StateUpdaterThread::drain_events`] → for each
+//!   [`UpdaterEvent::Restored`], transition RESTORING → RUNNING; processing positions of
+//!   non-running tasks go to [`LiveOffsets::set`]; commits call
+//!   `StateDirectory::write_checkpoint`;
+//! - then [`OffsetSumSnapshot::refresh`], and the heartbeat reads
+//!   [`OffsetSumSnapshot::published`] — `(version, imbl::HashMap<TaskId, i64>)` — and sends only
+//!   if the version differs from the last one sent.
+//!
+//! # The three versions
+//!
+//! Each source counts its changes in a `u64` version and records the changed task in a bounded
+//! journal ([`riffle_state_dir::ChangeJournal`]); a version moves only when something actually
+//! changed (a checkpoint rewritten with the same sum does not move it):
+//! - [`TaskRegistry::version`] — add, remove, transition, kind change (single-threaded);
+//! - `StateDirectory::local_offsets().version()` — checkpoint written or read, task directory
+//!   deleted (process-wide, an atomic mirror of a mutex-guarded map);
+//! - [`LiveOffsets::version`] — a task's live offset sum changed (the state updater and the
+//!   stream thread).
+//!
+//! The snapshot remembers the three versions it last saw. If a journal was truncated past the
+//! version it needs, or it is handed a different source, it rebuilds from scratch
+//! ([`SnapshotMetrics::truncated_journal_rebuilds`]).
+//!
+//! Feature `alloc-counter` adds the module `alloc_counter`, a counting global allocator for tests and
+//! benchmarks.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use riffle_state_dir::{ChangelogPartition, StateDirectory, TaskId};
