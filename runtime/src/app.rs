@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use riffle_state_dir::{StateDirectory, TaskId};
+use riffle_state_dir::StateDirectory;
 
 use crate::backend::{Backend, TopicKind};
 use crate::collector::TopicTable;
 use crate::config::StreamsConfig;
-use crate::coordinator::Coordinator;
 use crate::error::{Error, Result};
+use crate::group::{GroupCoordinator, GroupInfo, SubtopologyInfo};
 use crate::thread::StreamThread;
 use crate::topology::{TopicRef, Topology, changelog_topic};
 
@@ -56,7 +56,8 @@ pub(crate) struct AppShared {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) topics: Arc<TopicTable>,
     pub(crate) state_dir: Arc<StateDirectory>,
-    pub(crate) coordinator: Coordinator,
+    pub(crate) coordinator: Arc<dyn GroupCoordinator>,
+    pub(crate) group: GroupInfo,
     pub(crate) shutdown: AtomicBool,
     pub(crate) records_processed: AtomicU64,
     /// Per thread: the data version at which it was last idle, `u64::MAX` while busy.
@@ -118,11 +119,18 @@ impl StreamsApp {
     ) -> Result<StreamsApp> {
         config.validate()?;
         let app_id = config.application_id.clone();
-        let (topics, tasks) = resolve_topics(&topology, &app_id, &*backend)?;
+        let (topics, subtopologies) = resolve_topics(&topology, &app_id, &*backend)?;
         let state_dir = StateDirectory::open(&config.state_dir, &app_id)?;
+        let group = GroupInfo {
+            application_id: app_id.clone(),
+            process_id: state_dir.process_id().to_owned(),
+            subtopologies,
+        };
+        let coordinator = backend.group_coordinator(&group)?;
         let threads = config.num_stream_threads;
         let shared = Arc::new(AppShared {
-            coordinator: Coordinator::new(tasks),
+            coordinator,
+            group,
             config,
             topology,
             backend,
@@ -181,6 +189,11 @@ impl StreamsApp {
         ShutdownHandle {
             shared: self.shared.clone(),
         }
+    }
+
+    /// The group as the coordinator was told about it: topology, process id.
+    pub fn group_info(&self) -> &GroupInfo {
+        &self.shared.group
     }
 
     /// Records processed so far by all threads.
@@ -280,7 +293,7 @@ fn resolve_topics(
     topology: &Topology,
     app_id: &str,
     backend: &dyn Backend,
-) -> Result<(TopicTable, Vec<TaskId>)> {
+) -> Result<(TopicTable, Vec<SubtopologyInfo>)> {
     let subs = &topology.subtopologies;
     let mut counts: Vec<Option<u32>> = vec![None; subs.len()];
     let writer_of = |topic: &TopicRef| subs.iter().position(|s| s.sink_topics.contains(topic));
@@ -311,7 +324,7 @@ fn resolve_topics(
         }
     }
     let mut table = TopicTable::default();
-    let mut tasks = Vec::new();
+    let mut infos = Vec::new();
     for (i, sub) in subs.iter().enumerate() {
         let n = counts[i].filter(|&n| n > 0).ok_or_else(|| {
             Error::Topology(format!(
@@ -358,10 +371,28 @@ fn resolve_topics(
                 table.insert(&name, n);
             }
         }
-        tasks.extend((0..n).map(|p| TaskId {
-            subtopology: sub.id,
-            partition: p,
-        }));
+        let names = |f: fn(&TopicRef) -> bool, topics: &[TopicRef]| -> Vec<String> {
+            topics
+                .iter()
+                .filter(|t| f(t))
+                .map(|t| t.resolve(app_id))
+                .collect()
+        };
+        let external = |t: &TopicRef| matches!(t, TopicRef::External(_));
+        let repartition = |t: &TopicRef| matches!(t, TopicRef::Repartition(_));
+        infos.push(SubtopologyInfo {
+            id: sub.id,
+            source_topics: names(external, &sub.source_topics),
+            repartition_source_topics: names(repartition, &sub.source_topics),
+            repartition_sink_topics: names(repartition, &sub.sink_topics),
+            changelog_topics: sub
+                .stores
+                .iter()
+                .filter(|&&s| topology.stores[s].logged)
+                .map(|&s| changelog_topic(app_id, &topology.stores[s].name))
+                .collect(),
+            partitions: n,
+        });
     }
-    Ok((table, tasks))
+    Ok((table, infos))
 }

@@ -4,12 +4,15 @@
 //! implements the same trait. Batches are riffle-log's types on both: a fetched batch shares its
 //! metadata with its records, and an outgoing batch is encoded once, in place.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use riffle_log::{BatchBuilder, FetchedBatch, Log, TopicPartition};
 
+use crate::coordinator::Coordinator;
 use crate::error::Result;
+use crate::group::{GroupCoordinator, GroupInfo};
 
 /// What kind of topic the runtime asks a backend to create.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,26 +43,39 @@ pub trait Backend: Send + Sync + 'static {
     fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> Result<u64>;
     /// The next offset to be written to `tp`.
     fn end_offset(&self, tp: &TopicPartition) -> Result<u64>;
-    /// Commits `offsets` for `group` durably, after everything appended before it.
-    fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()>;
+    /// Commits `offsets` for `group` durably, after everything appended before it, as `member`
+    /// (a streams group accepts commits only from its current members).
+    fn commit_offsets(
+        &self,
+        group: &str,
+        member: &str,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()>;
     /// The committed offset of `group` for `tp`.
     fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>>;
     /// A counter that moves whenever new data may be available.
     fn data_version(&self) -> u64;
     /// Waits until [`Backend::data_version`] differs from `seen` or `timeout` passes.
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64;
+    /// The coordinator of the application's group (joined by each stream thread).
+    fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>>;
 }
 
-/// The embedded log as a backend.
+/// The embedded log as a backend. Applications with the same id on one backend share a
+/// coordinator, so several instances in one process form one group.
 #[derive(Clone)]
 pub struct EmbeddedBackend {
     log: Log,
+    coordinators: Arc<Mutex<HashMap<String, Arc<Coordinator>>>>,
 }
 
 impl EmbeddedBackend {
     /// A backend over `log`.
     pub fn new(log: Log) -> Self {
-        EmbeddedBackend { log }
+        EmbeddedBackend {
+            log,
+            coordinators: Arc::default(),
+        }
     }
 
     /// The underlying log.
@@ -94,7 +110,12 @@ impl Backend for EmbeddedBackend {
     fn end_offset(&self, tp: &TopicPartition) -> Result<u64> {
         Ok(self.log.end_offset(tp)?)
     }
-    fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
+    fn commit_offsets(
+        &self,
+        group: &str,
+        _member: &str,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
         Ok(self.log.commit_offsets(group, offsets)?)
     }
     fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
@@ -105,5 +126,16 @@ impl Backend for EmbeddedBackend {
     }
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
         self.log.wait_for_append(seen, timeout)
+    }
+    fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>> {
+        let mut coordinators = self
+            .coordinators
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let coordinator = coordinators
+            .entry(group.application_id.clone())
+            .or_insert_with(|| Arc::new(Coordinator::new(group.tasks())))
+            .clone();
+        Ok(coordinator)
     }
 }

@@ -6,17 +6,13 @@
 //! largest offset sum for it: that member holds the most of its state.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use riffle_state_dir::TaskId;
 
-/// A member's assignment; `epoch` moves whenever the member's task set changes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Assignment {
-    pub(crate) epoch: u64,
-    pub(crate) active: Arc<BTreeSet<TaskId>>,
-}
+use crate::error::Result;
+use crate::group::{Assignment, GroupCoordinator, Heartbeat};
 
 #[derive(Default)]
 struct Member {
@@ -55,27 +51,24 @@ impl Coordinator {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
 
-    /// Adds members without assigning (so the first assignment sees all of them).
-    pub(crate) fn register(&self, member: &str) {
+impl GroupCoordinator for Coordinator {
+    fn register(&self, member: &str) {
         let mut group = self.lock();
         group.members.entry(member.to_owned()).or_default();
     }
 
-    /// Removes a member; its tasks go to the others at their next heartbeat.
-    pub(crate) fn leave(&self, member: &str) {
+    fn leave(&self, member: &str) {
         let mut group = self.lock();
         if group.members.remove(member).is_some() {
             rebalance(&mut group);
         }
     }
 
-    /// A member's heartbeat, with its task offsets when the sending rules call for them.
-    pub(crate) fn heartbeat(
-        &self,
-        member: &str,
-        offsets: Option<imbl::HashMap<TaskId, i64>>,
-    ) -> Assignment {
+    fn heartbeat(&self, heartbeat: Heartbeat<'_>) -> Result<Assignment> {
+        let member = heartbeat.member;
+        let offsets = heartbeat.task_offsets;
         let mut group = self.lock();
         let joined = !group.members.contains_key(member);
         let m = group.members.entry(member.to_owned()).or_default();
@@ -86,11 +79,11 @@ impl Coordinator {
         if joined || unassigned {
             rebalance(&mut group);
         }
-        group
+        Ok(group
             .members
             .get(member)
             .map(|m| m.assignment.clone())
-            .unwrap_or_default()
+            .unwrap_or_default())
     }
 }
 
@@ -146,10 +139,7 @@ fn rebalance(group: &mut Group) {
     for (name, tasks) in next {
         if let Some(m) = group.members.get_mut(&name) {
             if *m.assignment.active != tasks || m.assignment.epoch == 0 {
-                m.assignment = Assignment {
-                    epoch,
-                    active: Arc::new(tasks),
-                };
+                m.assignment = Assignment::active(epoch, tasks);
             }
         }
     }
@@ -201,6 +191,20 @@ impl OffsetSendPolicy {
 mod tests {
     use super::*;
 
+    fn hb(
+        c: &Coordinator,
+        member: &str,
+        offsets: Option<imbl::HashMap<TaskId, i64>>,
+    ) -> Assignment {
+        let owned = Assignment::default();
+        c.heartbeat(Heartbeat {
+            member,
+            task_offsets: offsets,
+            owned: &owned,
+        })
+        .expect("embedded heartbeats do not fail")
+    }
+
     fn t(p: u32) -> TaskId {
         TaskId {
             subtopology: 0,
@@ -213,17 +217,17 @@ mod tests {
         let c = Coordinator::new((0..6).map(t));
         c.register("a");
         c.register("b");
-        let a = c.heartbeat("a", None);
-        let b = c.heartbeat("b", None);
+        let a = hb(&c, "a", None);
+        let b = hb(&c, "b", None);
         assert_eq!(a.active.len(), 3);
         assert_eq!(b.active.len(), 3);
         assert!(a.active.is_disjoint(&b.active));
         c.register("c");
-        let c3 = c.heartbeat("c", None);
+        let c3 = hb(&c, "c", None);
         assert_eq!(c3.active.len(), 2);
         c.leave("c");
-        let a2 = c.heartbeat("a", None);
-        let b2 = c.heartbeat("b", None);
+        let a2 = hb(&c, "a", None);
+        let b2 = hb(&c, "b", None);
         assert_eq!(a2.active.len() + b2.active.len(), 6);
     }
 
@@ -236,9 +240,9 @@ mod tests {
         offsets.insert(t(0), 42);
         // b reports state for 0_0 in the heartbeat that triggers the first assignment; without
         // it, the least-loaded rule would pick "a" (first by name).
-        let b = c.heartbeat("b", Some(offsets));
+        let b = hb(&c, "b", Some(offsets));
         assert!(b.active.contains(&t(0)));
-        assert!(c.heartbeat("a", None).active.is_empty());
+        assert!(hb(&c, "a", None).active.is_empty());
     }
 
     #[test]

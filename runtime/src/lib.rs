@@ -52,6 +52,7 @@ mod config;
 mod coordinator;
 mod dsl;
 mod error;
+mod group;
 mod node;
 mod serdes;
 mod snapshot;
@@ -68,6 +69,7 @@ pub use dsl::{
     StreamsBuilder,
 };
 pub use error::{Error, Result, SerdeError};
+pub use group::{Assignment, GroupCoordinator, GroupInfo, Heartbeat, SubtopologyInfo};
 pub use serdes::{
     BytesSerde, DefaultSerde, I64Serde, JsonSerde, Serde, SerdeRef, Serdes, StringSerde, U64Serde,
 };

@@ -13,8 +13,9 @@ use riffle_state_dir::TaskId;
 
 use crate::app::AppShared;
 use crate::collector::RecordCollector;
-use crate::coordinator::{Assignment, OffsetSendPolicy};
+use crate::coordinator::OffsetSendPolicy;
 use crate::error::Result;
+use crate::group::{Assignment, Heartbeat};
 use crate::node::Scratch;
 use crate::snapshot::ThreadSnapshot;
 use crate::task::StreamTask;
@@ -172,7 +173,11 @@ impl StreamThread {
             .send_policy
             .should_send(version, now)
             .then_some(offsets);
-        let assignment = self.shared.coordinator.heartbeat(&self.name, offsets);
+        let assignment = self.shared.coordinator.heartbeat(Heartbeat {
+            member: &self.name,
+            task_offsets: offsets,
+            owned: &self.assignment,
+        })?;
         if assignment.epoch == self.assignment.epoch {
             return Ok(false);
         }
@@ -246,9 +251,11 @@ impl StreamThread {
         for task in self.tasks.values().filter(|t| t.uncommitted > 0) {
             task.committable_offsets(&mut offsets);
         }
-        self.shared
-            .backend
-            .commit_offsets(&self.shared.config.application_id, &offsets)?;
+        self.shared.backend.commit_offsets(
+            &self.shared.config.application_id,
+            &self.name,
+            &offsets,
+        )?;
         for task in self.tasks.values_mut().filter(|t| t.uncommitted > 0) {
             let changelog_offsets = task.changelog_offsets(&self.collector, &self.shared.topics);
             self.snapshot

@@ -1,0 +1,102 @@
+//! Group membership as the stream threads see it: the [`GroupCoordinator`] trait, what a
+//! heartbeat carries, and what it brings back.
+//!
+//! Each stream thread is one member (as in KIP-1071, where every stream thread's consumer is a
+//! member and a process id ties the members of one process together). The embedded backend
+//! coordinates in process; the Kafka backend speaks the streams-group protocol to the broker.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use riffle_state_dir::TaskId;
+
+use crate::error::Result;
+
+/// A member's tasks; `epoch` moves whenever they change.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Assignment {
+    /// The member epoch of this assignment.
+    pub epoch: u64,
+    /// Tasks to process.
+    pub active: Arc<BTreeSet<TaskId>>,
+    /// Tasks to keep up to date from their changelogs.
+    pub standby: Arc<BTreeSet<TaskId>>,
+    /// Standbys placed to catch up before they become active.
+    pub warmup: Arc<BTreeSet<TaskId>>,
+}
+
+impl Assignment {
+    /// An assignment of active tasks only.
+    pub fn active(epoch: u64, active: BTreeSet<TaskId>) -> Self {
+        Assignment {
+            epoch,
+            active: Arc::new(active),
+            ..Assignment::default()
+        }
+    }
+}
+
+/// One sub-topology as a coordinator (the Kafka broker) needs to know it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SubtopologyInfo {
+    /// The sub-topology id (`0`, `1`, …).
+    pub id: u32,
+    /// User topics it reads.
+    pub source_topics: Vec<String>,
+    /// Repartition topics it reads.
+    pub repartition_source_topics: Vec<String>,
+    /// Repartition topics it writes.
+    pub repartition_sink_topics: Vec<String>,
+    /// Changelog topics of its stores.
+    pub changelog_topics: Vec<String>,
+    /// Its task count (the partitions of its widest source).
+    pub partitions: u32,
+}
+
+/// What a coordinator is told about the application when it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupInfo {
+    /// The application id: the group id.
+    pub application_id: String,
+    /// The stable process id from the state directory.
+    pub process_id: String,
+    /// The topology, sub-topology by sub-topology.
+    pub subtopologies: Vec<SubtopologyInfo>,
+}
+
+impl GroupInfo {
+    /// Every task of the topology.
+    pub fn tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.subtopologies.iter().flat_map(|s| {
+            (0..s.partitions).map(move |p| TaskId {
+                subtopology: s.id,
+                partition: p,
+            })
+        })
+    }
+}
+
+/// One heartbeat of one member.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Heartbeat<'a> {
+    /// The member (the stream thread's name).
+    pub member: &'a str,
+    /// The offset-sum snapshot, when the sending rules call for it (design.md §3).
+    pub task_offsets: Option<imbl::HashMap<TaskId, i64>>,
+    /// The tasks the member owns now.
+    pub owned: &'a Assignment,
+}
+
+/// Assigns tasks to members.
+pub trait GroupCoordinator: Send + Sync {
+    /// Announces a member before its first heartbeat, so a first assignment sees all of them.
+    fn register(&self, member: &str);
+    /// A member's heartbeat; returns its current assignment.
+    fn heartbeat(&self, heartbeat: Heartbeat<'_>) -> Result<Assignment>;
+    /// The member leaves; its tasks go to the others.
+    fn leave(&self, member: &str);
+}
