@@ -18,6 +18,20 @@ use crate::lock::{self, LOCK_FILE, ProcessLock};
 /// Name of the checkpoint file inside a task directory.
 pub const CHECKPOINT_FILE: &str = ".checkpoint";
 
+/// The task directories under `app_dir`, sorted; other entries are ignored.
+pub(crate) fn list_task_dirs(app_dir: &Path) -> Result<Vec<TaskId>> {
+    let mut tasks = Vec::new();
+    for entry in fs::read_dir(app_dir).ctx("list", app_dir)? {
+        let entry = entry.ctx("list", app_dir)?;
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if let (true, Some(Ok(task))) = (is_dir, entry.file_name().to_str().map(str::parse)) {
+            tasks.push(task);
+        }
+    }
+    tasks.sort_unstable();
+    Ok(tasks)
+}
+
 /// Tunables of a [`StateDirectory`].
 #[derive(Clone, Debug)]
 pub struct StateDirectoryConfig {
@@ -192,16 +206,7 @@ impl StateDirectory {
 
     /// Every task directory on disk, sorted.
     pub fn list_task_dirs(&self) -> Result<Vec<TaskId>> {
-        let mut tasks = Vec::new();
-        for entry in fs::read_dir(&self.app_dir).ctx("list", &self.app_dir)? {
-            let entry = entry.ctx("list", &self.app_dir)?;
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            if let (true, Some(Ok(task))) = (is_dir, entry.file_name().to_str().map(str::parse)) {
-                tasks.push(task);
-            }
-        }
-        tasks.sort_unstable();
-        Ok(tasks)
+        list_task_dirs(&self.app_dir)
     }
 
     fn owners(&self) -> MutexGuard<'_, HashMap<TaskId, Ownership>> {

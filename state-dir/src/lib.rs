@@ -11,7 +11,8 @@
 //!   open from every task directory's checkpoint, updated on every checkpoint write or read and
 //!   every task-directory deletion; versioned, with a bounded journal of changed tasks
 //!   ([`SharedOffsetSums`]);
-//! - cleanup of task directories not owned for `state_cleanup_delay`.
+//! - cleanup of task directories not owned for `state_cleanup_delay`;
+//! - a read-only [`inspect`] for `riffle state inspect`, usable while another process runs.
 //!
 //! What it must never do: report offsets it is not sure of. A corrupt or truncated checkpoint is
 //! an error naming the file, and that task is absent from the local offset map (its state is
@@ -40,6 +41,7 @@
 mod checkpoint;
 mod directory;
 mod error;
+mod inspect;
 mod journal;
 mod lock;
 mod task_id;
@@ -48,6 +50,7 @@ pub use crate::{
     checkpoint::{ChangelogPartition, Checkpoint, Durability, offset_sum},
     directory::{CHECKPOINT_FILE, StateDirectory, StateDirectoryConfig},
     error::{Error, Result},
+    inspect::{Inspection, inspect},
     journal::{
         ChangeJournal, DEFAULT_JOURNAL_CAPACITY, OffsetSumsView, SharedOffsetSums, VersionedSums,
         next_source_id,

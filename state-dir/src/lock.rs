@@ -75,31 +75,40 @@ impl ProcessLock {
 
 /// Reads the process id from `process-metadata`, creating it once if absent.
 pub(crate) fn load_or_create_process_id(app_dir: &Path, durability: Durability) -> Result<String> {
+    if let Some(id) = read_process_id(app_dir)? {
+        return Ok(id);
+    }
+    let id = random_uuid();
+    let path = app_dir.join(PROCESS_METADATA_FILE);
+    let tmp: PathBuf = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp).ctx("create", &tmp)?;
+        writeln!(f, "{{\"processId\":\"{id}\"}}").ctx("write", &tmp)?;
+        if durability == Durability::Sync {
+            f.sync_all().ctx("fsync", &tmp)?;
+        }
+    }
+    fs::rename(&tmp, &path).ctx("rename into place", &path)?;
+    if durability == Durability::Sync {
+        crate::checkpoint::sync_dir(app_dir)?;
+    }
+    Ok(id)
+}
+
+/// Reads the process id without creating anything; `Ok(None)` when there is no file yet.
+pub(crate) fn read_process_id(app_dir: &Path) -> Result<Option<String>> {
     let path = app_dir.join(PROCESS_METADATA_FILE);
     match fs::read_to_string(&path) {
-        Ok(text) => parse_process_metadata(&text).ok_or(Error::CorruptProcessMetadata {
-            path,
-            reason: format!(
-                "expected {{\"processId\":\"<uuid>\"}}, found {:?}",
-                text.trim()
-            ),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let id = random_uuid();
-            let tmp: PathBuf = path.with_extension("tmp");
-            {
-                let mut f = File::create(&tmp).ctx("create", &tmp)?;
-                writeln!(f, "{{\"processId\":\"{id}\"}}").ctx("write", &tmp)?;
-                if durability == Durability::Sync {
-                    f.sync_all().ctx("fsync", &tmp)?;
-                }
-            }
-            fs::rename(&tmp, &path).ctx("rename into place", &path)?;
-            if durability == Durability::Sync {
-                crate::checkpoint::sync_dir(app_dir)?;
-            }
-            Ok(id)
-        }
+        Ok(text) => parse_process_metadata(&text)
+            .map(Some)
+            .ok_or(Error::CorruptProcessMetadata {
+                path,
+                reason: format!(
+                    "expected {{\"processId\":\"<uuid>\"}}, found {:?}",
+                    text.trim()
+                ),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).ctx("read", &path),
     }
 }

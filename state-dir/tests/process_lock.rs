@@ -91,3 +91,30 @@ fn cleanup_deletes_only_unowned_task_dirs_past_the_delay() -> Result<(), Error> 
     assert_eq!(dir.task_owner(owned).as_deref(), Some("stream-thread-1"));
     Ok(())
 }
+
+#[test]
+fn inspect_reads_a_locked_directory_without_touching_it() -> Result<(), Error> {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = StateDirectory::open(root.path(), "app")?;
+    let cp: Checkpoint = [(ChangelogPartition::new("c", 0), 9)].into_iter().collect();
+    dir.write_checkpoint(TaskId::new(0, 0), &cp)?;
+    dir.task_dir(TaskId::new(0, 1))?; // no checkpoint yet
+    std::fs::create_dir(root.path().join("app").join("not-a-task")).expect("mkdir");
+
+    let seen = riffle_state_dir::inspect(root.path(), "app")?;
+    assert_eq!(seen.lock_holder, Some(std::process::id()));
+    assert_eq!(seen.process_id.as_deref(), Some(dir.process_id()));
+    let tasks: Vec<_> = seen
+        .tasks
+        .iter()
+        .map(|(t, cp)| (*t, cp.as_ref().ok().cloned()))
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            (TaskId::new(0, 0), Some(Some(cp))),
+            (TaskId::new(0, 1), Some(None))
+        ]
+    );
+    Ok(())
+}
