@@ -1,6 +1,10 @@
 //! [`Log`]: the topic map, the group offsets and the append notification, over partitions that
-//! each have their own lock. Lock order: topic map → one partition → unsynced list; the group
-//! offsets lock is taken alone (after the unsynced partitions were synced).
+//! each have their own lock.
+//!
+//! Locks, in the order they may be taken: the sync lock (held while partitions are fsynced for a
+//! commit or [`Log::sync`]); the topic map (only long enough to clone a topic's `Arc`); one
+//! partition; the unsynced-partition list (briefly, never while taking another). The group offsets
+//! and the append counter are taken alone. An idle consumer only touches the append counter.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +36,9 @@ struct Shared {
     topics: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
     /// Partitions with appends that are not durable yet (each listed once).
     unsynced: Mutex<Vec<TopicPartition>>,
+    /// Held while partitions are synced, so a commit cannot write its offsets while another
+    /// thread is still syncing data it took off the unsynced list.
+    syncing: Mutex<()>,
     groups: Mutex<OffsetStore>,
     append_version: Mutex<u64>,
     appended: Condvar,
@@ -90,6 +97,7 @@ impl Log {
                 options: options.normalized(),
                 topics: RwLock::default(),
                 unsynced: Mutex::default(),
+                syncing: Mutex::default(),
                 groups: Mutex::default(),
                 append_version: Mutex::new(0),
                 appended: Condvar::new(),
@@ -169,18 +177,28 @@ impl Log {
         all
     }
 
+    /// The topic of `tp`, checking that it has that partition.
+    fn topic(&self, tp: &TopicPartition) -> Result<Arc<Topic>> {
+        let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
+        let topic = topics.get(&*tp.topic).ok_or_else(|| Error::UnknownTopic {
+            topic: tp.topic.to_string(),
+        })?;
+        if tp.partition >= topic.partition_count() {
+            return Err(Error::UnknownPartition {
+                topic: tp.topic.to_string(),
+                partition: tp.partition,
+            });
+        }
+        Ok(Arc::clone(topic))
+    }
+
+    /// Runs `f` on `tp`'s partition under its lock (the topic map's lock is not held).
     fn with_partition<T>(
         &self,
         tp: &TopicPartition,
         f: impl FnOnce(&mut Partition) -> Result<T>,
     ) -> Result<T> {
-        let topic = {
-            let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
-            let topic = topics.get(&*tp.topic).ok_or_else(|| Error::UnknownTopic {
-                topic: tp.topic.to_string(),
-            })?;
-            Arc::clone(topic)
-        };
+        let topic = self.topic(tp)?;
         let partition =
             topic
                 .partitions
@@ -269,9 +287,10 @@ impl Log {
     pub fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         validate_name(group, false)?;
         for (tp, _) in offsets {
-            self.with_partition(tp, |_| Ok(()))?;
+            self.topic(tp)?;
         }
         if self.shared.options.fsync == FsyncPolicy::EveryCommit {
+            let _syncing = lock(&self.shared.syncing, &"the sync lock")?;
             self.sync_unsynced()?;
         }
         let mut groups = lock(&self.shared.groups, &"the group offsets")?;
@@ -288,6 +307,7 @@ impl Log {
 
     /// Fsyncs every partition (whatever the policy).
     pub fn sync(&self) -> Result<()> {
+        let _syncing = lock(&self.shared.syncing, &"the sync lock")?;
         let topics: Vec<Arc<Topic>> = {
             let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
             topics.values().cloned().collect()

@@ -59,7 +59,7 @@ impl Partition {
         let mut next_offset = 0;
         let created = bases.is_empty();
         if created {
-            segments.push(Segment::open(&storage, &dir, 0)?);
+            segments.push(Segment::create(&storage, &dir, 0)?);
             storage.sync_dir(&dir).at(&dir)?;
         }
         let last = bases.len().saturating_sub(1);
@@ -148,7 +148,7 @@ impl Partition {
     /// directory entries are synced first, so only the active segment can ever have a torn tail
     /// and a sealed segment never disappears in a crash.
     fn roll(&mut self, base: u64) -> Result<()> {
-        let segment = Segment::open(&self.storage, &self.dir, base)?;
+        let segment = Segment::create(&self.storage, &self.dir, base)?;
         if self.options.fsync == FsyncPolicy::Never {
             self.dir_dirty = true;
         } else {

@@ -63,6 +63,15 @@ impl Segment {
         })
     }
 
+    /// A new, empty segment at `base` (any stale files of that name are emptied).
+    pub(crate) fn create(storage: &Arc<dyn Storage>, dir: &Path, base: u64) -> Result<Self> {
+        let mut segment = Self::open(storage, dir, base)?;
+        segment.file.truncate(0).at(&segment.path)?;
+        segment.index_file.truncate(0).at(&segment.index_path)?;
+        segment.dirty = true;
+        Ok(segment)
+    }
+
     pub(crate) fn size(&self) -> u64 {
         self.file.len()
     }
