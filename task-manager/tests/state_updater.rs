@@ -281,3 +281,66 @@ fn updater_thread_is_named() -> Result<(), Error> {
     drop(updater); // joins
     Ok(())
 }
+
+#[test]
+fn snapshot_follows_the_updater_thread_and_always_equals_the_full_rebuild() -> Result<(), Error> {
+    use riffle_task_manager::{
+        OffsetSumSnapshot, SnapshotStrategy, TaskRegistry, TaskState, full_rebuild,
+    };
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = riffle_state_dir::StateDirectory::open(root.path(), "app")?;
+    let logs = MemoryChangelogs::default();
+    let (a, s) = (cl("app-a-changelog", 0), cl("app-s-changelog", 0));
+    logs.append(&a, 2_000);
+    logs.append(&s, 300);
+    let live = Arc::new(LiveOffsets::new());
+    let config = StateUpdaterConfig {
+        batch_size: 10,
+        idle_wait: Duration::from_millis(1),
+        ..StateUpdaterConfig::default()
+    };
+    let updater = StateUpdaterThread::spawn(config, Box::new(logs.clone()), Arc::clone(&live))?;
+    let (active, standby) = (TaskId::new(0, 0), TaskId::new(1, 0));
+    let mut registry = TaskRegistry::new();
+    registry.add(active, TaskKind::Active, vec![a.clone()])?;
+    registry.add(standby, TaskKind::Standby, vec![s.clone()])?;
+    for t in [active, standby] {
+        registry.transition(t, TaskState::Restoring)?;
+    }
+    let store = CountingStore::default();
+    updater.add(task(active, TaskKind::Active, &[(a.clone(), 0)], &store))?;
+    updater.add(task(standby, TaskKind::Standby, &[(s.clone(), 0)], &store))?;
+
+    // The stream thread's loop: hand restored tasks over, refresh, check.
+    let mut snapshot = OffsetSumSnapshot::new(SnapshotStrategy::Incremental);
+    let mut events = Vec::new();
+    let mut versions_seen = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while registry.get(active).map(|t| t.state) != Some(TaskState::Running) {
+        assert!(Instant::now() < deadline, "restoration did not finish");
+        updater.drain_events(&mut events)?;
+        for e in events.drain(..) {
+            if let UpdaterEvent::Restored(t) = e {
+                registry.transition(t.id, TaskState::Running)?;
+            }
+        }
+        if snapshot.refresh(&registry, &dir, &live) {
+            versions_seen += 1;
+        }
+        let (local, live_view) = snapshot.inputs().expect("refreshed");
+        assert_eq!(
+            snapshot.map(),
+            &full_rebuild(&registry, &local.sums, &live_view.sums)
+        );
+    }
+    wait_for("standby to catch up", || {
+        (live.sum(standby) == Some(300)).then_some(())
+    });
+    snapshot.refresh(&registry, &dir, &live);
+    let (_, published) = snapshot.published();
+    // The restored active task is RUNNING, hence omitted; the standby reports its position.
+    assert_eq!(published.get(&active), None);
+    assert_eq!(published.get(&standby), Some(&300));
+    assert!(versions_seen > 1, "progress was published along the way");
+    updater.shutdown()
+}
