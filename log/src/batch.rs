@@ -241,6 +241,31 @@ impl BatchBuilder {
         self.buf.len()
     }
 
+    /// The encoded records section so far, uncompressed: Kafka's v2 records, back to back
+    /// (offset deltas from 0, timestamp deltas from [`BatchBuilder::first_timestamp`]). The Kafka
+    /// backend sends it behind a Kafka batch header as it is.
+    pub fn records_section(&self) -> &[u8] {
+        self.buf.get(HEADER_LEN..).unwrap_or_default()
+    }
+
+    /// The first record's timestamp (the base of the records' timestamp deltas); 0 when empty.
+    pub fn first_timestamp(&self) -> i64 {
+        if self.count == 0 {
+            0
+        } else {
+            self.first_timestamp
+        }
+    }
+
+    /// The largest record timestamp; 0 when empty.
+    pub fn max_timestamp(&self) -> i64 {
+        if self.count == 0 {
+            0
+        } else {
+            self.max_timestamp
+        }
+    }
+
     /// Forgets the records; keeps the buffers' capacity.
     pub fn clear(&mut self) {
         self.buf.truncate(HEADER_LEN);

@@ -19,6 +19,9 @@ const MAX_RECORDS_LEN: usize = 1 << 30;
 pub struct FetchedBatch {
     meta: Arc<BatchMeta>,
     records: Bytes,
+    /// Offset of the last record minus the base offset: `record_count - 1` in the embedded log,
+    /// larger in a compacted Kafka batch whose records have gaps between their offsets.
+    last_offset_delta: u32,
 }
 
 impl FetchedBatch {
@@ -76,9 +79,28 @@ impl FetchedBatch {
             compression: codec,
         };
         Ok(Self {
+            last_offset_delta: h.record_count.saturating_sub(1),
             meta: Arc::new(meta),
             records,
         })
+    }
+
+    /// A batch fetched from an Apache Kafka broker: its metadata (from the Kafka batch header;
+    /// `record_count` is the number of records present) and its records section, uncompressed.
+    ///
+    /// Kafka's v2 records are the same bytes as riffle's (see `FORMAT.md`, "Record"), so the
+    /// section is used as it is, without copying or re-encoding. `last_offset_delta` is the Kafka
+    /// header's field of that name: in a compacted topic records may be missing from a batch, so
+    /// offset deltas can have gaps and the batch's last offset is `base_offset +
+    /// last_offset_delta`, not `base_offset + record_count - 1`. Records are checked lazily, as
+    /// for the log's own batches: a malformed record is an [`Error::CorruptRecord`] from the
+    /// iterator.
+    pub fn from_kafka(meta: Arc<BatchMeta>, last_offset_delta: u32, records: Bytes) -> Self {
+        Self {
+            last_offset_delta: last_offset_delta.max(meta.record_count.saturating_sub(1)),
+            meta,
+            records,
+        }
     }
 
     /// The batch's metadata, shared with its records.
@@ -91,9 +113,10 @@ impl FetchedBatch {
         self.meta.base_offset
     }
 
-    /// Offset of the last record: `base_offset + record_count - 1`.
+    /// Offset of the last record: `base_offset + record_count - 1` (more in a compacted Kafka
+    /// batch, see [`FetchedBatch::from_kafka`]).
     pub fn last_offset(&self) -> u64 {
-        (self.meta.base_offset + u64::from(self.meta.record_count)).saturating_sub(1)
+        self.meta.base_offset + u64::from(self.last_offset_delta)
     }
 
     /// Number of records.
@@ -108,6 +131,7 @@ impl FetchedBatch {
             buf: self.records.clone(),
             pos: 0,
             left: self.meta.record_count,
+            last_offset_delta: self.last_offset_delta,
         }
     }
 }
@@ -119,6 +143,7 @@ pub struct RecordIter {
     buf: Bytes,
     pos: usize,
     left: u32,
+    last_offset_delta: u32,
 }
 
 impl RecordIter {
@@ -142,7 +167,7 @@ impl RecordIter {
         let offset_delta = get_varint(body, &mut pos).ok_or("bad offset delta")?;
         let offset_delta = u32::try_from(offset_delta)
             .ok()
-            .filter(|&d| d < self.meta.record_count)
+            .filter(|&d| d <= self.last_offset_delta)
             .ok_or_else(|| format!("offset delta {offset_delta} outside the batch"))?;
         let mut slice = |what: &str| -> Result<Option<Bytes>, String> {
             let n = get_varint(body, &mut pos).ok_or_else(|| format!("bad {what} length"))?;
