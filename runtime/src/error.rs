@@ -107,6 +107,10 @@ pub enum Error {
     /// The application is not in a state that allows the call.
     #[error("illegal application state: {0}")]
     IllegalState(String),
+    /// A backend other than the embedded log (e.g. a Kafka cluster) failed; the source says
+    /// which broker, topic-partition or group.
+    #[error(transparent)]
+    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 /// The runtime's result type.
