@@ -212,7 +212,9 @@ impl Log {
 
     /// Appends the builder's records as one batch; clears the builder; returns the base offset.
     /// An empty builder appends nothing and returns the end offset. On error the builder keeps
-    /// its records, so the append can be retried.
+    /// its records, so the append can be retried — except that under
+    /// [`FsyncPolicy::EveryAppend`] a failed fsync is reported after the batch was written, so
+    /// the batch may be in the log (as with a producer whose acknowledgement was lost).
     pub fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> Result<u64> {
         if batch.is_empty() {
             return self.end_offset(tp);

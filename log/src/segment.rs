@@ -164,9 +164,16 @@ impl Segment {
             raw.extend_from_slice(&rel.to_be_bytes());
             raw.extend_from_slice(&p.to_be_bytes());
         }
-        self.index_file.truncate(0).at(&self.index_path)?;
-        self.index_file.append(&raw).at(&self.index_path)?;
-        self.index_file.sync().at(&self.index_path)?;
+        // Rewrite the index only if it differs: a clean open writes (and fsyncs) nothing.
+        let mut old = vec![0u8; self.index_file.len() as usize];
+        self.index_file
+            .read_exact_at(0, &mut old)
+            .at(&self.index_path)?;
+        if old != raw {
+            self.index_file.truncate(0).at(&self.index_path)?;
+            self.index_file.append(&raw).at(&self.index_path)?;
+            self.index_file.sync().at(&self.index_path)?;
+        }
         Ok(expected)
     }
 

@@ -162,7 +162,10 @@ fn run(ops: &[Op], dir: Option<&std::path::Path>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // 64 cases by default; PROPTEST_CASES=<n> for a longer run.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(64)
+    ))]
 
     #[test]
     fn in_memory_log_matches_the_model(ops in proptest::collection::vec(op(), 1..60)) {
