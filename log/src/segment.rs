@@ -84,7 +84,7 @@ impl Segment {
             .read_exact_at(0, &mut raw)
             .at(&self.index_path)?;
         let mut entries = Vec::with_capacity(raw.len() / INDEX_ENTRY_LEN);
-        let mut valid = raw.len() % INDEX_ENTRY_LEN == 0;
+        let mut valid = raw.chunks_exact(INDEX_ENTRY_LEN).remainder().is_empty();
         for e in raw.chunks_exact(INDEX_ENTRY_LEN) {
             let rel = u32::from_be_bytes([e[0], e[1], e[2], e[3]]);
             let pos = u32::from_be_bytes([e[4], e[5], e[6], e[7]]);
