@@ -1,0 +1,277 @@
+//! [`KafkaBackend`]: the runtime's [`Backend`] on an Apache Kafka cluster.
+//!
+//! Blocking calls behind the runtime's synchronous trait: each stream thread's fetch, produce
+//! or commit is one request on the leader's (or coordinator's) connection. A thread pool or an
+//! async runtime would add a second scheduler under the stream threads for no gain — the
+//! stream thread already is the unit of concurrency, and the requests it makes are in order.
+//!
+//! Fetches do not wait at the broker (`max_wait_ms` 0): an idle stream thread sleeps in
+//! [`Backend::wait_for_data`], whose data version moves on every local append and every
+//! [`KafkaConfig::fetch_poll_interval`], so it looks for new records at that cadence.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use riffle::log::{BatchBuilder, FetchedBatch, TopicPartition};
+use riffle::{Backend, GroupCoordinator, GroupInfo, TopicKind};
+
+use crate::batch::encode_batch;
+use crate::cluster::{Cluster, KafkaConfig, is_coordinator_error};
+use crate::error::{Error, ErrorCode, Result};
+use crate::group::{MemberInfo, StreamsGroup};
+use crate::streams::{self, StreamsGroupDescription};
+
+#[derive(Debug)]
+struct Inner {
+    cluster: Arc<Cluster>,
+    groups: Mutex<HashMap<String, Arc<StreamsGroup>>>,
+    appends: AtomicU64,
+    wake: (Mutex<()>, Condvar),
+    started: Instant,
+}
+
+/// A Kafka cluster as a riffle backend. Cheap to clone (clones share connections and groups).
+#[derive(Clone, Debug)]
+pub struct KafkaBackend {
+    inner: Arc<Inner>,
+}
+
+impl KafkaBackend {
+    /// Connects to the cluster: bootstrap, API versions (StreamsGroupHeartbeat must be
+    /// there: Kafka 4.2 or later), brokers.
+    pub fn connect(config: KafkaConfig) -> Result<KafkaBackend> {
+        if config.fetch_poll_interval.is_zero() {
+            return Err(Error::Config("fetch_poll_interval must not be zero".into()));
+        }
+        let cluster = Arc::new(Cluster::connect(config)?);
+        Ok(KafkaBackend {
+            inner: Arc::new(Inner {
+                cluster,
+                groups: Mutex::default(),
+                appends: AtomicU64::new(0),
+                wake: (Mutex::new(()), Condvar::new()),
+                started: Instant::now(),
+            }),
+        })
+    }
+
+    /// This backend behind the trait object the runtime uses.
+    pub fn shared(&self) -> Arc<dyn Backend> {
+        Arc::new(self.clone())
+    }
+
+    /// Describes a streams group as the broker sees it (StreamsGroupDescribe).
+    pub fn describe_streams_group(&self, group: &str) -> Result<StreamsGroupDescription> {
+        let mut body = Vec::new();
+        streams::encode_describe(&mut body, &[group]);
+        let cluster = &self.inner.cluster;
+        let response = cluster.send_to_coordinator(
+            group,
+            "StreamsGroupDescribe",
+            &cluster.config().client_id,
+            streams::DESCRIBE_KEY,
+            crate::cluster::versions::STREAMS_GROUP_DESCRIBE,
+            &body,
+        )?;
+        let mut groups = streams::decode_describe(&response)?;
+        match groups.pop() {
+            Some(Ok(g)) => Ok(g),
+            Some(Err((id, code, message))) => Err(Error::Broker {
+                api: "StreamsGroupDescribe",
+                context: format!("group {id}"),
+                code: ErrorCode(code),
+                message,
+            }),
+            None => Err(Error::Decode {
+                api: "StreamsGroupDescribe",
+                reason: format!("no group in the answer for {group}"),
+            }),
+        }
+    }
+
+    /// What the broker last told each member of `group` in this process, by stream thread.
+    pub fn members(&self, group: &str) -> Vec<(String, MemberInfo)> {
+        let groups = self.groups();
+        groups.get(group).map(|g| g.members()).unwrap_or_default()
+    }
+
+    /// The end offset of every partition of `topic` (empty if it does not exist).
+    pub fn end_offsets(&self, topic: &str) -> Result<Vec<u64>> {
+        let Some(n) = self.inner.cluster.partitions(topic)? else {
+            return Ok(Vec::new());
+        };
+        let tps: Vec<_> = (0..n).map(|p| TopicPartition::new(topic, p)).collect();
+        self.inner.cluster.end_offsets(&tps)
+    }
+
+    fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<StreamsGroup>>> {
+        self.inner
+            .groups
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn ticks(&self) -> u64 {
+        let poll = self
+            .inner
+            .cluster
+            .config()
+            .fetch_poll_interval
+            .as_nanos()
+            .max(1);
+        (self.inner.started.elapsed().as_nanos() / poll) as u64
+    }
+
+    fn commit(&self, group: &str, member: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let identity = self
+            .groups()
+            .get(group)
+            .and_then(|g| g.member_identity(member));
+        // Outside a member (tools): the broker accepts epoch -1 only for a group without members.
+        let (member_id, epoch) = identity.unwrap_or_else(|| (String::new(), -1));
+        let cluster = &self.inner.cluster;
+        let deadline = Instant::now() + cluster.config().request_timeout;
+        loop {
+            let result = cluster.commit_offsets(group, &member_id, epoch, offsets);
+            let (tp, code) = match result {
+                Ok(None) => return Ok(()),
+                Ok(Some(failed)) => failed,
+                Err(e @ Error::Io { .. }) if Instant::now() >= deadline => return Err(e),
+                Err(Error::Io { .. }) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match code {
+                c if (is_coordinator_error(c) || ErrorCode(c).is_retriable())
+                    && Instant::now() < deadline =>
+                {
+                    cluster.forget_coordinator(group);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                // UNKNOWN_MEMBER_ID, FENCED/STALE_MEMBER_EPOCH, GROUP_ID_NOT_FOUND: the member
+                // lost its tasks. Nothing is lost but progress: the next owner resumes from the
+                // last accepted commit (at-least-once), and the next heartbeat rejoins.
+                25 | 110 | 113 | 69 => {
+                    tracing::warn!(
+                        group,
+                        member = %member_id,
+                        epoch,
+                        error = %ErrorCode(code),
+                        topic_partition = %tp,
+                        "offset commit rejected: the member was fenced; its records since the last commit will be processed again"
+                    );
+                    return Ok(());
+                }
+                c => {
+                    let offset = offsets
+                        .iter()
+                        .find(|(t, _)| *t == tp)
+                        .map_or(-1, |(_, o)| *o as i64);
+                    return Err(Error::Broker {
+                        api: "OffsetCommit",
+                        context: format!(
+                            "group {group} member {member_id} epoch {epoch}, {tp} offset {offset}"
+                        ),
+                        code: ErrorCode(c),
+                        message: None,
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Backend for KafkaBackend {
+    fn create_topic(&self, topic: &str, partitions: u32, kind: TopicKind) -> riffle::Result<()> {
+        let configs: &[(&str, &str)] = match kind {
+            TopicKind::Changelog => &[("cleanup.policy", "compact")],
+            TopicKind::Repartition => &[("cleanup.policy", "delete")],
+            _ => &[],
+        };
+        Ok(self
+            .inner
+            .cluster
+            .create_topic(topic, partitions, configs)?)
+    }
+
+    fn partitions(&self, topic: &str) -> riffle::Result<Option<u32>> {
+        Ok(self.inner.cluster.partitions(topic)?)
+    }
+
+    fn fetch(
+        &self,
+        tp: &TopicPartition,
+        offset: u64,
+        max_bytes: usize,
+    ) -> riffle::Result<Vec<FetchedBatch>> {
+        Ok(self.inner.cluster.fetch(tp, offset, max_bytes)?)
+    }
+
+    fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> riffle::Result<u64> {
+        if batch.is_empty() {
+            return self.end_offset(tp);
+        }
+        let encoded = encode_batch(tp, batch)?;
+        let base = self.inner.cluster.produce(tp, encoded)?;
+        batch.clear();
+        self.inner.appends.fetch_add(1, Ordering::AcqRel);
+        let (lock, cvar) = &self.inner.wake;
+        drop(lock.lock().unwrap_or_else(PoisonError::into_inner));
+        cvar.notify_all();
+        Ok(base)
+    }
+
+    fn end_offset(&self, tp: &TopicPartition) -> riffle::Result<u64> {
+        let ends = self.inner.cluster.end_offsets(std::slice::from_ref(tp))?;
+        Ok(ends.first().copied().unwrap_or_default())
+    }
+
+    fn commit_offsets(
+        &self,
+        group: &str,
+        member: &str,
+        offsets: &[(TopicPartition, u64)],
+    ) -> riffle::Result<()> {
+        Ok(self.commit(group, member, offsets)?)
+    }
+
+    fn committed_offset(&self, group: &str, tp: &TopicPartition) -> riffle::Result<Option<u64>> {
+        Ok(self.inner.cluster.committed_offset(group, tp)?)
+    }
+
+    fn data_version(&self) -> u64 {
+        self.inner.appends.load(Ordering::Acquire) + self.ticks()
+    }
+
+    fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        let (lock, cvar) = &self.inner.wake;
+        let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let now = self.data_version();
+            let left = deadline.saturating_duration_since(Instant::now());
+            if now != seen || left.is_zero() {
+                return now;
+            }
+            let poll = self.inner.cluster.config().fetch_poll_interval;
+            guard = cvar
+                .wait_timeout(guard, left.min(poll))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn group_coordinator(&self, group: &GroupInfo) -> riffle::Result<Arc<dyn GroupCoordinator>> {
+        let coordinator = Arc::new(StreamsGroup::new(self.inner.cluster.clone(), group)?);
+        self.groups()
+            .insert(group.application_id.clone(), coordinator.clone());
+        Ok(coordinator)
+    }
+}

@@ -1,0 +1,781 @@
+//! The cluster as riffle sees it: bootstrap, one connection per broker, partition leaders and
+//! group coordinators (cached, refreshed on the errors that say they moved), and one method per
+//! Kafka API riffle uses. Blocking: each call is one request/response on the broker's
+//! connection, which a mutex keeps to one caller at a time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiVersionsRequest, BrokerId, CreateTopicsRequest, FetchRequest, FindCoordinatorRequest,
+    GroupId, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
+    ProduceRequest, TopicName, create_topics_request, fetch_request, list_offsets_request,
+    metadata_request, offset_commit_request, offset_fetch_request, produce_request,
+};
+use kafka_protocol::protocol::StrBytes;
+use riffle_log::{FetchedBatch, TopicPartition};
+
+use crate::conn::Connection;
+use crate::error::{Error, ErrorCode, Result};
+
+/// The versions riffle speaks; each is checked against the broker's ApiVersions at bootstrap.
+/// Fixed rather than negotiated: these are the newest versions that still name topics (not ids)
+/// and that `kafka-protocol` 0.18 encodes; every broker since Kafka 3.x accepts them.
+pub(crate) mod versions {
+    pub(crate) const API_VERSIONS: i16 = 3;
+    pub(crate) const METADATA: i16 = 12;
+    pub(crate) const CREATE_TOPICS: i16 = 7;
+    pub(crate) const PRODUCE: i16 = 9;
+    pub(crate) const FETCH: i16 = 12;
+    pub(crate) const LIST_OFFSETS: i16 = 7;
+    pub(crate) const FIND_COORDINATOR: i16 = 4;
+    /// Streams-group members must commit with v9+ (member id and epoch).
+    pub(crate) const OFFSET_COMMIT: i16 = 9;
+    pub(crate) const OFFSET_FETCH: i16 = 9;
+    pub(crate) const STREAMS_GROUP_DESCRIBE: i16 = 0;
+}
+
+/// How a Kafka backend connects.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct KafkaConfig {
+    /// `host:port[,host:port…]`.
+    pub bootstrap_servers: String,
+    /// The client id of riffle's requests (stream threads use their own name for heartbeats,
+    /// which `kafka-streams-groups --describe` shows as CLIENT-ID).
+    pub client_id: String,
+    /// How long to keep retrying a retriable error before giving up.
+    pub request_timeout: Duration,
+    /// How often an idle stream thread looks for new records at the broker.
+    pub fetch_poll_interval: Duration,
+    /// Replication factor of the topics riffle creates (-1: the broker's default).
+    pub replication_factor: i16,
+    /// How long the broker waits for a member to give up revoked tasks.
+    pub rebalance_timeout_ms: i32,
+}
+
+impl KafkaConfig {
+    /// Defaults for a cluster reached at `bootstrap_servers`.
+    pub fn new(bootstrap_servers: impl Into<String>) -> Self {
+        KafkaConfig {
+            bootstrap_servers: bootstrap_servers.into(),
+            client_id: "riffle".into(),
+            request_timeout: Duration::from_secs(30),
+            fetch_poll_interval: Duration::from_millis(50),
+            replication_factor: -1,
+            rebalance_timeout_ms: 60_000,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn name(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+/// Error codes that mean "metadata moved: refresh and retry".
+fn is_stale_metadata(code: i16) -> bool {
+    // NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION (just created),
+    // FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT.
+    matches!(code, 6 | 5 | 3 | 74 | 76 | 19 | 7)
+}
+
+/// Error codes that mean "the group coordinator moved or is loading".
+pub(crate) fn is_coordinator_error(code: i16) -> bool {
+    matches!(code, 14..=16)
+}
+
+type Slot = Arc<Mutex<Option<Connection>>>;
+
+/// One Kafka cluster.
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    config: KafkaConfig,
+    /// Node id → `host:port`.
+    brokers: RwLock<HashMap<i32, String>>,
+    /// `host:port` → its connection (made on first use, dropped on I/O errors).
+    connections: Mutex<HashMap<String, Slot>>,
+    /// Topic → leader node id per partition.
+    topics: RwLock<HashMap<String, Vec<i32>>>,
+    /// Group → its coordinator's `host:port`.
+    coordinators: Mutex<HashMap<String, String>>,
+    /// API key → the broker's (min, max) versions.
+    api_versions: HashMap<i16, (i16, i16)>,
+}
+
+impl Cluster {
+    /// Connects to the first reachable bootstrap server, checks its API versions and learns
+    /// the brokers.
+    pub(crate) fn connect(config: KafkaConfig) -> Result<Cluster> {
+        let mut last_err = None;
+        let servers = config.bootstrap_servers.clone();
+        for server in servers.split(',').map(str::trim) {
+            if server.is_empty() {
+                continue;
+            }
+            match Self::api_versions_of(server, &config) {
+                Ok(api_versions) => {
+                    let cluster = Cluster {
+                        config: config.clone(),
+                        brokers: RwLock::default(),
+                        connections: Mutex::default(),
+                        topics: RwLock::default(),
+                        coordinators: Mutex::default(),
+                        api_versions,
+                    };
+                    cluster.check_versions(server)?;
+                    cluster
+                        .brokers
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(-1, server.to_owned());
+                    cluster.refresh_metadata(&[])?;
+                    return Ok(cluster);
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| {
+            Error::Config(format!(
+                "no bootstrap server in {:?}",
+                config.bootstrap_servers
+            ))
+        }))
+    }
+
+    fn api_versions_of(server: &str, config: &KafkaConfig) -> Result<HashMap<i16, (i16, i16)>> {
+        let mut conn = Connection::connect(server, config.request_timeout)?;
+        let mut request = ApiVersionsRequest::default();
+        request.client_software_name = StrBytes::from_static_str("riffle");
+        request.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
+        let response = conn.send(
+            "ApiVersions",
+            &config.client_id,
+            &request,
+            versions::API_VERSIONS,
+        )?;
+        if response.error_code != 0 {
+            return Err(Error::Broker {
+                api: "ApiVersions",
+                context: format!("to {server}"),
+                code: ErrorCode(response.error_code),
+                message: None,
+            });
+        }
+        Ok(response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect())
+    }
+
+    fn check_versions(&self, server: &str) -> Result<()> {
+        use versions as v;
+        let needed: [(&'static str, i16, i16); 11] = [
+            ("Metadata", 3, v::METADATA),
+            ("CreateTopics", 19, v::CREATE_TOPICS),
+            ("Produce", 0, v::PRODUCE),
+            ("Fetch", 1, v::FETCH),
+            ("ListOffsets", 2, v::LIST_OFFSETS),
+            ("FindCoordinator", 10, v::FIND_COORDINATOR),
+            ("OffsetCommit", 8, v::OFFSET_COMMIT),
+            ("OffsetFetch", 9, v::OFFSET_FETCH),
+            ("StreamsGroupHeartbeat", crate::streams::HEARTBEAT_KEY, 0),
+            (
+                "StreamsGroupDescribe",
+                crate::streams::DESCRIBE_KEY,
+                v::STREAMS_GROUP_DESCRIBE,
+            ),
+            ("ApiVersions", 18, v::API_VERSIONS),
+        ];
+        for (api, key, version) in needed {
+            let (min, max) = self.api_versions.get(&key).copied().unwrap_or((-1, -1));
+            if version < min || version > max {
+                return Err(Error::UnsupportedVersion {
+                    broker: server.to_owned(),
+                    api,
+                    needed: version,
+                    min,
+                    max,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The heartbeat version: 1 when the broker has it (int64 recovery lag), else 0.
+    pub(crate) fn heartbeat_version(&self) -> i16 {
+        let max = self
+            .api_versions
+            .get(&crate::streams::HEARTBEAT_KEY)
+            .map_or(0, |v| v.1);
+        max.clamp(0, 1)
+    }
+
+    pub(crate) fn config(&self) -> &KafkaConfig {
+        &self.config
+    }
+
+    fn slot(&self, broker: &str) -> Slot {
+        lock(&self.connections)
+            .entry(broker.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Runs `f` on the connection to `broker`, connecting first if needed. An error drops the
+    /// connection (the next call reconnects).
+    pub(crate) fn with_connection<T>(
+        &self,
+        broker: &str,
+        f: impl FnOnce(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
+        let slot = self.slot(broker);
+        let mut guard = lock(&slot);
+        if guard.is_none() {
+            *guard = Some(Connection::connect(broker, self.config.request_timeout)?);
+        }
+        let Some(conn) = guard.as_mut() else {
+            return Err(Error::Config("connection slot empty".into()));
+        };
+        let result = f(conn);
+        if result.is_err() {
+            *guard = None;
+        }
+        result
+    }
+
+    fn any_broker(&self) -> String {
+        let brokers = self.brokers.read().unwrap_or_else(PoisonError::into_inner);
+        brokers
+            .iter()
+            .filter(|(id, _)| **id >= 0)
+            .map(|(_, a)| a.clone())
+            .next()
+            .or_else(|| brokers.get(&-1).cloned())
+            .unwrap_or_else(|| self.config.bootstrap_servers.clone())
+    }
+
+    /// Refreshes the brokers and the leaders of `topics`; returns each topic's partition count
+    /// (`None`: the topic does not exist) and whether every partition has a leader.
+    pub(crate) fn refresh_metadata(&self, topics: &[&str]) -> Result<Vec<(Option<u32>, bool)>> {
+        let mut request = MetadataRequest::default();
+        request.topics = Some(
+            topics
+                .iter()
+                .map(|t| {
+                    let mut topic = metadata_request::MetadataRequestTopic::default();
+                    topic.name = Some(TopicName(name(t)));
+                    topic
+                })
+                .collect(),
+        );
+        request.allow_auto_topic_creation = false;
+        let broker = self.any_broker();
+        let client_id = self.config.client_id.clone();
+        let response = self.with_connection(&broker, |c| {
+            c.send("Metadata", &client_id, &request, versions::METADATA)
+        })?;
+        {
+            let mut brokers = self.brokers.write().unwrap_or_else(PoisonError::into_inner);
+            for b in &response.brokers {
+                brokers.insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
+            }
+        }
+        let mut out = vec![(None, false); topics.len()];
+        let mut cache = self.topics.write().unwrap_or_else(PoisonError::into_inner);
+        for t in &response.topics {
+            let Some(topic) = t.name.as_ref().map(|n| n.0.as_str()) else {
+                continue;
+            };
+            let Some(i) = topics.iter().position(|x| *x == topic) else {
+                continue;
+            };
+            if t.error_code == 3 {
+                cache.remove(topic);
+                continue;
+            }
+            let mut leaders = vec![-1; t.partitions.len()];
+            for p in &t.partitions {
+                if let Some(slot) = usize::try_from(p.partition_index)
+                    .ok()
+                    .and_then(|i| leaders.get_mut(i))
+                {
+                    *slot = p.leader_id.0;
+                }
+            }
+            let led = t.error_code == 0 && leaders.iter().all(|&l| l >= 0);
+            out[i] = (Some(leaders.len() as u32), led);
+            cache.insert(topic.to_owned(), leaders);
+        }
+        Ok(out)
+    }
+
+    /// The partition count of `topic` (from the cache, else from the broker).
+    pub(crate) fn partitions(&self, topic: &str) -> Result<Option<u32>> {
+        if let Some(leaders) = self
+            .topics
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+        {
+            return Ok(Some(leaders.len() as u32));
+        }
+        Ok(self.refresh_metadata(&[topic])?.first().and_then(|t| t.0))
+    }
+
+    /// The `host:port` of `tp`'s leader.
+    fn leader(&self, tp: &TopicPartition) -> Result<String> {
+        for attempt in 0..2 {
+            let node = self
+                .topics
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&*tp.topic)
+                .and_then(|l| l.get(tp.partition as usize).copied());
+            let addr = node.filter(|&n| n >= 0).and_then(|node| {
+                self.brokers
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&node)
+                    .cloned()
+            });
+            if let Some(addr) = addr {
+                return Ok(addr);
+            }
+            if attempt == 0 {
+                self.refresh_metadata(&[&tp.topic])?;
+            }
+        }
+        Err(Error::Broker {
+            api: "Metadata",
+            context: format!("leader of {tp}"),
+            code: ErrorCode(5),
+            message: Some("no leader known for the partition".into()),
+        })
+    }
+
+    /// Retries `f` while it fails with a retriable error, refreshing `tp`'s leader, until the
+    /// request timeout.
+    fn on_leader<T>(
+        &self,
+        tp: &TopicPartition,
+        mut f: impl FnMut(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
+        let deadline = Instant::now() + self.config.request_timeout;
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            let result = self
+                .leader(tp)
+                .and_then(|broker| self.with_connection(&broker, &mut f));
+            let retriable = match &result {
+                Err(Error::Broker { code, .. }) => is_stale_metadata(code.0) || code.is_retriable(),
+                Err(Error::Io { .. }) => true,
+                _ => false,
+            };
+            if !retriable || Instant::now() >= deadline {
+                return result;
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+            // A failed refresh is retried with the request.
+            let _ = self.refresh_metadata(&[&tp.topic]);
+        }
+    }
+
+    /// Creates `topic` unless it exists; fails if it exists with fewer partitions.
+    pub(crate) fn create_topic(
+        &self,
+        topic: &str,
+        partitions: u32,
+        configs: &[(&str, &str)],
+    ) -> Result<()> {
+        let mut creatable = create_topics_request::CreatableTopic::default();
+        creatable.name = TopicName(name(topic));
+        creatable.num_partitions = partitions as i32;
+        creatable.replication_factor = self.config.replication_factor;
+        creatable.configs = configs
+            .iter()
+            .map(|(k, v)| {
+                let mut c = create_topics_request::CreatableTopicConfig::default();
+                c.name = name(k);
+                c.value = Some(name(v));
+                c
+            })
+            .collect();
+        let mut request = CreateTopicsRequest::default();
+        request.topics = vec![creatable];
+        request.timeout_ms = self.config.request_timeout.as_millis() as i32;
+        let broker = self.any_broker();
+        let client_id = self.config.client_id.clone();
+        let response = self.with_connection(&broker, |c| {
+            c.send(
+                "CreateTopics",
+                &client_id,
+                &request,
+                versions::CREATE_TOPICS,
+            )
+        })?;
+        for t in &response.topics {
+            match t.error_code {
+                0 => tracing::info!(topic, partitions, "created topic"),
+                36 => {} // TOPIC_ALREADY_EXISTS
+                code => {
+                    return Err(Error::Broker {
+                        api: "CreateTopics",
+                        context: format!("topic {topic} ({partitions} partitions)"),
+                        code: ErrorCode(code),
+                        message: t.error_message.as_ref().map(|m| m.to_string()),
+                    });
+                }
+            }
+        }
+        // Wait until every partition has a leader, so the first produce or fetch finds one.
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            let (count, led) = self
+                .refresh_metadata(&[topic])?
+                .first()
+                .copied()
+                .unwrap_or((None, false));
+            match count {
+                Some(n) if n < partitions => {
+                    return Err(Error::Config(format!(
+                        "topic {topic} exists with {n} partitions, riffle needs {partitions}"
+                    )));
+                }
+                Some(_) if led => return Ok(()),
+                _ if Instant::now() >= deadline => {
+                    return Err(Error::Timeout {
+                        what: format!("leaders for the partitions of the new topic {topic}"),
+                        millis: self.config.request_timeout.as_millis() as u64,
+                    });
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// Appends one encoded batch to `tp` (acks=all); returns its base offset.
+    pub(crate) fn produce(&self, tp: &TopicPartition, batch: Bytes) -> Result<u64> {
+        let mut data = produce_request::PartitionProduceData::default();
+        data.index = tp.partition as i32;
+        data.records = Some(batch);
+        let mut topic = produce_request::TopicProduceData::default();
+        topic.name = TopicName(name(&tp.topic));
+        topic.partition_data = vec![data];
+        let mut request = ProduceRequest::default();
+        request.acks = -1;
+        request.timeout_ms = self.config.request_timeout.as_millis() as i32;
+        request.topic_data = vec![topic];
+        let client_id = self.config.client_id.clone();
+        self.on_leader(tp, |c| {
+            let response = c.send("Produce", &client_id, &request, versions::PRODUCE)?;
+            let p = response
+                .responses
+                .first()
+                .and_then(|t| t.partition_responses.first())
+                .ok_or_else(|| Error::Decode {
+                    api: "Produce",
+                    reason: format!("no result for {tp}"),
+                })?;
+            if p.error_code != 0 {
+                return Err(Error::Broker {
+                    api: "Produce",
+                    context: format!("to {tp} via {}", c.broker()),
+                    code: ErrorCode(p.error_code),
+                    message: p.error_message.as_ref().map(|m| m.to_string()),
+                });
+            }
+            u64::try_from(p.base_offset).map_err(|_| Error::Decode {
+                api: "Produce",
+                reason: format!("negative base offset {} for {tp}", p.base_offset),
+            })
+        })
+    }
+
+    /// Fetches `tp` from `offset` without waiting (at most `max_bytes`, at least one batch).
+    pub(crate) fn fetch(
+        &self,
+        tp: &TopicPartition,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<FetchedBatch>> {
+        let max_bytes = i32::try_from(max_bytes).unwrap_or(i32::MAX).max(1);
+        let mut partition = fetch_request::FetchPartition::default();
+        partition.partition = tp.partition as i32;
+        partition.fetch_offset = offset as i64;
+        partition.partition_max_bytes = max_bytes;
+        partition.current_leader_epoch = -1;
+        partition.last_fetched_epoch = -1;
+        partition.log_start_offset = -1;
+        let mut topic = fetch_request::FetchTopic::default();
+        topic.topic = TopicName(name(&tp.topic));
+        topic.partitions = vec![partition];
+        let mut request = FetchRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.max_wait_ms = 0;
+        request.min_bytes = 1;
+        request.max_bytes = max_bytes;
+        request.isolation_level = 0;
+        request.session_id = 0;
+        request.session_epoch = -1;
+        request.topics = vec![topic];
+        let client_id = self.config.client_id.clone();
+        self.on_leader(tp, |c| {
+            let response = c.send("Fetch", &client_id, &request, versions::FETCH)?;
+            let context = || format!("{tp} at offset {offset} via {}", c.broker());
+            if response.error_code != 0 {
+                return Err(Error::Broker {
+                    api: "Fetch",
+                    context: context(),
+                    code: ErrorCode(response.error_code),
+                    message: None,
+                });
+            }
+            let mut out = Vec::new();
+            for t in &response.responses {
+                for p in &t.partitions {
+                    if p.error_code != 0 {
+                        return Err(Error::Broker {
+                            api: "Fetch",
+                            context: context(),
+                            code: ErrorCode(p.error_code),
+                            message: None,
+                        });
+                    }
+                    if let Some(records) = &p.records {
+                        crate::batch::decode_batches(tp, records, offset, &mut out)?;
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// The end offsets (high watermarks) of `tps`, in order.
+    pub(crate) fn end_offsets(&self, tps: &[TopicPartition]) -> Result<Vec<u64>> {
+        let mut out = Vec::with_capacity(tps.len());
+        // One request per partition keeps leader routing trivial; callers ask for few.
+        for tp in tps {
+            let mut partition = list_offsets_request::ListOffsetsPartition::default();
+            partition.partition_index = tp.partition as i32;
+            partition.current_leader_epoch = -1;
+            partition.timestamp = -1; // latest
+            let mut topic = list_offsets_request::ListOffsetsTopic::default();
+            topic.name = TopicName(name(&tp.topic));
+            topic.partitions = vec![partition];
+            let mut request = ListOffsetsRequest::default();
+            request.replica_id = BrokerId(-1);
+            request.isolation_level = 0;
+            request.topics = vec![topic];
+            let client_id = self.config.client_id.clone();
+            let end = self.on_leader(tp, |c| {
+                let response =
+                    c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)?;
+                let p = response
+                    .topics
+                    .first()
+                    .and_then(|t| t.partitions.first())
+                    .ok_or_else(|| Error::Decode {
+                        api: "ListOffsets",
+                        reason: format!("no result for {tp}"),
+                    })?;
+                if p.error_code != 0 {
+                    return Err(Error::Broker {
+                        api: "ListOffsets",
+                        context: format!("end offset of {tp} via {}", c.broker()),
+                        code: ErrorCode(p.error_code),
+                        message: None,
+                    });
+                }
+                Ok(p.offset.max(0) as u64)
+            })?;
+            out.push(end);
+        }
+        Ok(out)
+    }
+
+    /// The coordinator of `group` (`host:port`), looked up once and cached.
+    pub(crate) fn coordinator(&self, group: &str) -> Result<String> {
+        if let Some(addr) = lock(&self.coordinators).get(group) {
+            return Ok(addr.clone());
+        }
+        let mut request = FindCoordinatorRequest::default();
+        request.key_type = 0;
+        request.coordinator_keys = vec![name(group)];
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            let broker = self.any_broker();
+            let client_id = self.config.client_id.clone();
+            let response = self.with_connection(&broker, |c| {
+                c.send(
+                    "FindCoordinator",
+                    &client_id,
+                    &request,
+                    versions::FIND_COORDINATOR,
+                )
+            })?;
+            let Some(found) = response.coordinators.first() else {
+                return Err(Error::Decode {
+                    api: "FindCoordinator",
+                    reason: format!("no coordinator in the answer for group {group}"),
+                });
+            };
+            if found.error_code == 0 {
+                let addr = format!("{}:{}", found.host.as_str(), found.port);
+                lock(&self.coordinators).insert(group.to_owned(), addr.clone());
+                return Ok(addr);
+            }
+            // The first lookup on a fresh cluster creates __consumer_offsets: wait for it.
+            if !ErrorCode(found.error_code).is_retriable() || Instant::now() >= deadline {
+                return Err(Error::Broker {
+                    api: "FindCoordinator",
+                    context: format!("group {group}"),
+                    code: ErrorCode(found.error_code),
+                    message: found.error_message.as_ref().map(|m| m.to_string()),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Forgets `group`'s coordinator (it moved).
+    pub(crate) fn forget_coordinator(&self, group: &str) {
+        lock(&self.coordinators).remove(group);
+    }
+
+    /// Sends a raw streams-group request to `group`'s coordinator.
+    pub(crate) fn send_to_coordinator(
+        &self,
+        group: &str,
+        api: &'static str,
+        client_id: &str,
+        key: i16,
+        version: i16,
+        body: &[u8],
+    ) -> Result<Bytes> {
+        let broker = self.coordinator(group)?;
+        let result =
+            self.with_connection(&broker, |c| c.send_raw(api, client_id, key, version, body));
+        if result.is_err() {
+            self.forget_coordinator(group);
+        }
+        result
+    }
+
+    /// Commits `offsets` for `group` as member `member_id` at `member_epoch`. Returns the first
+    /// failing partition's error code, if any, with its topic-partition.
+    pub(crate) fn commit_offsets(
+        &self,
+        group: &str,
+        member_id: &str,
+        member_epoch: i32,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<Option<(TopicPartition, i16)>> {
+        let mut topics: Vec<offset_commit_request::OffsetCommitRequestTopic> = Vec::new();
+        for (tp, offset) in offsets {
+            let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+            p.partition_index = tp.partition as i32;
+            p.committed_offset = *offset as i64;
+            p.committed_leader_epoch = -1;
+            p.committed_metadata = Some(StrBytes::from_static_str(""));
+            match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
+                Some(t) => t.partitions.push(p),
+                None => {
+                    let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+                    t.name = TopicName(name(&tp.topic));
+                    t.partitions = vec![p];
+                    topics.push(t);
+                }
+            }
+        }
+        let mut request = OffsetCommitRequest::default();
+        request.group_id = GroupId(name(group));
+        request.generation_id_or_member_epoch = member_epoch;
+        request.member_id = name(member_id);
+        request.retention_time_ms = -1;
+        request.topics = topics;
+        let broker = self.coordinator(group)?;
+        let client_id = self.config.client_id.clone();
+        let response = self
+            .with_connection(&broker, |c| {
+                c.send(
+                    "OffsetCommit",
+                    &client_id,
+                    &request,
+                    versions::OFFSET_COMMIT,
+                )
+            })
+            .inspect_err(|_| self.forget_coordinator(group))?;
+        for t in &response.topics {
+            for p in &t.partitions {
+                if p.error_code != 0 {
+                    let tp = TopicPartition::new(t.name.0.as_str(), p.partition_index as u32);
+                    return Ok(Some((tp, p.error_code)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The committed offset of `group` for `tp` (read without member checks).
+    pub(crate) fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
+        let mut topic = offset_fetch_request::OffsetFetchRequestTopics::default();
+        topic.name = TopicName(name(&tp.topic));
+        topic.partition_indexes = vec![tp.partition as i32];
+        let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
+        g.group_id = GroupId(name(group));
+        g.member_id = None;
+        g.member_epoch = -1;
+        g.topics = Some(vec![topic]);
+        let mut request = OffsetFetchRequest::default();
+        request.groups = vec![g];
+        request.require_stable = true;
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            let broker = self.coordinator(group)?;
+            let client_id = self.config.client_id.clone();
+            let response = self
+                .with_connection(&broker, |c| {
+                    c.send("OffsetFetch", &client_id, &request, versions::OFFSET_FETCH)
+                })
+                .inspect_err(|_| self.forget_coordinator(group))?;
+            let g = response.groups.first().ok_or_else(|| Error::Decode {
+                api: "OffsetFetch",
+                reason: format!("no result for group {group}"),
+            })?;
+            let p = g.topics.first().and_then(|t| t.partitions.first());
+            let code = if g.error_code != 0 {
+                g.error_code
+            } else {
+                p.map_or(0, |p| p.error_code)
+            };
+            if code == 0 {
+                return Ok(p
+                    .map(|p| p.committed_offset)
+                    .filter(|&o| o >= 0)
+                    .map(|o| o as u64));
+            }
+            // UNSTABLE_OFFSET_COMMIT (88) and coordinator moves: retry.
+            if (code == 88 || is_coordinator_error(code)) && Instant::now() < deadline {
+                if is_coordinator_error(code) {
+                    self.forget_coordinator(group);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            return Err(Error::Broker {
+                api: "OffsetFetch",
+                context: format!("group {group}, {tp}"),
+                code: ErrorCode(code),
+                message: None,
+            });
+        }
+    }
+}

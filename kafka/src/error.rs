@@ -1,0 +1,116 @@
+//! The Kafka backend's errors. Each names what it was doing: the broker, the topic-partition,
+//! the offset or the group.
+
+use kafka_protocol::error::ResponseError;
+
+/// A Kafka error code, shown as Kafka names it (`NOT_COORDINATOR (16)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorCode(pub i16);
+
+impl ErrorCode {
+    /// Whether Kafka marks the error as retriable.
+    pub fn is_retriable(self) -> bool {
+        ResponseError::try_from_code(self.0).is_some_and(|e| e.is_retriable())
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match ResponseError::try_from_code(self.0) {
+            Some(ResponseError::Unknown(_)) | None => write!(f, "error code {}", self.0),
+            Some(e) => write!(f, "{e:?} ({})", self.0),
+        }
+    }
+}
+
+/// Everything that can go wrong talking to a Kafka cluster.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A broker could not be reached, or the connection broke.
+    #[error("broker {broker}: {what}: {source}")]
+    Io {
+        /// `host:port`.
+        broker: String,
+        /// What was being done.
+        what: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A request could not be encoded, or a response decoded.
+    #[error("cannot decode or encode {api}: {reason}")]
+    Decode {
+        /// The API (`StreamsGroupHeartbeat`, `Fetch`, …).
+        api: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The broker answered a request with an error.
+    #[error("{api} {context}: {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Broker {
+        /// The API.
+        api: &'static str,
+        /// What the request was about: topic-partition, offset, group, member.
+        context: String,
+        /// Kafka's error code.
+        code: ErrorCode,
+        /// The broker's message, if it sent one.
+        message: Option<String>,
+    },
+    /// The broker does not speak a version riffle needs.
+    #[error(
+        "broker {broker} does not support {api} version {needed} (it supports {min}..={max}); riffle needs Apache Kafka 4.2 or later"
+    )]
+    UnsupportedVersion {
+        /// The broker.
+        broker: String,
+        /// The API.
+        api: &'static str,
+        /// The version riffle sends.
+        needed: i16,
+        /// The broker's lowest version.
+        min: i16,
+        /// The broker's highest version (-1: not supported at all).
+        max: i16,
+    },
+    /// A fetched batch cannot be read.
+    #[error("{topic}-{partition} at offset {offset}: {reason}")]
+    Batch {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The batch's base offset.
+        offset: i64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The group's state forbids going on (fatal heartbeat errors, shutdown requests).
+    #[error("streams group {group}: {reason}")]
+    Group {
+        /// The group (application id).
+        group: String,
+        /// What happened.
+        reason: String,
+    },
+    /// Something did not happen in time.
+    #[error("timed out after {millis} ms: {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long riffle waited.
+        millis: u64,
+    },
+    /// The configuration is not usable.
+    #[error("invalid Kafka configuration: {0}")]
+    Config(String),
+}
+
+impl From<Error> for riffle::Error {
+    fn from(e: Error) -> Self {
+        riffle::Error::Backend(Box::new(e))
+    }
+}
+
+/// The Kafka backend's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
