@@ -22,9 +22,18 @@ use crate::topic::Topic;
 use crate::types::{TopicPartition, validate_name};
 
 /// An embedded, durable, partitioned log. Cheap to clone; all clones share the same log.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Log {
     shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.shared.dir)
+            .field("options", &self.shared.options)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
