@@ -152,3 +152,139 @@ pub fn console_consume_counts(
     }
     counts
 }
+
+/// Environment of a child instance (see [`child_instance`]).
+pub const CHILD_ENV: &str = "RIFFLE_KAFKA_TEST_INSTANCE";
+
+/// One app instance in its own process, so a test can kill it with SIGKILL.
+pub struct Instance {
+    pub child: std::process::Child,
+    pub stop_file: std::path::PathBuf,
+    pub log: std::path::PathBuf,
+}
+
+impl Instance {
+    /// Starts `test_name` of the current test binary as an instance of the count app.
+    pub fn spawn(
+        test_name: &str,
+        bootstrap: &str,
+        app_id: &str,
+        state_dir: &std::path::Path,
+        threads: usize,
+    ) -> Instance {
+        std::fs::create_dir_all(state_dir).unwrap();
+        let stop_file = state_dir.join("stop");
+        let _ = std::fs::remove_file(&stop_file);
+        let log = state_dir.join(format!("instance-{}.log", std::process::id()));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, "1")
+            .env("BOOTSTRAP", bootstrap)
+            .env("APP_ID", app_id)
+            .env("STATE_DIR", state_dir)
+            .env("THREADS", threads.to_string())
+            .env("STOP_FILE", &stop_file)
+            .env("RUST_LOG", "info")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Instance {
+            child,
+            stop_file,
+            log,
+        }
+    }
+
+    /// Asks the instance to close cleanly (commit, leave the group) and waits for it.
+    pub fn stop(mut self) {
+        std::fs::write(&self.stop_file, b"stop").unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "instance failed: {status}; log:\n{}",
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
+    }
+
+    /// SIGKILL: no commit, no leave.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The body of a child instance: runs the count app ("words" → "counts") until the stop file
+/// appears. Does nothing unless [`CHILD_ENV`] is set (the test harness runs it as a no-op).
+pub fn child_instance() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+    let env = |k: &str| std::env::var(k).unwrap();
+    let backend = KafkaBackend::connect(riffle_kafka::KafkaConfig::new(env("BOOTSTRAP"))).unwrap();
+    let state_dir = std::path::PathBuf::from(env("STATE_DIR"));
+    let config = config(&env("APP_ID"), &state_dir, env("THREADS").parse().unwrap());
+    let mut app =
+        riffle::StreamsApp::new(count_topology("words", "counts"), config, backend.shared())
+            .unwrap();
+    app.start().unwrap();
+    let stop_file = std::path::PathBuf::from(env("STOP_FILE"));
+    while !stop_file.exists() && !app.is_shutting_down() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let summary = app.close().unwrap();
+    println!("instance processed {} records", summary.records_processed);
+}
+
+/// A broker whose streams groups notice a dead member within seconds (session timeout 6 s)
+/// and ask for task offsets every 2 s, so failover scenarios run quickly.
+pub fn fast_broker(standby_replicas: u32) -> riffle_kafka_testkit::KafkaBroker {
+    riffle_kafka_testkit::KafkaBroker::builder()
+        .config("group.streams.min.session.timeout.ms", "3000")
+        .config("group.streams.session.timeout.ms", "6000")
+        .config("group.streams.min.heartbeat.interval.ms", "500")
+        .config("group.streams.heartbeat.interval.ms", "1000")
+        .config("group.streams.min.task.offset.interval.ms", "1000")
+        .config("group.streams.task.offset.interval.ms", "2000")
+        .config(
+            "group.streams.num.standby.replicas",
+            &standby_replicas.to_string(),
+        )
+        .start()
+        .unwrap()
+}
+
+/// Active tasks per member (by process id) once the group is Stable and every member owns
+/// its target assignment.
+pub fn stable_assignment(
+    backend: &KafkaBackend,
+    group: &str,
+) -> Option<Vec<(String, Vec<riffle_kafka::TaskIds>)>> {
+    let g = backend.describe_streams_group(group).ok()?;
+    let settled = g.state == "Stable"
+        && g.members
+            .iter()
+            .all(|m| m.assignment == m.target_assignment && m.member_epoch == g.assignment_epoch);
+    settled.then(|| {
+        g.members
+            .iter()
+            .map(|m| (m.process_id.clone(), m.assignment.active.clone()))
+            .collect()
+    })
+}
+
+/// How many active tasks a described member list holds.
+pub fn task_count(tasks: &[riffle_kafka::TaskIds]) -> usize {
+    tasks.iter().map(|t| t.partitions.len()).sum()
+}
