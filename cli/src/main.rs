@@ -4,6 +4,7 @@
 mod consume;
 mod produce;
 mod sample;
+mod state;
 mod topics;
 
 use std::path::PathBuf;
@@ -33,6 +34,9 @@ enum Command {
     /// Run a bundled sample application.
     #[command(subcommand)]
     Sample(sample::Sample),
+    /// Look into a state directory.
+    #[command(subcommand)]
+    State(state::State),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +52,7 @@ fn main() -> std::process::ExitCode {
         Command::Consume(args) => consume::run(args),
         Command::Topics { log_dir } => topics::run(&log_dir),
         Command::Sample(sample) => sample::run(sample),
+        Command::State(state) => state::run(state),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -9,7 +9,8 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use riffle::{
-    Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType, StreamsApp,
+    StreamsBuilder, StreamsConfig,
 };
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 
@@ -53,18 +54,43 @@ pub(crate) struct CountArgs {
     /// Partitions of the generated input topic (without --log-dir).
     #[arg(long, default_value_t = 4)]
     partitions: u32,
+    /// Where the counts are stored: `memory` (restored from the changelog on start) or
+    /// `persistent` (on disk in the state directory, checkpointed).
+    #[arg(long, value_enum, default_value = "persistent")]
+    store: Store,
+    /// `at_least_once` or `exactly_once`.
+    #[arg(long, default_value = "at_least_once")]
+    processing_guarantee: String,
     /// Extra options, Kafka-style: --set name=value (repeatable).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     settings: Vec<String>,
 }
 
-/// The sample's topology.
-pub(crate) fn topology(input: &str, output: &str) -> riffle::Result<riffle::Topology> {
+/// Where the sample keeps its counts.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum Store {
+    /// In memory.
+    Memory,
+    /// On disk (fjall).
+    Persistent,
+}
+
+/// The sample's topology: `stream(input).groupByKey().count().toStream().to(output)`, with the
+/// counts in the store `counts`.
+pub(crate) fn topology(
+    input: &str,
+    output: &str,
+    store: Store,
+) -> riffle::Result<riffle::Topology> {
+    let store_type = match store {
+        Store::Memory => StoreType::InMemory,
+        Store::Persistent => StoreType::Persistent,
+    };
     let builder = StreamsBuilder::new();
     builder
         .stream(input, Consumed::with(Serdes::string(), Serdes::string()))
         .group_by_key()
-        .count()
+        .count_with(Materialized::named("counts").with_store_type(store_type))
         .to_stream()
         .to(output, Produced::with(Serdes::string(), Serdes::i64()));
     builder.build()
@@ -107,6 +133,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         .state_dir
         .clone()
         .unwrap_or_else(|| log_dir.join("state"));
+    config.set("processing_guarantee", &args.processing_guarantee)?;
     for setting in &args.settings {
         let (name, value) = setting
             .split_once('=')
@@ -115,7 +142,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
     }
     let total_input: u64 = input_size(&log, &input)?;
     let app = StreamsApp::new(
-        topology(&input, &output)?,
+        topology(&input, &output, args.store)?,
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )?;

@@ -1,8 +1,8 @@
 //! The application: resolves a topology against a backend, starts the stream threads, and
 //! stops them.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use riffle_state_dir::StateDirectory;
 
 use crate::backend::{Backend, TopicKind};
 use crate::collector::TopicTable;
-use crate::config::StreamsConfig;
+use crate::config::{ProcessingGuarantee, StreamsConfig};
 use crate::error::{Error, Result};
 use crate::group::{GroupCoordinator, GroupInfo, SubtopologyInfo};
 use crate::thread::StreamThread;
@@ -27,6 +27,8 @@ pub struct ThreadMetrics {
     pub commits: AtomicU64,
     /// Refreshes that changed the offset-sum snapshot.
     pub snapshot_changes: AtomicU64,
+    /// Changelog records restored into this thread's stores.
+    pub records_restored: AtomicU64,
     /// Refreshes that returned at once because nothing changed.
     pub snapshot_unchanged: AtomicU64,
     /// Refreshes that rebuilt the snapshot from scratch.
@@ -63,6 +65,10 @@ pub(crate) struct AppShared {
     /// Per thread: the data version at which it was last idle, `u64::MAX` while busy.
     pub(crate) idle_versions: Vec<AtomicU64>,
     pub(crate) thread_metrics: Vec<Arc<ThreadMetrics>>,
+    pub(crate) handles: Mutex<Vec<JoinHandle<Result<()>>>>,
+    pub(crate) handler: Mutex<ExceptionHandler>,
+    pub(crate) thread_numbers: AtomicUsize,
+    pub(crate) threads_replaced: AtomicU64,
 }
 
 /// A handle that asks a running application to stop (e.g. from a Ctrl-C handler).
@@ -97,7 +103,6 @@ pub struct RunSummary {
 /// A running (or ready) riffle application: Kafka Streams' `KafkaStreams`.
 pub struct StreamsApp {
     shared: Arc<AppShared>,
-    threads: Vec<JoinHandle<Result<()>>>,
     started: Option<Instant>,
 }
 
@@ -118,6 +123,13 @@ impl StreamsApp {
         backend: Arc<dyn Backend>,
     ) -> Result<StreamsApp> {
         config.validate()?;
+        if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
+            // Atomic commits of outputs, changelogs and offsets are not built yet: refuse rather
+            // than run at-least-once under an exactly-once label.
+            return Err(Error::Config(
+                "processing_guarantee exactly_once is not supported yet; use at_least_once".into(),
+            ));
+        }
         let app_id = config.application_id.clone();
         let (topics, subtopologies) = resolve_topics(&topology, &app_id, &*backend)?;
         let state_dir = StateDirectory::open(&config.state_dir, &app_id)?;
@@ -142,12 +154,32 @@ impl StreamsApp {
             thread_metrics: (0..threads)
                 .map(|_| Arc::new(ThreadMetrics::default()))
                 .collect(),
+            handles: Mutex::new(Vec::new()),
+            handler: Mutex::new(Arc::new(|_: &Error| {
+                StreamThreadExceptionResponse::ShutdownClient
+            })),
+            thread_numbers: AtomicUsize::new(0),
+            threads_replaced: AtomicU64::new(0),
         });
         Ok(StreamsApp {
             shared,
-            threads: Vec::new(),
             started: None,
         })
+    }
+
+    /// Sets what happens when a stream thread dies of an error or a panic in user code
+    /// (Kafka Streams' `StreamsUncaughtExceptionHandler`). The default shuts the client down.
+    pub fn set_uncaught_exception_handler(
+        &mut self,
+        handler: impl Fn(&Error) -> StreamThreadExceptionResponse + Send + Sync + 'static,
+    ) -> Result<()> {
+        let mut slot = self
+            .shared
+            .handler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *slot = Arc::new(handler);
+        Ok(())
     }
 
     /// Starts the stream threads.
@@ -159,27 +191,12 @@ impl StreamsApp {
         }
         self.started = Some(Instant::now());
         let count = self.shared.config.num_stream_threads;
-        let names: Vec<String> = (0..count)
-            .map(|i| StreamThread::name_of(&self.shared, i))
-            .collect();
+        let names: Vec<String> = (0..count).map(|_| next_thread_name(&self.shared)).collect();
         for name in &names {
             self.shared.coordinator.register(name);
         }
-        for (index, name) in names.into_iter().enumerate() {
-            let shared = self.shared.clone();
-            let handle = std::thread::Builder::new()
-                .name(name.clone())
-                .spawn(move || {
-                    // Built on its own thread: a task's processor nodes never cross threads.
-                    let result = StreamThread::new(index, shared.clone()).run();
-                    if let Err(e) = &result {
-                        tracing::error!(thread = %name, error = %e, "stream thread failed; shutting the application down");
-                        shared.shutdown.store(true, Ordering::Release);
-                    }
-                    result
-                })
-                .map_err(|e| Error::IllegalState(format!("cannot spawn a stream thread: {e}")))?;
-            self.threads.push(handle);
+        for (slot, name) in names.into_iter().enumerate() {
+            spawn_stream_thread(&self.shared, slot, name)?;
         }
         Ok(())
     }
@@ -194,6 +211,20 @@ impl StreamsApp {
     /// The group as the coordinator was told about it: topology, process id.
     pub fn group_info(&self) -> &GroupInfo {
         &self.shared.group
+    }
+
+    /// Stream threads replaced after they died.
+    pub fn threads_replaced(&self) -> u64 {
+        self.shared.threads_replaced.load(Ordering::Relaxed)
+    }
+
+    /// Changelog records restored into stores so far, by all threads.
+    pub fn records_restored(&self) -> u64 {
+        self.shared
+            .thread_metrics
+            .iter()
+            .map(|m| m.records_restored.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Records processed so far by all threads.
@@ -244,29 +275,11 @@ impl StreamsApp {
     }
 
     /// Commits and stops every thread. Returns the first error a thread met.
-    pub fn close(mut self) -> Result<RunSummary> {
+    pub fn close(self) -> Result<RunSummary> {
         self.shared.shutdown.store(true, Ordering::Release);
-        let mut first_error = None;
-        for handle in self.threads.drain(..) {
-            let name = handle.thread().name().unwrap_or("stream thread").to_owned();
-            let result = match handle.join() {
-                Ok(result) => result,
-                Err(panic) => {
-                    let message = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "unknown panic".into());
-                    Err(Error::ThreadPanicked {
-                        thread: name,
-                        message,
-                    })
-                }
-            };
-            if let Err(e) = result {
-                first_error.get_or_insert(e);
-            }
-        }
+        // Panics are caught inside the threads, so a join error cannot happen; the first
+        // thread error is the application's.
+        let first_error = join_all(&self.shared).into_iter().find_map(Result::err);
         if let Some(e) = first_error {
             return Err(e);
         }
@@ -280,10 +293,117 @@ impl StreamsApp {
 impl Drop for StreamsApp {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
-        for handle in self.threads.drain(..) {
-            let _ = handle.join();
+        join_all(&self.shared);
+    }
+}
+
+/// What to do when a stream thread dies (Kafka Streams'
+/// `StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamThreadExceptionResponse {
+    /// Start a new stream thread; the dead thread's tasks move to the live threads and resume
+    /// from their stores and checkpoints.
+    ReplaceThread,
+    /// Stop this application instance (the default).
+    ShutdownClient,
+}
+
+pub(crate) type ExceptionHandler =
+    Arc<dyn Fn(&Error) -> StreamThreadExceptionResponse + Send + Sync>;
+
+/// Joins every stream thread, replacements included, until none is left.
+fn join_all(shared: &AppShared) -> Vec<Result<()>> {
+    let mut results = Vec::new();
+    loop {
+        let handles: Vec<_> = shared
+            .handles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+            .collect();
+        if handles.is_empty() {
+            return results;
+        }
+        // A dying thread may add its replacement while we join: look again after each batch.
+        for handle in handles {
+            let name = handle.thread().name().unwrap_or("stream thread").to_owned();
+            results.push(handle.join().unwrap_or_else(|_| {
+                Err(Error::ThreadPanicked {
+                    thread: name,
+                    message: "panicked outside the loop".into(),
+                })
+            }));
         }
     }
+}
+
+fn next_thread_name(shared: &AppShared) -> String {
+    let n = shared.thread_numbers.fetch_add(1, Ordering::Relaxed) + 1;
+    format!("{}-StreamThread-{n}", shared.config.application_id)
+}
+
+fn spawn_stream_thread(shared: &Arc<AppShared>, slot: usize, name: String) -> Result<()> {
+    let owned = shared.clone();
+    let thread_name = name.clone();
+    let handle = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || run_stream_thread(owned, slot, thread_name))
+        .map_err(|e| Error::IllegalState(format!("cannot spawn a stream thread: {e}")))?;
+    shared
+        .handles
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(handle);
+    Ok(())
+}
+
+/// A stream thread's whole life: run; if it dies, free what it held and ask the handler.
+fn run_stream_thread(shared: Arc<AppShared>, slot: usize, name: String) -> Result<()> {
+    // Built on its own thread: a task's processor nodes never cross threads.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        StreamThread::new(slot, name.clone(), shared.clone()).run()
+    }));
+    let error = match outcome {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => e,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Error::ThreadPanicked {
+                thread: name.clone(),
+                message,
+            }
+        }
+    };
+    // The thread's tasks and stores were dropped while unwinding; release its claims so the
+    // live threads can take them.
+    for task in shared.group.tasks() {
+        shared.state_dir.unlock_task(task, &name);
+    }
+    shared.coordinator.leave(&name);
+    let handler = shared
+        .handler
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let response = handler(&error);
+    if response == StreamThreadExceptionResponse::ReplaceThread
+        && !shared.shutdown.load(Ordering::Acquire)
+    {
+        tracing::error!(thread = %name, error = %error, "stream thread died; replacing it");
+        shared.threads_replaced.fetch_add(1, Ordering::Relaxed);
+        let replacement = next_thread_name(&shared);
+        shared.coordinator.register(&replacement);
+        spawn_stream_thread(&shared, slot, replacement)?;
+        return Ok(());
+    }
+    tracing::error!(thread = %name, error = %error, "stream thread died; shutting the application down");
+    shared.shutdown.store(true, Ordering::Release);
+    Err(error)
 }
 
 /// Resolves partition counts: source topics must exist; a sub-topology has as many tasks as its

@@ -34,6 +34,9 @@ impl TopicTable {
     pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
         self.index.get(name).copied()
     }
+    pub(crate) fn name(&self, index: usize) -> &Arc<str> {
+        &self.names[index]
+    }
     pub(crate) fn partitions(&self, index: usize) -> u32 {
         self.partitions[index]
     }

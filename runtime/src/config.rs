@@ -63,6 +63,13 @@ pub struct StreamsConfig {
     pub batch_max_bytes: usize,
     /// Compression of outgoing batches.
     pub compression: Compression,
+    /// Bytes the store caches of a stream thread may hold before it commits early.
+    pub statestore_cache_max_bytes: usize,
+    /// A commit writes a task's checkpoint once its changelog offsets moved this much since the
+    /// last one (Kafka Streams uses 10,000); closing a task always writes it. Lower values make
+    /// a replaced thread's tasks resume with less to restore, at the cost of an fsync per task
+    /// per commit.
+    pub checkpoint_offset_delta: u64,
 }
 
 impl StreamsConfig {
@@ -82,6 +89,8 @@ impl StreamsConfig {
             fetch_max_bytes: 1 << 20,
             batch_max_bytes: 64 << 10,
             compression: Compression::None,
+            statestore_cache_max_bytes: 10 << 20,
+            checkpoint_offset_delta: 10_000,
         }
     }
 
@@ -110,6 +119,8 @@ impl StreamsConfig {
             "state_cleanup_delay_ms" => self.state_cleanup_delay_ms = parse(name, value)?,
             "fetch_max_bytes" => self.fetch_max_bytes = parse(name, value)?,
             "batch_max_bytes" => self.batch_max_bytes = parse(name, value)?,
+            "checkpoint_offset_delta" => self.checkpoint_offset_delta = parse(name, value)?,
+            "statestore_cache_max_bytes" => self.statestore_cache_max_bytes = parse(name, value)?,
             "compression" | "compression_type" => {
                 self.compression = value
                     .parse()

@@ -137,10 +137,10 @@ fn rebalance(group: &mut Group) {
     let next: Vec<(String, BTreeSet<TaskId>)> =
         next.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
     for (name, tasks) in next {
-        if let Some(m) = group.members.get_mut(&name) {
-            if *m.assignment.active != tasks || m.assignment.epoch == 0 {
-                m.assignment = Assignment::active(epoch, tasks);
-            }
+        if let Some(m) = group.members.get_mut(&name)
+            && (*m.assignment.active != tasks || m.assignment.epoch == 0)
+        {
+            m.assignment = Assignment::active(epoch, tasks);
         }
     }
 }

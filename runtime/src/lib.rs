@@ -54,6 +54,7 @@ mod dsl;
 mod error;
 mod group;
 mod node;
+mod restore;
 mod serdes;
 mod snapshot;
 mod store;
@@ -61,7 +62,9 @@ mod task;
 mod thread;
 mod topology;
 
-pub use app::{RunSummary, ShutdownHandle, StreamsApp, ThreadMetrics};
+pub use app::{
+    RunSummary, ShutdownHandle, StreamThreadExceptionResponse, StreamsApp, ThreadMetrics,
+};
 pub use backend::{Backend, EmbeddedBackend, TopicKind};
 pub use config::{ProcessingGuarantee, StreamsConfig};
 pub use dsl::{
@@ -73,7 +76,7 @@ pub use group::{Assignment, GroupCoordinator, GroupInfo, Heartbeat, SubtopologyI
 pub use serdes::{
     BytesSerde, DefaultSerde, I64Serde, JsonSerde, Serde, SerdeRef, Serdes, StringSerde, U64Serde,
 };
-pub use store::{InMemoryKeyValueStore, KeyValueStore, StoreError};
+pub use store::{InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, StoreError};
 pub use topology::{Topology, TopologyDescription};
 
 /// The embedded log, re-exported: open one, create topics, append and read batches.

@@ -15,14 +15,14 @@ use riffle_state_dir::TaskId;
 use crate::collector::RecordCollector;
 use crate::error::{Error, Result};
 use crate::serdes::SerdeRef;
-use crate::store::LoggedStore;
+use crate::store::CachedStore;
 
 /// What a node sees while it processes one record.
 pub(crate) struct ProcessingContext<'a> {
     pub(crate) task: TaskId,
     /// The timestamp of the record being processed; forwarded records carry it.
     pub(crate) timestamp: i64,
-    pub(crate) stores: &'a mut [LoggedStore],
+    pub(crate) stores: &'a mut [CachedStore],
     pub(crate) collector: &'a mut RecordCollector,
     pub(crate) scratch: &'a mut Scratch,
 }
@@ -45,7 +45,13 @@ pub(crate) trait SourceNode {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, record: &Record) -> Result<()>;
 }
 
+/// A node with work to do at commit: stateful nodes forward their cached updates then.
+pub(crate) trait FlushNode {
+    fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()>;
+}
+
 pub(crate) type NodeRef<K, V> = Rc<RefCell<dyn Node<K, V>>>;
+pub(crate) type FlushRef = Rc<RefCell<dyn FlushNode>>;
 pub(crate) type SourceRef = Rc<RefCell<dyn SourceNode>>;
 
 /// A node's children.
@@ -170,8 +176,9 @@ impl<K: 'static, V: 'static> Node<K, V> for Sink<K, V> {
     }
 }
 
-/// The aggregation behind `count`, `reduce` and `aggregate`: reads the key's aggregate from its
-/// store, folds the value in, writes it back and forwards the new aggregate.
+/// The aggregation behind `count`, `reduce` and `aggregate`: reads the key's aggregate (cache
+/// first, then store), folds the value in and writes the new aggregate to the cache. At commit it
+/// forwards the latest aggregate of every key it changed (Kafka Streams' cached KTable).
 pub(crate) struct Aggregate<K, V, A> {
     pub(crate) store: usize,
     pub(crate) key_serde: SerdeRef<K>,
@@ -181,27 +188,53 @@ pub(crate) struct Aggregate<K, V, A> {
     pub(crate) forward: Forward<K, A>,
 }
 
+impl<K: Clone + 'static, V, A: Clone + 'static> Aggregate<K, V, A> {
+    fn corrupt(&self, ctx: &ProcessingContext<'_>, source: crate::SerdeError) -> Error {
+        Error::CorruptState {
+            store: ctx.stores[self.store].inner.name().to_owned(),
+            task: ctx.task,
+            source,
+        }
+    }
+}
+
 impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
         self.key_serde.serialize(&key, &mut scratch.key);
-        let store = &mut ctx.stores[self.store];
-        let found = store.inner.get_into(&scratch.key, &mut scratch.old)?;
+        let found = ctx.stores[self.store].get_into(&scratch.key, &mut scratch.old)?;
         let old = if found {
-            let decoded = self.agg_serde.deserialize(Some(&scratch.old));
-            Some(decoded.map_err(|source| Error::CorruptState {
-                store: store.inner.name().to_owned(),
-                task: ctx.task,
-                source,
-            })?)
+            match self.agg_serde.deserialize(Some(&scratch.old)) {
+                Ok(old) => Some(old),
+                Err(e) => return Err(self.corrupt(ctx, e)),
+            }
         } else {
             None
         };
         let new = (self.fold)(&key, value, old);
         scratch.value.clear();
         self.agg_serde.serialize(&new, &mut scratch.value);
-        store.put(&scratch.key, &scratch.value)?;
-        self.forward.send(ctx, key, new)
+        ctx.stores[self.store].put(&scratch.key, Some(&scratch.value), ctx.timestamp);
+        Ok(())
+    }
+}
+
+impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for Aggregate<K, V, A> {
+    fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+        let dirty = ctx.stores[self.store].dirty_len();
+        for i in 0..dirty {
+            let (key, value, timestamp) = ctx.stores[self.store].dirty(i);
+            let Some(value) = value else { continue };
+            let key = self.key_serde.deserialize(Some(key));
+            let value = self.agg_serde.deserialize(Some(value));
+            let (key, value) = match (key, value) {
+                (Ok(k), Ok(v)) => (k, v),
+                (Err(e), _) | (_, Err(e)) => return Err(self.corrupt(ctx, e)),
+            };
+            ctx.timestamp = timestamp;
+            self.forward.send(ctx, key, value)?;
+        }
+        Ok(())
     }
 }

@@ -1,30 +1,26 @@
 //! A stream thread's view of its tasks for the heartbeat: its [`TaskRegistry`], the live
-//! changelog offsets of its tasks, and the [`OffsetSumSnapshot`] built from them and the state
-//! directory's local offset map.
+//! changelog offsets of its tasks (shared with its state updater), and the
+//! [`OffsetSumSnapshot`] built from them and the state directory's local offset map.
 //!
 //! The thread calls [`ThreadSnapshot::refresh`] on every loop iteration, as Kafka Streams does;
 //! with the incremental strategy that costs three integer comparisons when nothing changed.
 
 use std::sync::Arc;
 
-use riffle_log::TopicPartition;
-use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
+use riffle_state_dir::{ChangelogPartition, StateDirectory, TaskId};
 use riffle_task_manager::{
     LiveOffsets, OffsetSumSnapshot, SnapshotMetrics, TaskKind, TaskRegistry, TaskState,
 };
 
 use crate::app::AppShared;
 use crate::error::Result;
+use crate::task::TaskStores;
 
 pub(crate) struct ThreadSnapshot {
     state_dir: Arc<StateDirectory>,
     registry: TaskRegistry,
     live: Arc<LiveOffsets>,
     snapshot: OffsetSumSnapshot,
-}
-
-fn changelog_partition(tp: &TopicPartition) -> ChangelogPartition {
-    ChangelogPartition::new(&*tp.topic, tp.partition)
 }
 
 impl ThreadSnapshot {
@@ -35,6 +31,11 @@ impl ThreadSnapshot {
             live: Arc::new(LiveOffsets::new()),
             snapshot: OffsetSumSnapshot::new(shared.config.snapshot_strategy),
         }
+    }
+
+    /// The live offsets, for the thread's state updater to report restoration progress to.
+    pub(crate) fn live(&self) -> Arc<LiveOffsets> {
+        self.live.clone()
     }
 
     /// Brings the snapshot up to date; whether it changed.
@@ -52,20 +53,30 @@ impl ThreadSnapshot {
         self.snapshot.metrics()
     }
 
-    /// A new active task, about to restore.
-    pub(crate) fn task_created(&mut self, id: TaskId, changelogs: &[TopicPartition]) -> Result<()> {
-        self.registry.add(
-            id,
-            TaskKind::Active,
-            changelogs.iter().map(changelog_partition).collect(),
-        )?;
+    /// A newly assigned task whose stores are open: CREATED → RESTORING.
+    pub(crate) fn task_created(
+        &mut self,
+        id: TaskId,
+        kind: TaskKind,
+        changelogs: Vec<ChangelogPartition>,
+    ) -> Result<()> {
+        self.registry.add(id, kind, changelogs)?;
         self.registry.transition(id, TaskState::Restoring)?;
         Ok(())
     }
 
-    /// Restoration progress of a task: its store reflects `tp` up to `offset`.
-    pub(crate) fn restored(&mut self, id: TaskId, tp: &TopicPartition, offset: u64) {
-        self.live.set(id, &changelog_partition(tp), offset);
+    /// A standby handed to the state updater: it follows its changelogs for good.
+    pub(crate) fn standby_running(&mut self, id: TaskId) -> Result<()> {
+        self.registry.transition(id, TaskState::Running)?;
+        Ok(())
+    }
+
+    /// A standby becomes active: RUNNING standby → SUSPENDED → RESTORING active.
+    pub(crate) fn standby_promoted(&mut self, id: TaskId) -> Result<()> {
+        self.registry.transition(id, TaskState::Suspended)?;
+        self.registry.set_kind(id, TaskKind::Active)?;
+        self.registry.transition(id, TaskState::Restoring)?;
+        Ok(())
     }
 
     /// The task finished restoring and processes records now.
@@ -74,37 +85,29 @@ impl ThreadSnapshot {
         Ok(())
     }
 
-    /// The task was closed on this thread (revoked or shut down).
+    /// The changelog positions a commit reached.
+    pub(crate) fn positions(&mut self, stores: &TaskStores) {
+        for c in &stores.changelogs {
+            self.live.set(stores.id, &c.partition, c.offset);
+        }
+    }
+
+    /// The task was closed on this thread (revoked, failed or shut down).
     pub(crate) fn task_closed(&mut self, id: TaskId) -> Result<()> {
         if let Some(task) = self.registry.get(id) {
-            if matches!(task.state, TaskState::Running | TaskState::Restoring) {
-                self.registry.transition(id, TaskState::Suspended)?;
+            match task.state {
+                TaskState::Running | TaskState::Restoring => {
+                    self.registry.transition(id, TaskState::Suspended)?;
+                    self.registry.transition(id, TaskState::Closed)?;
+                }
+                TaskState::Suspended => {
+                    self.registry.transition(id, TaskState::Closed)?;
+                }
+                _ => {}
             }
-            self.registry.transition(id, TaskState::Closed)?;
             self.registry.remove(id);
         }
         self.live.forget(id);
-        Ok(())
-    }
-
-    /// A commit made `offsets` durable in the task's changelogs. Persistent stores record them
-    /// in the task's checkpoint (and so in the state directory's local offset map).
-    pub(crate) fn committed(
-        &mut self,
-        id: TaskId,
-        offsets: &[(TopicPartition, u64)],
-        persistent: bool,
-    ) -> Result<()> {
-        for (tp, offset) in offsets {
-            self.live.set(id, &changelog_partition(tp), *offset);
-        }
-        if persistent && !offsets.is_empty() {
-            let mut checkpoint = Checkpoint::new();
-            for (tp, offset) in offsets {
-                checkpoint.insert(changelog_partition(tp), *offset);
-            }
-            self.state_dir.write_checkpoint(id, &checkpoint)?;
-        }
         Ok(())
     }
 }

@@ -1,21 +1,174 @@
 //! A stream task: one sub-topology instantiated for one partition, with its input queues and
 //! stores.
 //!
-//! A task processes the records of its input partitions in timestamp order (the head with the
-//! smallest timestamp first). Its processor nodes live on the stream thread that built it; its
-//! stores are plain owned data, so restoration can happen elsewhere.
+//! A task's stores ([`TaskStores`]) are plain owned data, so they can be lent to the state updater
+//! while it restores them; the processor nodes are built on the stream thread once the task is
+//! RUNNING. A task processes the records of its input partitions in timestamp order (the head with
+//! the smallest timestamp first).
 
 use std::collections::VecDeque;
+use std::path::Path;
 
 use riffle_log::{FetchedBatch, Record, RecordIter, TopicPartition};
-use riffle_state_dir::TaskId;
+use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
 
 use crate::backend::Backend;
 use crate::collector::{RecordCollector, TopicTable};
-use crate::error::{Error, Result};
-use crate::node::{ProcessingContext, Scratch, SourceRef};
-use crate::store::{InMemoryKeyValueStore, LoggedStore};
+use crate::error::Result;
+use crate::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
+use crate::store::{CachedStore, InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore};
 use crate::topology::{SubtopologyDef, Topology, changelog_topic};
+
+/// A changelog partition a task writes, with the offset its store reflects.
+pub(crate) struct ChangelogState {
+    pub(crate) store: usize,
+    pub(crate) topic: usize,
+    pub(crate) partition: ChangelogPartition,
+    /// The changelog end offset the store reflects (restored or written up to).
+    pub(crate) offset: u64,
+}
+
+/// The stores of one task and where their changelogs stand.
+pub(crate) struct TaskStores {
+    pub(crate) id: TaskId,
+    pub(crate) stores: Vec<CachedStore>,
+    pub(crate) changelogs: Vec<ChangelogState>,
+    /// The changelog offset sum at the last checkpoint written.
+    checkpointed_sum: Option<i64>,
+    /// Changelog records restored into the stores and not yet counted in metrics.
+    pub(crate) restored_records: u64,
+}
+
+impl TaskStores {
+    /// Opens the stores of `sub` for task `id`. Persistent stores start from their checkpoint; a
+    /// persistent store without a valid checkpoint is wiped and restored from the changelog start.
+    pub(crate) fn open(
+        id: TaskId,
+        topology: &Topology,
+        sub: &SubtopologyDef,
+        topics: &TopicTable,
+        application_id: &str,
+        state_dir: &StateDirectory,
+    ) -> Result<TaskStores> {
+        let has_persistent = sub.stores.iter().any(|&s| topology.stores[s].persistent);
+        let checkpoint = if has_persistent {
+            state_dir.task_dir(id)?;
+            match state_dir.read_checkpoint(id) {
+                Ok(cp) => cp,
+                Err(e) => {
+                    tracing::warn!(task = %id, error = %e, "unreadable checkpoint: restoring the task's stores from their changelogs");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut stores = Vec::new();
+        let mut changelogs = Vec::new();
+        for &s in &sub.stores {
+            let def = &topology.stores[s];
+            let changelog = if def.logged {
+                topics.index_of(&changelog_topic(application_id, &def.name))
+            } else {
+                None
+            };
+            let mut inner: Box<dyn KeyValueStore> = if def.persistent {
+                let dir = state_dir.task_dir_path(id).join("fjall").join(&def.name);
+                Box::new(PersistentKeyValueStore::open(&def.name, Path::new(&dir))?)
+            } else {
+                Box::new(InMemoryKeyValueStore::new(&def.name))
+            };
+            if let Some(topic) = changelog {
+                let partition = ChangelogPartition::new(&**topics.name(topic), id.partition);
+                let checkpointed = checkpoint.as_ref().and_then(|cp| cp.get(&partition));
+                let offset = match checkpointed {
+                    Some(offset) if inner.is_persistent() => offset,
+                    _ => {
+                        if inner.is_persistent() && inner.approximate_len() > 0 {
+                            tracing::info!(task = %id, store = %def.name, "no checkpoint for a non-empty store: wiping it to restore from the changelog");
+                            inner.wipe()?;
+                        }
+                        0
+                    }
+                };
+                changelogs.push(ChangelogState {
+                    store: stores.len(),
+                    topic,
+                    partition,
+                    offset,
+                });
+            }
+            stores.push(CachedStore::new(inner));
+        }
+        let checkpointed_sum = checkpoint.map(|cp| cp.offset_sum());
+        Ok(TaskStores {
+            id,
+            stores,
+            changelogs,
+            checkpointed_sum,
+            restored_records: 0,
+        })
+    }
+
+    /// Whether any store keeps its data across restarts (then checkpoints are written).
+    pub(crate) fn has_persistent_stores(&self) -> bool {
+        self.changelogs
+            .iter()
+            .any(|c| self.stores[c.store].inner.is_persistent())
+    }
+
+    /// Writes a checkpoint of the changelog positions if they moved enough (or `force`), after
+    /// making the stores durable.
+    pub(crate) fn maybe_checkpoint(
+        &mut self,
+        state_dir: &StateDirectory,
+        delta: u64,
+        force: bool,
+    ) -> Result<()> {
+        if !self.has_persistent_stores() {
+            return Ok(());
+        }
+        let checkpoint: Checkpoint = self
+            .changelogs
+            .iter()
+            .filter(|c| self.stores[c.store].inner.is_persistent())
+            .map(|c| (c.partition.clone(), c.offset))
+            .collect();
+        let sum = checkpoint.offset_sum();
+        let moved = self
+            .checkpointed_sum
+            .map_or(i64::MAX, |last| sum.saturating_sub(last));
+        if moved == 0 || (!force && moved < i64::try_from(delta).unwrap_or(i64::MAX)) {
+            return Ok(());
+        }
+        for store in &mut self.stores {
+            store.inner.flush()?;
+        }
+        state_dir.write_checkpoint(self.id, &checkpoint)?;
+        self.checkpointed_sum = Some(sum);
+        Ok(())
+    }
+
+    /// Applies restored changelog records of `partition` to its store.
+    pub(crate) fn apply_restored(
+        &mut self,
+        partition: &ChangelogPartition,
+        records: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        next_offset: u64,
+    ) -> Result<()> {
+        if let Some(c) = self
+            .changelogs
+            .iter_mut()
+            .find(|c| &c.partition == partition)
+        {
+            let restored = &mut self.restored_records;
+            let mut counted = records.inspect(|_| *restored += 1);
+            self.stores[c.store].inner.write_batch(&mut counted)?;
+            c.offset = next_offset;
+        }
+        Ok(())
+    }
+}
 
 /// One input partition of a task.
 struct PartitionQueue {
@@ -55,60 +208,35 @@ impl PartitionQueue {
     }
 }
 
-/// A changelog partition a task writes, with the offset its store is known to reflect.
-struct ChangelogState {
-    store: usize,
-    topic: usize,
-    /// The changelog end offset the store reflects (restored or written up to).
-    offset: Option<u64>,
-}
-
-/// One sub-topology × partition.
+/// One sub-topology × partition, RUNNING on a stream thread.
 pub(crate) struct StreamTask {
     pub(crate) id: TaskId,
     inputs: Vec<PartitionQueue>,
-    stores: Vec<LoggedStore>,
-    changelogs: Vec<ChangelogState>,
+    flushes: Vec<FlushRef>,
+    pub(crate) stores: TaskStores,
     /// Records processed since the last commit.
     pub(crate) uncommitted: u64,
 }
 
 impl StreamTask {
-    /// Builds the task's nodes and stores and positions its inputs at the committed offsets.
+    /// Builds the task's nodes over its (restored) stores and positions its inputs at the
+    /// committed offsets.
     pub(crate) fn create(
-        id: TaskId,
+        stores: TaskStores,
         topology: &Topology,
         sub: &SubtopologyDef,
         topics: &TopicTable,
         application_id: &str,
         backend: &dyn Backend,
     ) -> Result<StreamTask> {
+        let id = stores.id;
         let mut store_slots = vec![None; topology.stores.len()];
-        let mut stores = Vec::new();
-        let mut changelogs = Vec::new();
-        for &s in &sub.stores {
-            let def = &topology.stores[s];
-            let changelog = if def.logged {
-                topics.index_of(&changelog_topic(application_id, &def.name))
-            } else {
-                None
-            };
-            store_slots[s] = Some(stores.len());
-            if let Some(topic) = changelog {
-                changelogs.push(ChangelogState {
-                    store: stores.len(),
-                    topic,
-                    offset: None,
-                });
-            }
-            stores.push(LoggedStore::new(
-                Box::new(InMemoryKeyValueStore::new(&def.name)),
-                changelog,
-            ));
+        for (slot, &s) in sub.stores.iter().enumerate() {
+            store_slots[s] = Some(slot);
         }
-        let sources = topology.instantiate(sub, topics, application_id, &store_slots);
-        let mut inputs = Vec::with_capacity(sources.len());
-        for (topic, source) in sources {
+        let instance = topology.instantiate(sub, topics, application_id, &store_slots);
+        let mut inputs = Vec::with_capacity(instance.sources.len());
+        for (topic, source) in instance.sources {
             let tp = topics.topic_partition(topic, id.partition);
             let committed = backend.committed_offset(application_id, &tp)?.unwrap_or(0);
             inputs.push(PartitionQueue {
@@ -124,69 +252,14 @@ impl StreamTask {
         Ok(StreamTask {
             id,
             inputs,
+            flushes: instance.flushes,
             stores,
-            changelogs,
             uncommitted: 0,
         })
     }
 
-    /// Whether the task has stores with changelogs (and so reports an offset sum).
-    pub(crate) fn changelog_partitions(&self, topics: &TopicTable) -> Vec<TopicPartition> {
-        self.changelogs
-            .iter()
-            .map(|c| topics.topic_partition(c.topic, self.id.partition))
-            .collect()
-    }
-
-    /// Replays the changelogs into the (empty, in-memory) stores. Returns records restored.
-    pub(crate) fn restore(
-        &mut self,
-        backend: &dyn Backend,
-        topics: &TopicTable,
-        max_bytes: usize,
-    ) -> Result<u64> {
-        let mut restored = 0;
-        for changelog in &mut self.changelogs {
-            let tp = topics.topic_partition(changelog.topic, self.id.partition);
-            let end = backend.end_offset(&tp)?;
-            let store = &mut self.stores[changelog.store];
-            let mut position = 0;
-            while position < end {
-                let batches = backend.fetch(&tp, position, max_bytes)?;
-                if batches.is_empty() {
-                    break;
-                }
-                for batch in batches {
-                    for record in batch.records() {
-                        let record = record?;
-                        if record.offset() < position {
-                            continue;
-                        }
-                        let key = record.key().map(|k| &k[..]).unwrap_or_default();
-                        let result = match record.value() {
-                            Some(value) => store.inner.put(key, value),
-                            None => store.inner.delete(key),
-                        };
-                        result.map_err(|e| Error::Restore {
-                            task: self.id,
-                            store: store.inner.name().to_owned(),
-                            topic: tp.topic.to_string(),
-                            partition: tp.partition,
-                            offset: record.offset(),
-                            reason: e.to_string(),
-                        })?;
-                        restored += 1;
-                    }
-                    position = batch.last_offset() + 1;
-                }
-            }
-            changelog.offset = Some(end);
-        }
-        Ok(restored)
-    }
-
     /// Fetches more records for input partitions with little buffered. Returns whether any
-    /// fetch returned data.
+    /// fetch returned data (or data was already buffered).
     pub(crate) fn fetch(&mut self, backend: &dyn Backend, max_bytes: usize) -> Result<bool> {
         let mut got = false;
         for input in &mut self.inputs {
@@ -204,6 +277,21 @@ impl StreamTask {
         Ok(got)
     }
 
+    fn context<'a>(
+        &'a mut self,
+        collector: &'a mut RecordCollector,
+        scratch: &'a mut Scratch,
+        timestamp: i64,
+    ) -> ProcessingContext<'a> {
+        ProcessingContext {
+            task: self.id,
+            timestamp,
+            stores: &mut self.stores.stores,
+            collector,
+            scratch,
+        }
+    }
+
     /// Processes up to `max` buffered records; returns how many it processed.
     pub(crate) fn process(
         &mut self,
@@ -216,27 +304,20 @@ impl StreamTask {
             let mut next: Option<(usize, i64)> = None;
             for (i, input) in self.inputs.iter_mut().enumerate() {
                 input.fill_head()?;
-                if let Some(head) = &input.head {
-                    if next.is_none_or(|(_, ts)| head.timestamp() < ts) {
-                        next = Some((i, head.timestamp()));
-                    }
+                if let Some(head) = &input.head
+                    && next.is_none_or(|(_, ts)| head.timestamp() < ts)
+                {
+                    next = Some((i, head.timestamp()));
                 }
             }
             let Some((i, _)) = next else { break };
-            let input = &mut self.inputs[i];
-            let Some(record) = input.head.take() else {
+            let Some(record) = self.inputs[i].head.take() else {
                 break;
             };
-            let mut ctx = ProcessingContext {
-                task: self.id,
-                timestamp: record.timestamp(),
-                stores: &mut self.stores,
-                collector,
-                scratch,
-            };
-            let source = input.source.clone();
+            let source = self.inputs[i].source.clone();
+            let mut ctx = self.context(collector, scratch, record.timestamp());
             source.borrow_mut().process(&mut ctx, &record)?;
-            input.consumed = record.offset() + 1;
+            self.inputs[i].consumed = record.offset() + 1;
             done += 1;
         }
         self.uncommitted += done as u64;
@@ -250,70 +331,81 @@ impl StreamTask {
             .any(|i| i.head.is_some() || i.current.is_some() || !i.batches.is_empty())
     }
 
-    /// Commit, step 1: writes each changed store entry to its changelog.
-    pub(crate) fn write_changelogs(
+    /// Bytes held by the task's store caches.
+    pub(crate) fn cache_bytes(&self) -> usize {
+        self.stores
+            .stores
+            .iter()
+            .map(CachedStore::cache_bytes)
+            .sum()
+    }
+
+    /// Whether a commit has anything to do for this task.
+    pub(crate) fn needs_commit(&self) -> bool {
+        self.uncommitted > 0 || self.stores.stores.iter().any(|s| s.dirty_len() > 0)
+    }
+
+    /// Commit, phase 1a: stateful nodes forward their cached updates downstream.
+    pub(crate) fn flush_nodes(
         &mut self,
         collector: &mut RecordCollector,
         scratch: &mut Scratch,
     ) -> Result<()> {
+        let flushes = std::mem::take(&mut self.flushes);
+        let mut result = Ok(());
+        for node in &flushes {
+            let mut ctx = self.context(collector, scratch, 0);
+            result = node.borrow_mut().flush(&mut ctx);
+            if result.is_err() {
+                break;
+            }
+        }
+        self.flushes = flushes;
+        result
+    }
+
+    /// Commit, phase 1b: every cached store entry goes to its changelog.
+    pub(crate) fn write_changelogs(&mut self, collector: &mut RecordCollector) -> Result<()> {
         let partition = self.id.partition;
-        for changelog in &self.changelogs {
-            let store = &mut self.stores[changelog.store];
-            let topic = changelog.topic;
-            store.drain_dirty(&mut scratch.old, &mut |key, value| {
-                collector.send(topic, partition, 0, Some(key), value)
-            })?;
-            store.inner.flush()?;
+        for changelog in &self.stores.changelogs {
+            let store = &self.stores.stores[changelog.store];
+            for i in 0..store.dirty_len() {
+                let (key, value, timestamp) = store.dirty(i);
+                collector.send(changelog.topic, partition, timestamp, Some(key), value)?;
+            }
         }
         Ok(())
     }
 
-    /// Commit, step 2: the input offsets to commit.
+    /// Commit, phase 1c: the input offsets to commit.
     pub(crate) fn committable_offsets(&self, out: &mut Vec<(TopicPartition, u64)>) {
         for input in &self.inputs {
             out.push((input.tp.clone(), input.consumed));
         }
     }
 
-    /// Commit, step 3 (after the offsets are durable): the changelog offsets the stores now
-    /// reflect, as a checkpoint would record them.
-    pub(crate) fn changelog_offsets(
-        &mut self,
-        collector: &RecordCollector,
-        topics: &TopicTable,
-    ) -> Vec<(TopicPartition, u64)> {
-        let mut out = Vec::with_capacity(self.changelogs.len());
-        for changelog in &mut self.changelogs {
+    /// Commit, phase 2 (after the commit is durable): the caches go to the stores, and the
+    /// changelog positions move to what the collector appended.
+    pub(crate) fn committed(&mut self, collector: &RecordCollector) -> Result<()> {
+        for store in &mut self.stores.stores {
+            store.write_to_store()?;
+        }
+        for changelog in &mut self.stores.changelogs {
             if let Some(end) = collector.end_offset(changelog.topic, self.id.partition) {
-                changelog.offset = Some(changelog.offset.map_or(end, |o| o.max(end)));
-            }
-            if let Some(offset) = changelog.offset {
-                out.push((
-                    topics.topic_partition(changelog.topic, self.id.partition),
-                    offset,
-                ));
+                changelog.offset = changelog.offset.max(end);
             }
         }
         self.uncommitted = 0;
-        out
+        Ok(())
     }
 
-    /// The changelog positions the stores are known to reflect.
-    pub(crate) fn changelog_positions(&self, topics: &TopicTable) -> Vec<(TopicPartition, u64)> {
-        self.changelogs
-            .iter()
-            .filter_map(|c| {
-                c.offset
-                    .map(|o| (topics.topic_partition(c.topic, self.id.partition), o))
-            })
-            .collect()
-    }
-
-    /// Whether any of the task's logged stores keeps its data across restarts (then its
-    /// changelog offsets are checkpointed).
-    pub(crate) fn has_persistent_stores(&self) -> bool {
-        self.changelogs
-            .iter()
-            .any(|c| self.stores[c.store].inner.is_persistent())
+    /// Drops what was processed since the last commit: the caches' writes never reach the
+    /// stores (the stores stay at the last commit), and the inputs rewind to the committed
+    /// offsets.
+    pub(crate) fn into_stores(mut self) -> TaskStores {
+        for store in &mut self.stores.stores {
+            store.discard();
+        }
+        self.stores
     }
 }

@@ -2,23 +2,33 @@
 //!
 //! The loop never does work proportional to the number of tasks when nothing changed: an idle
 //! iteration compares the backend's data version, refreshes the offset-sum snapshot (O(1) when
-//! no version moved) and waits for data.
+//! no version moved), drains the state updater's events (no allocation when there are none) and
+//! waits for data.
+//!
+//! Task lifecycle on a thread: a newly assigned active task opens its stores and lends them to the
+//! thread's state updater (RESTORING); once they caught up with their changelogs the updater hands
+//! them back and the thread builds the task's processor nodes (RUNNING). Standby tasks stay with
+//! the updater, which keeps their stores up to date.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use riffle_state_dir::TaskId;
+use riffle_task_manager::{
+    StateUpdaterConfig, StateUpdaterThread, TaskKind, UpdaterEvent, UpdaterTask,
+};
 
 use crate::app::AppShared;
 use crate::collector::RecordCollector;
 use crate::coordinator::OffsetSendPolicy;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::group::{Assignment, Heartbeat};
 use crate::node::Scratch;
+use crate::restore::{BackendChangelogReader, StoreLease};
 use crate::snapshot::ThreadSnapshot;
-use crate::task::StreamTask;
+use crate::task::{StreamTask, TaskStores};
 
 /// How many records a task processes per loop iteration before the thread moves on.
 const MAX_RECORDS_PER_TASK_PER_LOOP: usize = 1_000;
@@ -27,14 +37,23 @@ pub(crate) struct StreamThread {
     pub(crate) index: usize,
     pub(crate) name: String,
     shared: Arc<AppShared>,
+    /// RUNNING active tasks.
     tasks: BTreeMap<TaskId, StreamTask>,
+    /// Active tasks whose stores the state updater is restoring.
+    restoring: BTreeMap<TaskId, StoreLease>,
+    /// Standby tasks, kept up to date by the state updater.
+    standbys: BTreeMap<TaskId, StoreLease>,
+    /// Assigned tasks whose directory another thread of this process still owns.
+    waiting: BTreeMap<TaskId, TaskKind>,
+    updater: Option<StateUpdaterThread>,
+    events: Vec<UpdaterEvent>,
     collector: RecordCollector,
     scratch: Scratch,
     /// The data version at which the last fetch round found nothing new.
     caught_up_at: Option<u64>,
     /// Whether some task still had fetched records left after the last processing pass.
     backlog: bool,
-    uncommitted: u64,
+    dirty: bool,
     last_commit: Instant,
     next_heartbeat: Instant,
     assignment: Assignment,
@@ -43,17 +62,9 @@ pub(crate) struct StreamThread {
 }
 
 impl StreamThread {
-    /// The thread's name, as Kafka Streams forms it: `<application_id>-StreamThread-<n>`.
-    pub(crate) fn name_of(shared: &AppShared, index: usize) -> String {
-        format!(
-            "{}-StreamThread-{}",
-            shared.config.application_id,
-            index + 1
-        )
-    }
-
-    pub(crate) fn new(index: usize, shared: Arc<AppShared>) -> StreamThread {
-        let name = Self::name_of(&shared, index);
+    /// A stream thread in metrics slot `index`, named as Kafka Streams names them
+    /// (`<application_id>-StreamThread-<n>`).
+    pub(crate) fn new(index: usize, name: String, shared: Arc<AppShared>) -> StreamThread {
         let collector = RecordCollector::new(
             shared.backend.clone(),
             shared.topics.clone(),
@@ -68,11 +79,16 @@ impl StreamThread {
             name,
             shared,
             tasks: BTreeMap::new(),
+            restoring: BTreeMap::new(),
+            standbys: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            updater: None,
+            events: Vec::new(),
             collector,
             scratch: Scratch::default(),
             caught_up_at: None,
             backlog: false,
-            uncommitted: 0,
+            dirty: false,
             last_commit: Instant::now(),
             next_heartbeat: Instant::now(),
             assignment: Assignment::default(),
@@ -86,17 +102,20 @@ impl StreamThread {
         let metrics = self.shared.thread_metrics[self.index].clone();
         metrics.set_os_thread_id();
         let result = self.run_loop();
-        // Leave the group whatever happened, so the others can take the tasks.
+        // Release the tasks whatever happened, then leave, so the others can take them.
+        let closed = self.close(result.is_ok());
         self.shared.coordinator.leave(&self.name);
-        let closed = self.close();
         result.and(closed)
     }
 
     fn run_loop(&mut self) -> Result<()> {
         let metrics = self.shared.thread_metrics[self.index].clone();
-        let poll = Duration::from_millis(self.shared.config.poll_ms);
-        let commit_interval = Duration::from_millis(self.shared.config.commit_interval_ms);
-        let heartbeat_interval = Duration::from_millis(self.shared.config.heartbeat_interval_ms);
+        let config = &self.shared.config;
+        let poll = Duration::from_millis(config.poll_ms);
+        let commit_interval = Duration::from_millis(config.commit_interval_ms);
+        let heartbeat_interval = Duration::from_millis(config.heartbeat_interval_ms);
+        let fetch_max_bytes = config.fetch_max_bytes;
+        let cache_max_bytes = config.statestore_cache_max_bytes;
         let backend = self.shared.backend.clone();
         while !self.shared.shutdown.load(Ordering::Acquire) {
             metrics.loops.fetch_add(1, Ordering::Relaxed);
@@ -105,7 +124,7 @@ impl StreamThread {
             let mut fetched = false;
             if self.caught_up_at != Some(version) {
                 for task in self.tasks.values_mut() {
-                    fetched |= task.fetch(&*backend, self.shared.config.fetch_max_bytes)?;
+                    fetched |= task.fetch(&*backend, fetch_max_bytes)?;
                 }
                 if !fetched {
                     self.caught_up_at = Some(version);
@@ -113,16 +132,20 @@ impl StreamThread {
             }
             // Process.
             let mut processed = 0;
+            let mut cache_full = false;
             if fetched || self.backlog {
+                let mut cached = 0;
                 for task in self.tasks.values_mut() {
                     processed += task.process(
                         MAX_RECORDS_PER_TASK_PER_LOOP,
                         &mut self.collector,
                         &mut self.scratch,
                     )?;
+                    cached += task.cache_bytes();
                 }
+                cache_full = cached >= cache_max_bytes;
                 self.backlog = self.tasks.values().any(StreamTask::has_buffered);
-                self.uncommitted += processed as u64;
+                self.dirty |= processed > 0;
                 metrics
                     .records
                     .fetch_add(processed as u64, Ordering::Relaxed);
@@ -130,10 +153,18 @@ impl StreamThread {
                     .records_processed
                     .fetch_add(processed as u64, Ordering::Relaxed);
             }
-            // Commit: on the interval, or as soon as the thread is caught up.
-            let idle = processed == 0 && !fetched && !self.backlog;
-            if self.uncommitted > 0 && (idle || self.last_commit.elapsed() >= commit_interval) {
-                self.commit()?;
+            // Commit: on the interval, when the caches are full, or as soon as the thread is
+            // caught up.
+            let caught_up = processed == 0 && !fetched && !self.backlog;
+            if self.dirty
+                && (caught_up || cache_full || self.last_commit.elapsed() >= commit_interval)
+            {
+                self.commit(false)?;
+            }
+            // Tasks the state updater finished restoring: RESTORING → RUNNING.
+            let restored = self.handle_restored()?;
+            if !self.waiting.is_empty() {
+                self.start_waiting()?;
             }
             // Refresh the offset-sum snapshot: O(1) when nothing changed.
             if self.snapshot.refresh() {
@@ -156,14 +187,22 @@ impl StreamThread {
                 reassigned = self.heartbeat(now)?;
                 self.next_heartbeat = now + heartbeat_interval;
             }
-            if idle && !reassigned {
-                self.shared.idle_versions[self.index].store(version, Ordering::Release);
-                backend.wait_for_data(version, poll);
+            if caught_up && !restored {
+                let settled = !reassigned && self.restoring.is_empty() && self.waiting.is_empty();
+                if settled {
+                    self.shared.idle_versions[self.index].store(version, Ordering::Release);
+                }
+                let wait = if settled {
+                    poll
+                } else {
+                    poll.min(Duration::from_millis(5))
+                };
+                backend.wait_for_data(version, wait);
             } else {
                 self.shared.idle_versions[self.index].store(u64::MAX, Ordering::Release);
             }
         }
-        self.commit()
+        self.commit(true)
     }
 
     /// Heartbeats to the coordinator; whether a new assignment was applied.
@@ -186,94 +225,338 @@ impl StreamThread {
         Ok(true)
     }
 
-    /// Closes the tasks no longer assigned and creates the new ones.
+    fn updater(&mut self) -> Result<&StateUpdaterThread> {
+        if self.updater.is_none() {
+            let reader = BackendChangelogReader {
+                backend: self.shared.backend.clone(),
+                max_bytes: self.shared.config.fetch_max_bytes,
+            };
+            let config = StateUpdaterConfig {
+                thread_name: format!("{}-StateUpdater", self.name),
+                ..StateUpdaterConfig::default()
+            };
+            self.updater = Some(StateUpdaterThread::spawn(
+                config,
+                Box::new(reader),
+                self.snapshot.live(),
+            )?);
+        }
+        self.updater
+            .as_ref()
+            .ok_or_else(|| Error::IllegalState("state updater missing".into()))
+    }
+
+    /// Closes the tasks no longer assigned and starts the new ones.
     fn apply(&mut self, assignment: Assignment) -> Result<()> {
+        let active = assignment.active.clone();
+        let standby: BTreeSet<TaskId> = assignment
+            .standby
+            .iter()
+            .chain(assignment.warmup.iter())
+            .filter(|t| !active.contains(t))
+            .copied()
+            .collect();
         let revoked: Vec<TaskId> = self
             .tasks
             .keys()
-            .filter(|id| !assignment.active.contains(id))
+            .filter(|id| !active.contains(id))
             .copied()
             .collect();
         if !revoked.is_empty() {
-            self.commit()?;
-            for id in revoked {
-                self.tasks.remove(&id);
-                self.snapshot.task_closed(id)?;
+            self.commit(false)?;
+        }
+        for id in revoked {
+            if let Some(task) = self.tasks.remove(&id) {
+                self.release(task.into_stores(), true)?;
             }
         }
+        let unrestored: Vec<TaskId> = self
+            .restoring
+            .keys()
+            .filter(|id| !active.contains(id))
+            .copied()
+            .collect();
+        for id in unrestored {
+            if let Some(stores) = self.take_from_updater(id, false)? {
+                self.release(stores, true)?;
+            }
+        }
+        let dropped: Vec<TaskId> = self
+            .standbys
+            .keys()
+            .filter(|id| !standby.contains(id))
+            .copied()
+            .collect();
+        for id in dropped {
+            if let Some(stores) = self.take_from_updater(id, true)? {
+                // A standby promoted to active keeps its stores: restoring resumes from them.
+                if active.contains(&id) {
+                    self.snapshot.standby_promoted(id)?;
+                    self.start_restoring(stores)?;
+                } else {
+                    self.release(stores, true)?;
+                }
+            }
+        }
+        self.waiting
+            .retain(|id, _| active.contains(id) || standby.contains(id));
+        for &id in active.iter() {
+            if !self.tasks.contains_key(&id) && !self.restoring.contains_key(&id) {
+                self.waiting.insert(id, TaskKind::Active);
+            }
+        }
+        for &id in &standby {
+            if !self.standbys.contains_key(&id) {
+                self.waiting.insert(id, TaskKind::Standby);
+            }
+        }
+        self.assignment = assignment;
+        self.caught_up_at = None;
+        self.start_waiting()
+    }
+
+    /// Starts the assigned tasks whose directories are free.
+    fn start_waiting(&mut self) -> Result<()> {
         let shared = self.shared.clone();
-        for &id in assignment.active.iter() {
-            if self.tasks.contains_key(&id) {
+        let waiting = std::mem::take(&mut self.waiting);
+        for (id, kind) in waiting {
+            if !shared.state_dir.try_lock_task(id, &self.name) {
+                self.waiting.insert(id, kind);
                 continue;
             }
             let Some(sub) = shared.topology.subtopologies.get(id.subtopology as usize) else {
                 continue;
             };
-            let mut task = StreamTask::create(
+            let stores = TaskStores::open(
                 id,
                 &shared.topology,
                 sub,
                 &shared.topics,
                 &shared.config.application_id,
-                &*shared.backend,
+                &shared.state_dir,
             )?;
-            let changelogs = task.changelog_partitions(&shared.topics);
-            self.snapshot.task_created(id, &changelogs)?;
-            let restored = task.restore(
-                &*shared.backend,
-                &shared.topics,
-                shared.config.fetch_max_bytes,
-            )?;
-            for (tp, offset) in task.changelog_positions(&shared.topics) {
-                self.snapshot.restored(id, &tp, offset);
+            let changelogs: Vec<_> = stores
+                .changelogs
+                .iter()
+                .map(|c| c.partition.clone())
+                .collect();
+            self.snapshot.task_created(id, kind, changelogs)?;
+            match kind {
+                TaskKind::Standby => {
+                    let lease = StoreLease::new(stores);
+                    let positions = Self::positions(&lease)?;
+                    self.updater()?.add(UpdaterTask {
+                        id,
+                        kind,
+                        positions,
+                        target: Box::new(lease.clone()),
+                    })?;
+                    self.snapshot.standby_running(id)?;
+                    self.standbys.insert(id, lease);
+                }
+                _ => self.start_restoring(stores)?,
             }
-            if restored > 0 {
-                tracing::info!(thread = %self.name, task = %id, records = restored, "restored task state from its changelog");
-            }
-            self.snapshot.task_running(id)?;
-            self.tasks.insert(id, task);
         }
-        self.caught_up_at = None;
-        self.assignment = assignment;
         Ok(())
     }
 
-    /// Flush stores → write changelogs → append outputs → commit offsets → checkpoint.
-    fn commit(&mut self) -> Result<()> {
-        if self.uncommitted == 0 && !self.collector.has_pending() {
+    fn positions(
+        lease: &StoreLease,
+    ) -> Result<BTreeMap<riffle_state_dir::ChangelogPartition, u64>> {
+        let stores = lease
+            .take()
+            .ok_or_else(|| Error::IllegalState("store lease empty".into()))?;
+        let positions = stores
+            .changelogs
+            .iter()
+            .map(|c| (c.partition.clone(), c.offset))
+            .collect();
+        lease.put_back(stores);
+        Ok(positions)
+    }
+
+    /// Lends an active task's stores to the state updater, or runs it at once if it has no
+    /// changelog.
+    fn start_restoring(&mut self, stores: TaskStores) -> Result<()> {
+        let id = stores.id;
+        if stores.changelogs.is_empty() {
+            return self.run_task(stores);
+        }
+        let lease = StoreLease::new(stores);
+        let positions = Self::positions(&lease)?;
+        self.updater()?.add(UpdaterTask {
+            id,
+            kind: TaskKind::Active,
+            positions,
+            target: Box::new(lease.clone()),
+        })?;
+        self.restoring.insert(id, lease);
+        Ok(())
+    }
+
+    /// Builds a task's nodes over its restored stores: RESTORING → RUNNING.
+    fn run_task(&mut self, mut stores: TaskStores) -> Result<()> {
+        let id = stores.id;
+        let restored = std::mem::take(&mut stores.restored_records);
+        self.shared.thread_metrics[self.index]
+            .records_restored
+            .fetch_add(restored, Ordering::Relaxed);
+        let shared = self.shared.clone();
+        let Some(sub) = shared.topology.subtopologies.get(id.subtopology as usize) else {
             return Ok(());
-        }
-        for task in self.tasks.values_mut().filter(|t| t.uncommitted > 0) {
-            task.write_changelogs(&mut self.collector, &mut self.scratch)?;
-        }
-        self.collector.flush()?;
-        let mut offsets = Vec::new();
-        for task in self.tasks.values().filter(|t| t.uncommitted > 0) {
-            task.committable_offsets(&mut offsets);
-        }
-        self.shared.backend.commit_offsets(
-            &self.shared.config.application_id,
-            &self.name,
-            &offsets,
+        };
+        let task = StreamTask::create(
+            stores,
+            &shared.topology,
+            sub,
+            &shared.topics,
+            &shared.config.application_id,
+            &*shared.backend,
         )?;
-        for task in self.tasks.values_mut().filter(|t| t.uncommitted > 0) {
-            let changelog_offsets = task.changelog_offsets(&self.collector, &self.shared.topics);
-            self.snapshot
-                .committed(task.id, &changelog_offsets, task.has_persistent_stores())?;
-        }
-        self.uncommitted = 0;
-        self.last_commit = Instant::now();
-        let metrics = &self.shared.thread_metrics[self.index];
-        metrics.commits.fetch_add(1, Ordering::Relaxed);
+        self.snapshot.task_running(id)?;
+        self.tasks.insert(id, task);
+        self.caught_up_at = None;
         Ok(())
     }
 
-    fn close(&mut self) -> Result<()> {
-        let ids: Vec<TaskId> = self.tasks.keys().copied().collect();
-        for id in ids {
-            self.tasks.remove(&id);
-            self.snapshot.task_closed(id)?;
+    /// Moves tasks the updater finished restoring to RUNNING; whether there were any.
+    fn handle_restored(&mut self) -> Result<bool> {
+        let Some(updater) = &self.updater else {
+            return Ok(false);
+        };
+        updater.drain_events(&mut self.events)?;
+        if self.events.is_empty() {
+            return Ok(false);
         }
+        let events = std::mem::take(&mut self.events);
+        for event in events {
+            match event {
+                UpdaterEvent::Restored(done) => {
+                    let Some(lease) = self.restoring.remove(&done.id) else {
+                        continue;
+                    };
+                    let Some(mut stores) = lease.take() else {
+                        continue;
+                    };
+                    for c in &mut stores.changelogs {
+                        if let Some(&p) = done.positions.get(&c.partition) {
+                            c.offset = p;
+                        }
+                    }
+                    tracing::debug!(thread = %self.name, task = %done.id, "restored");
+                    self.run_task(stores)?;
+                }
+                UpdaterEvent::Failed { task, error } => {
+                    tracing::error!(thread = %self.name, task = %task.id, error = %error, "restoring failed");
+                    return Err(error.into());
+                }
+                _ => {}
+            }
+        }
+        Ok(true)
+    }
+
+    /// Takes a task's stores back from the state updater, with the positions it reached.
+    fn take_from_updater(&mut self, id: TaskId, standby: bool) -> Result<Option<TaskStores>> {
+        let lease = if standby {
+            self.standbys.remove(&id)
+        } else {
+            self.restoring.remove(&id)
+        };
+        let Some(lease) = lease else { return Ok(None) };
+        let held = match &self.updater {
+            Some(updater) => updater.remove(id)?,
+            None => None,
+        };
+        let Some(mut stores) = lease.take() else {
+            return Ok(None);
+        };
+        if let Some(held) = held {
+            for c in &mut stores.changelogs {
+                if let Some(&p) = held.positions.get(&c.partition) {
+                    c.offset = p;
+                }
+            }
+        }
+        Ok(Some(stores))
+    }
+
+    /// Closes a task's stores: a checkpoint if `clean`, then its directory is free.
+    fn release(&mut self, mut stores: TaskStores, clean: bool) -> Result<()> {
+        let id = stores.id;
+        if clean {
+            stores.maybe_checkpoint(&self.shared.state_dir, 0, true)?;
+        }
+        drop(stores);
+        self.snapshot.task_closed(id)?;
+        self.shared.state_dir.unlock_task(id, &self.name);
         Ok(())
+    }
+
+    /// Flush caches and forward → write changelogs → append outputs → commit offsets → write
+    /// caches to the stores → checkpoint.
+    fn commit(&mut self, closing: bool) -> Result<()> {
+        let delta = self.shared.config.checkpoint_offset_delta;
+        if self.dirty
+            || self.collector.has_pending()
+            || self.tasks.values().any(StreamTask::needs_commit)
+        {
+            for task in self.tasks.values_mut() {
+                task.flush_nodes(&mut self.collector, &mut self.scratch)?;
+            }
+            for task in self.tasks.values_mut() {
+                task.write_changelogs(&mut self.collector)?;
+            }
+            self.collector.flush()?;
+            let mut offsets = Vec::new();
+            for task in self.tasks.values().filter(|t| t.uncommitted > 0) {
+                task.committable_offsets(&mut offsets);
+            }
+            self.shared.backend.commit_offsets(
+                &self.shared.config.application_id,
+                &self.name,
+                &offsets,
+            )?;
+            for task in self.tasks.values_mut() {
+                task.committed(&self.collector)?;
+                task.stores
+                    .maybe_checkpoint(&self.shared.state_dir, delta, closing)?;
+                self.snapshot.positions(&task.stores);
+            }
+            self.dirty = false;
+            self.shared.thread_metrics[self.index]
+                .commits
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.last_commit = Instant::now();
+        Ok(())
+    }
+
+    /// Releases every task: with checkpoints after a clean run, as they are after a failure.
+    fn close(&mut self, clean: bool) -> Result<()> {
+        let mut result = Ok(());
+        let running: Vec<TaskId> = self.tasks.keys().copied().collect();
+        for id in running {
+            if let Some(task) = self.tasks.remove(&id) {
+                result = result.and(self.release(task.into_stores(), clean));
+            }
+        }
+        let lent: Vec<(TaskId, bool)> = self
+            .restoring
+            .keys()
+            .map(|&id| (id, false))
+            .chain(self.standbys.keys().map(|&id| (id, true)))
+            .collect();
+        for (id, standby) in lent {
+            match self.take_from_updater(id, standby) {
+                Ok(Some(stores)) => result = result.and(self.release(stores, clean)),
+                Ok(None) => {}
+                Err(e) => result = result.and(Err(e)),
+            }
+        }
+        if let Some(updater) = self.updater.take() {
+            result = result.and(updater.shutdown().map_err(Error::from));
+        }
+        result
     }
 }

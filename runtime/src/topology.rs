@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::collector::TopicTable;
 use crate::error::{Error, Result};
-use crate::node::{Forward, NodeRef};
+use crate::node::{FlushRef, Forward, NodeRef, SourceRef};
 
 /// A topic as the topology names it: internal topics get the application id as a prefix.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,7 +53,21 @@ pub(crate) enum NodeKind {
 }
 
 pub(crate) type Erased = Box<dyn Any>;
-pub(crate) type NodeFactory = Arc<dyn Fn(&BuildCtx<'_>) -> Erased + Send + Sync>;
+
+/// A node built for one task: its typed handle (erased) and, for stateful nodes, the handle its
+/// task calls at commit.
+pub(crate) struct BuiltNode {
+    pub(crate) node: Erased,
+    pub(crate) flush: Option<FlushRef>,
+}
+
+impl BuiltNode {
+    pub(crate) fn plain(node: Erased) -> Self {
+        BuiltNode { node, flush: None }
+    }
+}
+
+pub(crate) type NodeFactory = Arc<dyn Fn(&BuildCtx<'_>) -> BuiltNode + Send + Sync>;
 
 pub(crate) struct NodeDef {
     pub(crate) name: String,
@@ -170,7 +184,7 @@ impl Topology {
         }
         let mut roots: Vec<usize> = Vec::new();
         let mut member_of = vec![0usize; n];
-        for id in 0..n {
+        for (id, member) in member_of.iter_mut().enumerate() {
             let root = find(&mut parent, id);
             let index = match roots.iter().position(|&r| r == root) {
                 Some(i) => i,
@@ -179,7 +193,7 @@ impl Topology {
                     roots.len() - 1
                 }
             };
-            member_of[id] = index;
+            *member = index;
         }
         let mut subtopologies: Vec<SubtopologyDef> = (0..roots.len())
             .map(|i| SubtopologyDef {
@@ -237,9 +251,10 @@ impl Topology {
         topics: &TopicTable,
         application_id: &str,
         store_slots: &[Option<usize>],
-    ) -> Vec<(usize, crate::node::SourceRef)> {
+    ) -> Instance {
         let mut built: Vec<Option<Erased>> = (0..self.nodes.len()).map(|_| None).collect();
         let mut sources = Vec::new();
+        let mut flushes = Vec::new();
         for &id in sub.nodes.iter().rev() {
             let def = &self.nodes[id];
             let ctx = BuildCtx {
@@ -250,12 +265,13 @@ impl Topology {
                 store_slots,
                 stores: &def.stores,
             };
-            let node = (def.factory)(&ctx);
+            let BuiltNode { node, flush } = (def.factory)(&ctx);
             if let NodeKind::Source {
                 topics: source_topics,
             } = &def.kind
+                && let Some(source) = node.downcast_ref::<SourceRef>()
             {
-                if let Some(source) = node.downcast_ref::<crate::node::SourceRef>() {
+                {
                     for t in source_topics {
                         if let Some(index) = topics.index_of(&t.resolve(application_id)) {
                             sources.push((index, source.clone()));
@@ -263,10 +279,23 @@ impl Topology {
                     }
                 }
             }
+            if let Some(flush) = flush {
+                flushes.push(flush);
+            }
             built[id] = Some(node);
         }
-        sources
+        // Built children-first; commits flush parents first, so forwarded updates reach a
+        // downstream stateful node before it flushes.
+        flushes.reverse();
+        Instance { sources, flushes }
     }
+}
+
+/// The nodes of one task: its sources by topic index, and its stateful nodes in topological
+/// order.
+pub(crate) struct Instance {
+    pub(crate) sources: Vec<(usize, SourceRef)>,
+    pub(crate) flushes: Vec<FlushRef>,
 }
 
 /// What a node factory can see: its children (already built) and the resolved names.

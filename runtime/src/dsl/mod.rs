@@ -14,9 +14,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::node::{Aggregate, FilterMap, FlatMap, NodeRef, Sink, Source, SourceRef};
+use crate::node::{Aggregate, FilterMap, FlatMap, FlushRef, NodeRef, Sink, Source, SourceRef};
 use crate::serdes::{DefaultSerde, SerdeRef, Serdes};
-use crate::topology::{Erased, GraphBuilder, NodeFactory, NodeKind, StoreDef, TopicRef, Topology};
+use crate::topology::{
+    BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, StoreDef, TopicRef, Topology,
+};
 
 /// Builds a [`Topology`] with the DSL.
 ///
@@ -97,7 +99,7 @@ where
             value_serde: value_serde.clone(),
             forward: ctx.forward::<K, V>(),
         }));
-        Box::new(node) as Erased
+        BuiltNode::plain(Box::new(node) as Erased)
     });
     let mut g = graph.borrow_mut();
     let name = g.next_name("KSTREAM-SOURCE");
@@ -137,6 +139,7 @@ impl<K, V> std::fmt::Debug for KStream<K, V> {
 }
 
 type FilterMapFn<K, V, K2, V2> = Arc<dyn Fn(K, V) -> Option<(K2, V2)> + Send + Sync>;
+type FlatMapFn<K, V, K2, V2> = Arc<dyn Fn(K, V, &mut dyn FnMut(K2, V2)) + Send + Sync>;
 
 impl<K, V> KStream<K, V>
 where
@@ -159,7 +162,7 @@ where
                 f: f.clone(),
                 forward: ctx.forward::<K2, V2>(),
             }));
-            Box::new(node) as Erased
+            BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
         let name = g.next_name(prefix);
@@ -247,7 +250,7 @@ where
     fn flat_map_node<K2, V2>(
         &self,
         prefix: &str,
-        f: Arc<dyn Fn(K, V, &mut dyn FnMut(K2, V2)) + Send + Sync>,
+        f: FlatMapFn<K, V, K2, V2>,
         repartition_required: bool,
     ) -> KStream<K2, V2>
     where
@@ -260,7 +263,7 @@ where
                 forward: ctx.forward::<K2, V2>(),
                 out: Vec::new(),
             }));
-            Box::new(node) as Erased
+            BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
         let name = g.next_name(prefix);
@@ -364,7 +367,7 @@ fn add_sink<K, V>(
             key_serde: key_serde.clone(),
             value_serde: value_serde.clone(),
         }));
-        Box::new(node) as Erased
+        BuiltNode::plain(Box::new(node) as Erased)
     });
     let mut g = graph.borrow_mut();
     let name = g.next_name("KSTREAM-SINK");
@@ -482,14 +485,19 @@ where
         let table_key_serde = key_serde.clone();
         let table_value_serde = agg_serde.clone();
         let factory: NodeFactory = Arc::new(move |ctx| {
-            let node: NodeRef<K, V> = Rc::new(RefCell::new(Aggregate {
+            let aggregate = Rc::new(RefCell::new(Aggregate {
                 store: ctx.store_slot(0),
                 key_serde: key_serde.clone(),
                 agg_serde: agg_serde.clone(),
                 fold: fold.clone(),
                 forward: ctx.forward::<K, A>(),
             }));
-            Box::new(node) as Erased
+            let flush: FlushRef = aggregate.clone();
+            let node: NodeRef<K, V> = aggregate;
+            BuiltNode {
+                node: Box::new(node),
+                flush: Some(flush),
+            }
         });
         let mut g = self.graph.borrow_mut();
         let name = g.next_name("KSTREAM-AGGREGATE");

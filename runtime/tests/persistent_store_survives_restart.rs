@@ -1,0 +1,87 @@
+//! With the persistent store, a restart reopens the stores from disk and restores only the
+//! changelog's tail past their checkpoints; a corrupted checkpoint makes the task restore from
+//! the changelog, and the counts stay right.
+
+mod common;
+
+use riffle::log::{Log, LogOptions};
+use riffle::{
+    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType, StreamsApp,
+    StreamsBuilder, StreamsConfig,
+};
+
+fn run(log: &Log, state: &std::path::Path) -> (u64, u64) {
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+        .group_by_key()
+        .count_with(Materialized::named("counts").with_store_type(StoreType::Persistent))
+        .to_stream()
+        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+    let mut config = StreamsConfig::new("durable");
+    config.state_dir = state.to_owned();
+    config.num_stream_threads = 2;
+    config.poll_ms = 5;
+    let mut app = StreamsApp::new(
+        builder.build().expect("topology"),
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )
+    .expect("app");
+    app.start().expect("start");
+    while !app.is_idle() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let restored = app.records_restored();
+    let processed = app.close().expect("run").records_processed;
+    (processed, restored)
+}
+
+#[test]
+fn a_restart_restores_nothing_after_a_clean_close_and_counts_continue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    let first: Vec<(String, String)> = (0..3000)
+        .map(|i| (format!("k{}", i % 41), String::new()))
+        .collect();
+    common::produce(&log, "in", 2, &first);
+    assert_eq!(run(&log, &state), (3000, 0));
+    // Checkpoints exist for both tasks.
+    assert!(state.join("durable/0_0/.checkpoint").exists());
+    assert!(state.join("durable/0_1/.checkpoint").exists());
+    let second: Vec<(String, String)> = (0..500)
+        .map(|i| (format!("k{}", i % 59), String::new()))
+        .collect();
+    common::produce(&log, "in", 2, &second);
+    let (processed, restored) = run(&log, &state);
+    assert_eq!(
+        (processed, restored),
+        (500, 0),
+        "clean close: the stores are current, nothing to restore"
+    );
+    let all = first.iter().chain(&second).map(|(k, _)| k.as_str());
+    assert_eq!(common::latest_longs(&log, "out"), common::count_model(all));
+}
+
+#[test]
+fn a_corrupted_checkpoint_is_restored_from_the_changelog() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    let first: Vec<(String, String)> = (0..2000)
+        .map(|i| (format!("k{}", i % 37), String::new()))
+        .collect();
+    common::produce(&log, "in", 2, &first);
+    run(&log, &state);
+    std::fs::write(state.join("durable/0_0/.checkpoint"), "0\n1\ngarbage").expect("corrupt it");
+    let second: Vec<(String, String)> = (0..300)
+        .map(|i| (format!("k{}", i % 37), String::new()))
+        .collect();
+    common::produce(&log, "in", 2, &second);
+    let (processed, restored) = run(&log, &state);
+    assert_eq!(processed, 300);
+    assert!(restored > 0, "task 0_0 was restored from its changelog");
+    let all = first.iter().chain(&second).map(|(k, _)| k.as_str());
+    assert_eq!(common::latest_longs(&log, "out"), common::count_model(all));
+}
