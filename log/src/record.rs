@@ -184,9 +184,22 @@ impl RecordIter {
         };
         let key = slice("key")?;
         let value = slice("value")?;
+        // The log writes no record headers; records from Kafka may carry some. They are not
+        // exposed (yet), only skipped: key length + key, value length (-1 = null) + value.
         let headers = get_varint(body, &mut pos).ok_or("bad header count")?;
-        if headers != 0 {
-            return Err(format!("{headers} record headers (the log writes none)"));
+        for i in 0..headers.max(0) {
+            for part in ["key", "value"] {
+                let n =
+                    get_varint(body, &mut pos).ok_or_else(|| format!("bad header {i} {part}"))?;
+                let skip = usize::try_from(n).unwrap_or(0);
+                pos = pos
+                    .checked_add(skip)
+                    .filter(|&p| p <= end)
+                    .ok_or_else(|| format!("header {i} {part} of {n} bytes overruns its record"))?;
+            }
+        }
+        if headers < 0 {
+            return Err(format!("negative header count {headers}"));
         }
         if pos != end {
             return Err(format!("{} trailing bytes in record", end - pos));
@@ -271,5 +284,79 @@ impl Record {
     /// The value; `None` for a null value (a tombstone).
     pub fn value(&self) -> Option<&Bytes> {
         self.value.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::varint::put_varlong;
+
+    fn batch(section: Vec<u8>, count: u32) -> FetchedBatch {
+        let meta = BatchMeta {
+            topic_partition: TopicPartition::new("t", 0),
+            base_offset: 10,
+            record_count: count,
+            first_timestamp: 100,
+            max_timestamp: 100,
+            timestamp_type: crate::TimestampType::CreateTime,
+            leader_epoch: 0,
+            compression: Compression::None,
+        };
+        FetchedBatch::from_kafka(Arc::new(meta), count - 1, Bytes::from(section))
+    }
+
+    /// One record with `headers` headers `(key, value)`, as a Kafka client writes it.
+    fn record(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
+        let mut body = vec![0u8]; // attributes
+        put_varlong(&mut body, 5); // timestamp delta
+        put_varlong(&mut body, 0); // offset delta
+        put_varlong(&mut body, 1);
+        body.push(b'k');
+        put_varlong(&mut body, 2);
+        body.extend_from_slice(b"vv");
+        put_varlong(&mut body, headers.len() as i64);
+        for (k, v) in headers {
+            put_varlong(&mut body, k.len() as i64);
+            body.extend_from_slice(k);
+            put_varlong(&mut body, v.map_or(-1, |v| v.len() as i64));
+            body.extend_from_slice(v.unwrap_or_default());
+        }
+        let mut out = Vec::new();
+        put_varlong(&mut out, body.len() as i64);
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[test]
+    fn record_headers_from_kafka_are_skipped() {
+        let section = record(&[(b"trace", Some(b"abc")), (b"null", None)]);
+        let records: Vec<_> = batch(section, 1)
+            .records()
+            .collect::<Result<_>>()
+            .expect("decodes");
+        let r = records.first().expect("one record");
+        assert_eq!((r.offset(), r.timestamp()), (10, 105));
+        assert_eq!(r.key().map(|k| &k[..]), Some(&b"k"[..]));
+        assert_eq!(r.value().map(|v| &v[..]), Some(&b"vv"[..]));
+    }
+
+    #[test]
+    fn a_header_overrunning_its_record_is_a_corrupt_record() {
+        let mut section = record(&[(b"trace", Some(b"abc"))]);
+        let len = section.len();
+        if let Some(b) = section.get_mut(len - 4) {
+            *b = 0x7e; // the value length becomes 63 bytes
+        }
+        let err = batch(section, 1)
+            .records()
+            .next()
+            .expect("one item")
+            .expect_err("corrupt");
+        assert!(
+            matches!(err, Error::CorruptRecord { offset: 10, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("t-0"), "{err}");
     }
 }
