@@ -37,6 +37,8 @@
 //! - Not multi-process: one process opens a log directory at a time (nothing locks it).
 //! - No transactions yet: batch attributes reserve bits for transactional and control batches,
 //!   and the header has producer id, epoch and sequence fields, written as -1.
+//! - Record headers are not exposed: the log writes none; records from Kafka
+//!   ([`FetchedBatch::from_kafka`], for the Kafka backend) may carry some, and they are skipped.
 //!
 //! # Example
 //!

@@ -136,3 +136,36 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn damage_inside_a_sealed_segment_is_an_error_naming_the_file_at_fetch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tp = TopicPartition::new("events", 0);
+    {
+        let options = LogOptions::default().with_segment_bytes(300);
+        let log = Log::open(dir.path(), options).expect("open");
+        log.create_topic("events", 1).expect("create");
+        for i in 0..10 {
+            append(&log, &tp, Compression::None, &simple(2, i));
+        }
+    }
+    let first = segment(dir.path());
+    let mut bytes = std::fs::read(&first).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&first, bytes).expect("write");
+    let log = Log::open(dir.path(), LogOptions::default().with_segment_bytes(300)).expect("reopen");
+    assert_eq!(
+        log.end_offset(&tp).expect("end"),
+        20,
+        "sealed segments are not truncated"
+    );
+    let err = log.fetch(&tp, 0, 1 << 20).expect_err("corrupt");
+    assert!(
+        err.to_string().contains("00000000000000000000.log"),
+        "{err}"
+    );
+    // Data after the damaged batch is still readable.
+    let later = log.fetch(&tp, 19, 1 << 20).expect("fetch after the damage");
+    assert_eq!(later.last().map(|b| b.last_offset()), Some(19));
+}

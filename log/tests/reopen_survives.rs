@@ -116,3 +116,29 @@ fn fetch_at_end_is_empty_and_past_end_is_out_of_range() {
     ));
     assert!(err.to_string().contains("t-0"), "{err}");
 }
+
+#[test]
+fn a_damaged_group_offsets_file_is_an_error_naming_it_and_a_leftover_temp_file_is_ignored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tp = TopicPartition::new("t", 0);
+    {
+        let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+        log.create_topic("t", 1).expect("create");
+        log.commit_offsets("good", &[(tp.clone(), 4)])
+            .expect("commit");
+        log.commit_offsets("bad", &[(tp.clone(), 4)])
+            .expect("commit");
+    }
+    let groups = dir.path().join("groups");
+    std::fs::write(groups.join("good.offsets.tmp"), b"half-written").expect("write tmp");
+    let bad = groups.join("bad.offsets");
+    let mut bytes = std::fs::read(&bad).expect("read");
+    bytes[12] ^= 1;
+    std::fs::write(&bad, bytes).expect("write");
+
+    let log = Log::open(dir.path(), LogOptions::default()).expect("reopen");
+    assert_eq!(log.committed_offset("good", &tp).expect("good"), Some(4));
+    let err = log.committed_offset("bad", &tp).expect_err("corrupt");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("bad.offsets"), "{err}");
+}
