@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use riffle_state_dir::TaskId;
@@ -31,6 +32,8 @@ struct Group {
 #[derive(Default)]
 pub(crate) struct Coordinator {
     group: Mutex<Group>,
+    /// The group epoch, readable without the lock.
+    generation: AtomicU64,
 }
 
 impl Coordinator {
@@ -41,6 +44,7 @@ impl Coordinator {
         };
         Coordinator {
             group: Mutex::new(group),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -63,7 +67,12 @@ impl GroupCoordinator for Coordinator {
         let mut group = self.lock();
         if group.members.remove(member).is_some() {
             rebalance(&mut group);
+            self.generation.store(group.epoch, Ordering::Release);
         }
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     fn heartbeat(&self, heartbeat: Heartbeat<'_>) -> Result<Assignment> {
@@ -78,6 +87,7 @@ impl GroupCoordinator for Coordinator {
         let unassigned = m.assignment.epoch == 0;
         if joined || unassigned {
             rebalance(&mut group);
+            self.generation.store(group.epoch, Ordering::Release);
         }
         Ok(group
             .members

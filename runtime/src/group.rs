@@ -99,4 +99,10 @@ pub trait GroupCoordinator: Send + Sync {
     fn heartbeat(&self, heartbeat: Heartbeat<'_>) -> Result<Assignment>;
     /// The member leaves; its tasks go to the others.
     fn leave(&self, member: &str);
+    /// A number that moves whenever assignments may have changed, read on every loop (so it
+    /// must be O(1)); a member heartbeats at once when it moved. Coordinators that only learn
+    /// of changes through heartbeats (a remote broker) keep the default.
+    fn generation(&self) -> u64 {
+        0
+    }
 }

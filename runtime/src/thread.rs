@@ -56,6 +56,9 @@ pub(crate) struct StreamThread {
     dirty: bool,
     last_commit: Instant,
     next_heartbeat: Instant,
+    /// The coordinator's generation at the last heartbeat.
+    seen_generation: u64,
+    next_cleanup: Instant,
     assignment: Assignment,
     send_policy: OffsetSendPolicy,
     snapshot: ThreadSnapshot,
@@ -74,6 +77,7 @@ impl StreamThread {
         let send_policy =
             OffsetSendPolicy::new(Duration::from_millis(shared.config.task_offset_interval_ms));
         let snapshot = ThreadSnapshot::new(&shared);
+        let cleanup_delay = Duration::from_millis(shared.config.state_cleanup_delay_ms);
         StreamThread {
             index,
             name,
@@ -91,6 +95,8 @@ impl StreamThread {
             dirty: false,
             last_commit: Instant::now(),
             next_heartbeat: Instant::now(),
+            seen_generation: 0,
+            next_cleanup: Instant::now() + cleanup_delay,
             assignment: Assignment::default(),
             send_policy,
             snapshot,
@@ -183,7 +189,25 @@ impl StreamThread {
             // Heartbeat when due; apply a new assignment if it brought one.
             let now = Instant::now();
             let mut reassigned = false;
-            if now >= self.next_heartbeat {
+            // The first thread deletes task directories nobody here owned for a while.
+            if self.index == 0 && now >= self.next_cleanup {
+                let delay = Duration::from_millis(self.shared.config.state_cleanup_delay_ms);
+                self.next_cleanup = now + delay;
+                match self
+                    .shared
+                    .state_dir
+                    .clean_unowned_task_dirs_older_than(delay)
+                {
+                    Ok(deleted) if !deleted.is_empty() => {
+                        tracing::info!(?deleted, "cleaned up unowned task directories")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "state directory cleanup failed"),
+                }
+            }
+            let generation = self.shared.coordinator.generation();
+            if now >= self.next_heartbeat || generation != self.seen_generation {
+                self.seen_generation = generation;
                 reassigned = self.heartbeat(now)?;
                 self.next_heartbeat = now + heartbeat_interval;
             }
