@@ -122,12 +122,17 @@ pub fn full_rebuild(
     out
 }
 
-/// What the snapshot last read from its three sources.
-#[derive(Clone, Debug)]
+/// What the snapshot last read from its three sources: (source id, version) of each.
+///
+/// Versions only, never the maps: a clone of a shared map held past the refresh would make every
+/// later write to that map copy its path (the writer shares nodes with the clone), and the next
+/// refresh would then free those copies — at 100,000 tasks, most of the cost of a refresh with
+/// changes. Views are kept only on request ([`OffsetSumSnapshot::retain_inputs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seen {
     registry: (u64, u64),
-    local: OffsetSumsView,
-    live: OffsetSumsView,
+    local: (u64, u64),
+    live: (u64, u64),
 }
 
 /// One stream thread's offset-sum snapshot.
@@ -140,6 +145,9 @@ pub struct OffsetSumSnapshot {
     metrics: SnapshotMetrics,
     /// Reused between refreshes so the journal read does not allocate once warmed up.
     changed: Vec<TaskId>,
+    /// Whether to keep the views the last refresh read (for [`inputs`](Self::inputs)).
+    retain_inputs: bool,
+    inputs: Option<(OffsetSumsView, OffsetSumsView)>,
 }
 
 impl OffsetSumSnapshot {
@@ -152,6 +160,19 @@ impl OffsetSumSnapshot {
             version: 0,
             metrics: SnapshotMetrics::default(),
             changed: Vec::new(),
+            retain_inputs: false,
+            inputs: None,
+        }
+    }
+
+    /// Keeps (or stops keeping) the local-offset-map and live-offset views each refresh read, so
+    /// tests can check the snapshot against [`full_rebuild`] of exactly those inputs
+    /// ([`inputs`](Self::inputs)). Off by default: a kept view makes every later write to those
+    /// shared maps copy the path it changes, and the next refresh free the copies.
+    pub fn retain_inputs(&mut self, retain: bool) {
+        self.retain_inputs = retain;
+        if !retain {
+            self.inputs = None;
         }
     }
 
@@ -185,10 +206,10 @@ impl OffsetSumSnapshot {
         live: &SharedOffsetSums,
     ) -> bool {
         let reg = (registry.source_id(), registry.version());
-        let unchanged = self.seen.as_ref().is_some_and(|s| {
+        let unchanged = self.seen.is_some_and(|s| {
             s.registry == reg
-                && (s.local.source, s.local.version) == (local.source_id(), local.version())
-                && (s.live.source, s.live.version) == (live.source_id(), live.version())
+                && s.local == (local.source_id(), local.version())
+                && s.live == (live.source_id(), live.version())
         });
         if unchanged && self.strategy == SnapshotStrategy::Incremental {
             self.metrics.unchanged_refreshes += 1;
@@ -201,10 +222,10 @@ impl OffsetSumSnapshot {
         let since = match (&self.seen, self.strategy) {
             (Some(s), SnapshotStrategy::Incremental)
                 if s.registry.0 == reg.0
-                    && s.local.source == local.source_id()
-                    && s.live.source == live.source_id() =>
+                    && s.local.0 == local.source_id()
+                    && s.live.0 == live.source_id() =>
             {
-                Some((s.registry.1, s.local.version, s.live.version))
+                Some((s.registry.1, s.local.1, s.live.1))
             }
             _ => None,
         };
@@ -227,9 +248,12 @@ impl OffsetSumSnapshot {
         };
         self.seen = Some(Seen {
             registry: reg,
-            local: local_view,
-            live: live_view,
+            local: (local_view.source, local_view.version),
+            live: (live_view.source, live_view.version),
         });
+        // Dropping the views here, while no writer has copied from them, costs two
+        // reference-count decrements.
+        self.inputs = self.retain_inputs.then_some((local_view, live_view));
         if changed {
             self.version += 1;
         }
@@ -281,8 +305,41 @@ impl OffsetSumSnapshot {
     }
 
     /// The local-offset-map and live-offset views the last refresh used (for checking the
-    /// snapshot against [`full_rebuild`]); `None` before the first refresh.
+    /// snapshot against [`full_rebuild`]); `None` before the first refresh, and unless
+    /// [`retain_inputs`](Self::retain_inputs) is on.
     pub fn inputs(&self) -> Option<(&OffsetSumsView, &OffsetSumsView)> {
-        self.seen.as_ref().map(|s| (&s.local, &s.live))
+        self.inputs.as_ref().map(|(local, live)| (local, live))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use riffle_state_dir::{ChangelogPartition, SharedOffsetSums};
+
+    use super::*;
+
+    #[test]
+    fn inputs_are_kept_only_when_asked() {
+        let (local, live) = (SharedOffsetSums::new(8), SharedOffsetSums::new(8));
+        let mut registry = TaskRegistry::new();
+        let task = TaskId::new(0, 0);
+        registry
+            .add(
+                task,
+                TaskKind::Active,
+                vec![ChangelogPartition::new("c", 0)],
+            )
+            .expect("add");
+        local.set(task, Some(7));
+        let mut snapshot = OffsetSumSnapshot::new(SnapshotStrategy::Incremental);
+        assert!(snapshot.refresh_from(&registry, &local, &live));
+        assert!(snapshot.inputs().is_none(), "not kept by default");
+        snapshot.retain_inputs(true);
+        local.set(task, Some(8));
+        assert!(snapshot.refresh_from(&registry, &local, &live));
+        let (l, _) = snapshot.inputs().expect("kept");
+        assert_eq!((l.version, l.sums.get(&task)), (local.version(), Some(&8)));
+        snapshot.retain_inputs(false);
+        assert!(snapshot.inputs().is_none());
     }
 }

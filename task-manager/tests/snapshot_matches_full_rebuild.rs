@@ -118,12 +118,17 @@ struct StreamThread {
 
 impl StreamThread {
     fn new(thread: u32) -> Self {
+        let mut incremental = OffsetSumSnapshot::new(SnapshotStrategy::Incremental);
+        let mut reference = OffsetSumSnapshot::new(SnapshotStrategy::FullRebuild);
+        // Each refresh is checked against the very inputs it read.
+        incremental.retain_inputs(true);
+        reference.retain_inputs(true);
         Self {
             thread,
             registry: TaskRegistry::with_journal_capacity(JOURNAL),
             live: LiveOffsets::with_journal_capacity(JOURNAL),
-            incremental: OffsetSumSnapshot::new(SnapshotStrategy::Incremental),
-            reference: OffsetSumSnapshot::new(SnapshotStrategy::FullRebuild),
+            incremental,
+            reference,
         }
     }
 
