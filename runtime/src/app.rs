@@ -123,11 +123,11 @@ impl StreamsApp {
         backend: Arc<dyn Backend>,
     ) -> Result<StreamsApp> {
         config.validate()?;
-        if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
-            // Atomic commits of outputs, changelogs and offsets are not built yet: refuse rather
-            // than run at-least-once under an exactly-once label.
+        if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce
+            && !backend.supports_exactly_once()
+        {
             return Err(Error::Config(
-                "processing_guarantee exactly_once is not supported yet; use at_least_once".into(),
+                "processing_guarantee exactly_once: this backend cannot commit atomically; use at_least_once".into(),
             ));
         }
         let app_id = config.application_id.clone();

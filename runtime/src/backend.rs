@@ -59,6 +59,26 @@ pub trait Backend: Send + Sync + 'static {
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64;
     /// The coordinator of the application's group (joined by each stream thread).
     fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>>;
+    /// Whether [`Backend::commit_transaction`] is available (`processing_guarantee =
+    /// exactly_once` needs it).
+    fn supports_exactly_once(&self) -> bool {
+        false
+    }
+    /// Appends every batch and commits `group`'s offsets as `member`, atomically: after a crash
+    /// either all of it is durable and visible or none of it is. Returns each batch's base
+    /// offset and clears the builders.
+    fn commit_transaction(
+        &self,
+        group: &str,
+        member: &str,
+        batches: &mut [(TopicPartition, &mut BatchBuilder)],
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<Vec<u64>> {
+        let _ = (group, member, batches, offsets);
+        Err(crate::Error::Config(
+            "this backend does not support exactly_once".into(),
+        ))
+    }
 }
 
 /// The embedded log as a backend. Applications with the same id on one backend share a

@@ -62,6 +62,9 @@ pub(crate) struct RecordCollector {
     pending: Vec<(usize, u32)>,
     /// Records sent since creation, for metrics.
     pub(crate) sent: u64,
+    /// Exactly-once: batches wait for the commit's transaction instead of being appended when
+    /// full.
+    staging: bool,
 }
 
 impl RecordCollector {
@@ -70,6 +73,7 @@ impl RecordCollector {
         topics: Arc<TopicTable>,
         compression: Compression,
         max_batch_bytes: usize,
+        staging: bool,
     ) -> Self {
         let builders = (0..topics.len()).map(|_| Vec::new()).collect();
         let end_offsets = (0..topics.len()).map(|_| Vec::new()).collect();
@@ -82,6 +86,7 @@ impl RecordCollector {
             end_offsets,
             pending: Vec::new(),
             sent: 0,
+            staging,
         }
     }
 
@@ -110,7 +115,7 @@ impl RecordCollector {
         }
         builder.push(timestamp, key, value);
         self.sent += 1;
-        if builder.size_bytes() >= self.max_batch_bytes {
+        if !self.staging && builder.size_bytes() >= self.max_batch_bytes {
             self.append(topic, partition)?;
         }
         Ok(())
@@ -139,6 +144,44 @@ impl RecordCollector {
         let pending = std::mem::take(&mut self.pending);
         for &(topic, partition) in &pending {
             self.append(topic, partition)?;
+        }
+        self.pending = pending;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Exactly-once: appends every pending batch and commits `offsets` as one transaction.
+    pub(crate) fn commit_transaction(
+        &mut self,
+        group: &str,
+        member: &str,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut slots = Vec::with_capacity(pending.len());
+        let mut batches: Vec<(TopicPartition, &mut BatchBuilder)> =
+            Vec::with_capacity(pending.len());
+        for (topic, row) in self.builders.iter_mut().enumerate() {
+            for (partition, builder) in row.iter_mut().enumerate() {
+                if let Some(builder) = builder.as_mut().filter(|b| !b.is_empty()) {
+                    slots.push((topic, partition, builder.len() as u64));
+                    batches.push((
+                        self.topics.topic_partition(topic, partition as u32),
+                        builder,
+                    ));
+                }
+            }
+        }
+        let bases = self
+            .backend
+            .commit_transaction(group, member, &mut batches, offsets)?;
+        drop(batches);
+        for ((topic, partition, count), base) in slots.into_iter().zip(bases) {
+            let ends = &mut self.end_offsets[topic];
+            if ends.len() <= partition {
+                ends.resize(partition + 1, None);
+            }
+            ends[partition] = Some(base + count);
         }
         self.pending = pending;
         self.pending.clear();

@@ -8,6 +8,11 @@ use riffle_task_manager::SnapshotStrategy;
 
 use crate::error::{Error, Result};
 
+/// The default commit interval under at-least-once (Kafka Streams' default).
+const DEFAULT_COMMIT_INTERVAL_MS: u64 = 30_000;
+/// The default commit interval under exactly-once (Kafka Streams' default).
+const EXACTLY_ONCE_COMMIT_INTERVAL_MS: u64 = 100;
+
 /// What a commit promises about records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -78,7 +83,7 @@ impl StreamsConfig {
         StreamsConfig {
             application_id: application_id.into(),
             num_stream_threads: 1,
-            commit_interval_ms: 30_000,
+            commit_interval_ms: DEFAULT_COMMIT_INTERVAL_MS,
             poll_ms: 100,
             state_dir: std::env::temp_dir().join("riffle-streams"),
             processing_guarantee: ProcessingGuarantee::AtLeastOnce,
@@ -108,7 +113,15 @@ impl StreamsConfig {
             "commit_interval_ms" => self.commit_interval_ms = parse(name, value)?,
             "poll_ms" => self.poll_ms = parse(name, value)?,
             "state_dir" => self.state_dir = PathBuf::from(value),
-            "processing_guarantee" => self.processing_guarantee = value.parse()?,
+            "processing_guarantee" => {
+                self.processing_guarantee = value.parse()?;
+                // Kafka Streams' default commit interval depends on the guarantee.
+                if self.processing_guarantee == ProcessingGuarantee::ExactlyOnce
+                    && self.commit_interval_ms == DEFAULT_COMMIT_INTERVAL_MS
+                {
+                    self.commit_interval_ms = EXACTLY_ONCE_COMMIT_INTERVAL_MS;
+                }
+            }
             "snapshot_strategy" => {
                 self.snapshot_strategy = value
                     .parse()

@@ -22,6 +22,7 @@ use riffle_task_manager::{
 
 use crate::app::AppShared;
 use crate::collector::RecordCollector;
+use crate::config::ProcessingGuarantee;
 use crate::coordinator::OffsetSendPolicy;
 use crate::error::{Error, Result};
 use crate::group::{Assignment, Heartbeat};
@@ -73,6 +74,7 @@ impl StreamThread {
             shared.topics.clone(),
             shared.config.compression,
             shared.config.batch_max_bytes,
+            shared.config.processing_guarantee == ProcessingGuarantee::ExactlyOnce,
         );
         let send_policy =
             OffsetSendPolicy::new(Duration::from_millis(shared.config.task_offset_interval_ms));
@@ -531,16 +533,22 @@ impl StreamThread {
             for task in self.tasks.values_mut() {
                 task.write_changelogs(&mut self.collector)?;
             }
-            self.collector.flush()?;
             let mut offsets = Vec::new();
             for task in self.tasks.values().filter(|t| t.uncommitted > 0) {
                 task.committable_offsets(&mut offsets);
             }
-            self.shared.backend.commit_offsets(
-                &self.shared.config.application_id,
-                &self.name,
-                &offsets,
-            )?;
+            let group = &self.shared.config.application_id;
+            if self.shared.config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
+                // Outputs, changelog writes and input offsets: one transaction.
+                self.collector
+                    .commit_transaction(group, &self.name, &offsets)?;
+            } else {
+                // The backend makes the appends durable before the offsets.
+                self.collector.flush()?;
+                self.shared
+                    .backend
+                    .commit_offsets(group, &self.name, &offsets)?;
+            }
             for task in self.tasks.values_mut() {
                 task.committed(&self.collector)?;
                 task.stores
