@@ -14,6 +14,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 thread_local! {
     // `const` initialisers: touching them never allocates (no lazy registration).
@@ -25,7 +26,17 @@ thread_local! {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CountingAllocator;
 
+/// Whether allocations are also counted process-wide (off by default: then the only cost is one
+/// relaxed load of an uncontended flag per allocation).
+static PROCESS_WIDE: AtomicBool = AtomicBool::new(false);
+static PROCESS_BYTES: AtomicU64 = AtomicU64::new(0);
+static PROCESS_COUNT: AtomicU64 = AtomicU64::new(0);
+
 fn record(size: usize) {
+    if PROCESS_WIDE.load(Ordering::Relaxed) {
+        PROCESS_BYTES.fetch_add(size as u64, Ordering::Relaxed);
+        PROCESS_COUNT.fetch_add(1, Ordering::Relaxed);
+    }
     // `try_with`: during thread teardown the counters may be gone; then just don't count.
     let _ = BYTES.try_with(|b| b.set(b.get() + size as u64));
     let _ = COUNT.try_with(|c| c.set(c.get() + 1));
@@ -62,6 +73,20 @@ unsafe impl GlobalAlloc for CountingAllocator {
 /// Bytes and allocations made so far by the current thread.
 pub fn thread_totals() -> (u64, u64) {
     (BYTES.with(Cell::get), COUNT.with(Cell::get))
+}
+
+/// Turns process-wide counting on or off: for work spread over threads the caller does not
+/// run on (stream threads, for instance). Costs a contended atomic add per allocation while on.
+pub fn count_process_wide(on: bool) {
+    PROCESS_WIDE.store(on, Ordering::Relaxed);
+}
+
+/// Bytes and allocations counted process-wide while [`count_process_wide`] was on.
+pub fn process_totals() -> (u64, u64) {
+    (
+        PROCESS_BYTES.load(Ordering::Relaxed),
+        PROCESS_COUNT.load(Ordering::Relaxed),
+    )
 }
 
 /// Runs `f` and returns (bytes allocated, number of allocations, `f`'s result) on this thread.
