@@ -33,6 +33,9 @@ struct Inner {
 }
 
 /// A Kafka cluster as a riffle backend. Cheap to clone (clones share connections and groups).
+///
+/// One backend runs at most one instance of an application (its stream threads are the
+/// group's members from this backend); run a second instance on a second backend.
 #[derive(Clone, Debug)]
 pub struct KafkaBackend {
     inner: Arc<Inner>,
@@ -270,8 +273,17 @@ impl Backend for KafkaBackend {
 
     fn group_coordinator(&self, group: &GroupInfo) -> riffle::Result<Arc<dyn GroupCoordinator>> {
         let coordinator = Arc::new(StreamsGroup::new(self.inner.cluster.clone(), group)?);
-        self.groups()
-            .insert(group.application_id.clone(), coordinator.clone());
+        let mut groups = self.groups();
+        // Commits find their member by (application id, stream thread name), and two
+        // instances of one application have the same thread names.
+        if groups.contains_key(&group.application_id) {
+            return Err(Error::Config(format!(
+                "this KafkaBackend already runs an instance of {}: connect one KafkaBackend per application instance",
+                group.application_id
+            ))
+            .into());
+        }
+        groups.insert(group.application_id.clone(), coordinator.clone());
         Ok(coordinator)
     }
 }

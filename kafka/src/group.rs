@@ -56,6 +56,8 @@ struct Member {
     task_offset_interval_ms: i32,
     acceptable_recovery_lag: i64,
     statuses: Vec<Status>,
+    /// The broker epoch of `assignment`.
+    assignment_broker_epoch: i32,
     /// Since when heartbeats fail on the network (to give up after the request timeout).
     failing_since: Option<Instant>,
 }
@@ -71,6 +73,7 @@ impl Member {
             task_offset_interval_ms: 0,
             acceptable_recovery_lag: -1,
             statuses: Vec::new(),
+            assignment_broker_epoch: 0,
             failing_since: None,
         }
     }
@@ -387,7 +390,10 @@ impl StreamsGroup {
                     "fenced: dropping the member's tasks and rejoining"
                 );
                 m.epoch = 0;
+                m.assignment_broker_epoch = 0;
+                let epoch = m.assignment.epoch + 1;
                 m.assignment = Assignment::default();
+                m.assignment.epoch = epoch;
                 return Ok(m.assignment.clone());
             }
             code => {
@@ -439,8 +445,20 @@ impl StreamsGroup {
         if let Some(w) = &response.warmup {
             next.warmup = self.to_task_set(w)?;
         }
-        next.epoch = u64::try_from(response.member_epoch).unwrap_or(0);
-        if next != m.assignment {
+        // The runtime applies an assignment when its `epoch` moves, so it must move whenever
+        // the tasks do — also when the broker revokes tasks without changing the member epoch
+        // (KIP-1071 keeps the epoch until the member has given the tasks up).
+        let tasks_changed = (&next.active, &next.standby, &next.warmup)
+            != (
+                &m.assignment.active,
+                &m.assignment.standby,
+                &m.assignment.warmup,
+            );
+        if tasks_changed || response.member_epoch != m.assignment_broker_epoch {
+            next.epoch = m.assignment.epoch + 1;
+            m.assignment_broker_epoch = response.member_epoch;
+        }
+        if tasks_changed {
             tracing::info!(
                 group = %self.group,
                 member = %m.member_id,
@@ -499,6 +517,9 @@ impl GroupCoordinator for StreamsGroup {
             }
         }
         m.epoch = 0;
+        m.assignment_broker_epoch = 0;
+        let epoch = m.assignment.epoch + 1;
         m.assignment = Assignment::default();
+        m.assignment.epoch = epoch;
     }
 }

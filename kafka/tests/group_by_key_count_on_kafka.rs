@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{
     config, console_consume_counts, count_topology, latest_counts, produce_words, wait_for,
 };
-use riffle::StreamsApp;
+use riffle::{StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 
@@ -22,7 +22,7 @@ fn group_by_key_count_gives_exact_counts_on_kafka() {
     let expected = produce_words(&backend, "words", 4, 20_000, 500, 0);
     let state = tempfile::tempdir().unwrap();
     let mut app = StreamsApp::new(
-        count_topology("words", "counts"),
+        count_topology("words", "counts", StoreType::InMemory),
         config("count-a", state.path(), 2),
         backend.shared(),
     )

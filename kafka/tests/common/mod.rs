@@ -7,16 +7,20 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{Backend, Consumed, Produced, Serdes, StreamsBuilder, StreamsConfig, TopicKind};
+use riffle::{
+    Backend, Consumed, Materialized, Produced, Serdes, StoreType, StreamsBuilder, StreamsConfig,
+    TopicKind,
+};
 use riffle_kafka::KafkaBackend;
 
-/// stream(input).groupByKey().count().toStream().to(output), as the CLI sample builds it.
-pub fn count_topology(input: &str, output: &str) -> riffle::Topology {
+/// stream(input).groupByKey().count().toStream().to(output), as the CLI sample builds it
+/// (store `counts`, changelog `<app>-counts-changelog`).
+pub fn count_topology(input: &str, output: &str, store: StoreType) -> riffle::Topology {
     let builder = StreamsBuilder::new();
     builder
         .stream(input, Consumed::with(Serdes::string(), Serdes::string()))
         .group_by_key()
-        .count()
+        .count_with(Materialized::named("counts").with_store_type(store))
         .to_stream()
         .to(output, Produced::with(Serdes::string(), Serdes::i64()));
     builder.build().unwrap()
@@ -171,6 +175,7 @@ impl Instance {
         app_id: &str,
         state_dir: &std::path::Path,
         threads: usize,
+        store: StoreType,
     ) -> Instance {
         std::fs::create_dir_all(state_dir).unwrap();
         let stop_file = state_dir.join("stop");
@@ -185,6 +190,14 @@ impl Instance {
             .env("STATE_DIR", state_dir)
             .env("THREADS", threads.to_string())
             .env("STOP_FILE", &stop_file)
+            .env(
+                "STORE",
+                if store == StoreType::Persistent {
+                    "persistent"
+                } else {
+                    "memory"
+                },
+            )
             .env("RUST_LOG", "info")
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -235,9 +248,16 @@ pub fn child_instance() {
     let backend = KafkaBackend::connect(riffle_kafka::KafkaConfig::new(env("BOOTSTRAP"))).unwrap();
     let state_dir = std::path::PathBuf::from(env("STATE_DIR"));
     let config = config(&env("APP_ID"), &state_dir, env("THREADS").parse().unwrap());
-    let mut app =
-        riffle::StreamsApp::new(count_topology("words", "counts"), config, backend.shared())
-            .unwrap();
+    let store = match env("STORE").as_str() {
+        "persistent" => StoreType::Persistent,
+        _ => StoreType::InMemory,
+    };
+    let mut app = riffle::StreamsApp::new(
+        count_topology("words", "counts", store),
+        config,
+        backend.shared(),
+    )
+    .unwrap();
     app.start().unwrap();
     let stop_file = std::path::PathBuf::from(env("STOP_FILE"));
     while !stop_file.exists() && !app.is_shutting_down() {
@@ -287,4 +307,14 @@ pub fn stable_assignment(
 /// How many active tasks a described member list holds.
 pub fn task_count(tasks: &[riffle_kafka::TaskIds]) -> usize {
     tasks.iter().map(|t| t.partitions.len()).sum()
+}
+
+/// Logs to stderr as `RUST_LOG` says (default: warnings).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
 }
