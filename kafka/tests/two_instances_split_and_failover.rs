@@ -36,6 +36,7 @@ fn two_instances_split_the_tasks_and_the_survivor_takes_them_all() {
         "count-b",
         &dirs.path().join("a"),
         1,
+        StoreType::InMemory,
     );
     let b = Instance::spawn(
         "instance",
@@ -43,6 +44,7 @@ fn two_instances_split_the_tasks_and_the_survivor_takes_them_all() {
         "count-b",
         &dirs.path().join("b"),
         1,
+        StoreType::InMemory,
     );
 
     let split = wait_for(
