@@ -24,6 +24,13 @@
 //! - **Concurrent**: [`Log`] is `Clone + Send + Sync`; each partition has its own lock, so
 //!   appends and fetches of different partitions run in parallel. [`Log::append_version`] and
 //!   [`Log::wait_for_append`] let an idle consumer sleep without touching any partition.
+//! - **Transactions** (exactly-once): [`Log::commit_transaction`] appends batches to any
+//!   partitions and commits a group's offsets as one unit. It writes one checksummed record with
+//!   all of it to a redo journal (`txn/journal`) and fsyncs it — the commit point — and only
+//!   then writes the batches into their partitions, under their locks, so readers never see an
+//!   uncommitted batch. [`Log::open`] replays the journal's intact records (a torn tail never
+//!   committed and is ignored with a warning). One fsync per transaction; the offsets and the
+//!   partitions are made durable at checkpoints, which also empty the journal.
 //! - **Kafka's partitioner**: [`murmur2`] and [`partition_for_key`] place keys exactly where
 //!   Kafka's Java client does (`Utils.murmur2`, `toPositive(hash) % partitions`).
 //! - **Testable**: [`Log::in_memory`] runs the same code on an in-memory storage backend (an
@@ -35,8 +42,10 @@
 //! - Not a Kafka broker: no network protocol, no replication (the leader epoch is always 0), no
 //!   retention or compaction yet (the start offset is always 0).
 //! - Not multi-process: one process opens a log directory at a time (nothing locks it).
-//! - No transactions yet: batch attributes reserve bits for transactional and control batches,
-//!   and the header has producer id, epoch and sequence fields, written as -1.
+//! - Not Kafka's transaction protocol: there are no transaction markers, producer ids or
+//!   read-committed fetches. [`Log::commit_transaction`] gets the same effect (see
+//!   *Transactions* above) without them; batch attributes still reserve the transactional and
+//!   control bits, and producer id, epoch and sequence are written as -1.
 //! - Record headers are not exposed: the log writes none; records from Kafka
 //!   ([`FetchedBatch::from_kafka`], for the Kafka backend) may carry some, and they are skipped.
 //!
@@ -73,6 +82,7 @@ mod batch;
 #[cfg(test)]
 mod crash_tests;
 mod error;
+mod journal;
 mod log;
 mod murmur;
 mod offsets;
@@ -82,6 +92,9 @@ mod record;
 mod segment;
 mod storage;
 mod topic;
+mod txn;
+#[cfg(test)]
+mod txn_crash_tests;
 mod types;
 mod varint;
 

@@ -1,10 +1,12 @@
 //! [`Log`]: the topic map, the group offsets and the append notification, over partitions that
 //! each have their own lock.
 //!
-//! Locks, in the order they may be taken: the sync lock (held while partitions are fsynced for a
-//! commit or [`Log::sync`]); the topic map (only long enough to clone a topic's `Arc`); one
-//! partition; the unsynced-partition list (briefly, never while taking another). The group offsets
-//! and the append counter are taken alone. An idle consumer only touches the append counter.
+//! Locks, in the order they may be taken: the transaction journal (held for a whole transaction,
+//! a checkpoint, or a plain offset commit); the sync lock (held while partitions are fsynced for
+//! a commit or [`Log::sync`]); the topic map (only long enough to clone a topic's `Arc`); one
+//! partition, or — only under the journal lock — several in [`TopicPartition`] order; the
+//! unsynced-partition list (briefly, never while taking another); the group offsets. The append
+//! counter is taken alone. An idle consumer only touches the append counter.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::batch::BatchBuilder;
 use crate::error::{Error, IoContext, Result};
+use crate::journal::Journal;
 use crate::offsets::OffsetStore;
 use crate::options::{FsyncPolicy, LogOptions};
 use crate::partition::Partition;
@@ -24,7 +27,7 @@ use crate::types::{TopicPartition, validate_name};
 /// An embedded, durable, partitioned log. Cheap to clone; all clones share the same log.
 #[derive(Clone)]
 pub struct Log {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Log {
@@ -37,18 +40,20 @@ impl std::fmt::Debug for Log {
 }
 
 #[derive(Debug)]
-struct Shared {
-    storage: Arc<dyn Storage>,
-    root: PathBuf,
+pub(crate) struct Shared {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) root: PathBuf,
     dir: Option<PathBuf>,
-    options: LogOptions,
+    pub(crate) options: LogOptions,
     topics: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
-    /// Partitions with appends that are not durable yet (each listed once).
+    /// Partitions with plain appends that are not durable yet (each listed once).
     unsynced: Mutex<Vec<TopicPartition>>,
     /// Held while partitions are synced, so a commit cannot write its offsets while another
     /// thread is still syncing data it took off the unsynced list.
-    syncing: Mutex<()>,
-    groups: Mutex<OffsetStore>,
+    pub(crate) syncing: Mutex<()>,
+    pub(crate) groups: Mutex<OffsetStore>,
+    /// The transaction journal; its lock is the transaction lock.
+    pub(crate) journal: Mutex<Journal>,
     append_version: Mutex<u64>,
     appended: Condvar,
 }
@@ -59,7 +64,10 @@ fn poisoned_topics() -> Error {
     }
 }
 
-fn lock<'a, T>(m: &'a Mutex<T>, what: &dyn std::fmt::Display) -> Result<MutexGuard<'a, T>> {
+pub(crate) fn lock<'a, T>(
+    m: &'a Mutex<T>,
+    what: &dyn std::fmt::Display,
+) -> Result<MutexGuard<'a, T>> {
     m.lock().map_err(|_| Error::Poisoned {
         what: what.to_string(),
     })
@@ -68,10 +76,12 @@ fn lock<'a, T>(m: &'a Mutex<T>, what: &dyn std::fmt::Display) -> Result<MutexGua
 impl Log {
     /// Opens (creating if missing) the log in `dir`, recovering every partition: a torn or
     /// corrupt tail is truncated with a `warn!` naming the file, byte position and offset.
+    /// Then the transaction journal is replayed (see
+    /// [`commit_transaction`](Self::commit_transaction)).
     pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
         let dir = dir.as_ref().to_path_buf();
         let storage: Arc<dyn Storage> = Arc::new(FileStorage);
-        for sub in ["topics", "groups"] {
+        for sub in ["topics", "groups", "txn"] {
             let path = dir.join(sub);
             storage.create_dir_all(&path).at(&path)?;
         }
@@ -101,13 +111,14 @@ impl Log {
         Log {
             shared: Arc::new(Shared {
                 storage,
-                root,
+                root: root.clone(),
                 dir,
                 options: options.normalized(),
                 topics: RwLock::default(),
                 unsynced: Mutex::default(),
                 syncing: Mutex::default(),
                 groups: Mutex::default(),
+                journal: Mutex::new(Journal::new(&root)),
                 append_version: Mutex::new(0),
                 appended: Condvar::new(),
             }),
@@ -123,7 +134,7 @@ impl Log {
         let shared = &self.shared;
         let map = Topic::load_all(&shared.storage, &shared.root, &shared.options)?;
         *shared.topics.write().map_err(|_| poisoned_topics())? = map;
-        Ok(())
+        self.recover_journal()
     }
 
     /// The log a crash right now would leave, reopened; `None` unless the storage can tell.
@@ -136,6 +147,26 @@ impl Log {
         let log = Self::with_storage(storage, shared.root.clone(), None, shared.options.clone());
         log.load_topics()?;
         Ok(Some(log))
+    }
+
+    /// Makes every storage write fail once `ops` more succeeded (`None`: never), as a disk that
+    /// dies would; a no-op unless the storage can inject failures.
+    #[cfg(test)]
+    pub(crate) fn fail_storage_after(&self, ops: Option<u64>) {
+        self.shared.storage.fail_after(ops);
+    }
+
+    /// Like [`crash_and_reopen`](Self::crash_and_reopen), but the recovery's storage writes fail
+    /// after `ops` of them: the log as recovery left it, and recovery's result.
+    #[cfg(test)]
+    pub(crate) fn crash_and_recover_failing_after(&self, ops: u64) -> Option<(Log, Result<()>)> {
+        let storage = self.shared.storage.crash_image()?;
+        storage.fail_after(Some(ops));
+        let shared = &self.shared;
+        let log = Self::with_storage(storage, shared.root.clone(), None, shared.options.clone());
+        let recovered = log.load_topics();
+        log.fail_storage_after(None);
+        Some((log, recovered))
     }
 
     /// Creates `topic` with `partitions` partitions (at least 1). Ok if it exists with that
@@ -187,7 +218,7 @@ impl Log {
     }
 
     /// The topic of `tp`, checking that it has that partition.
-    fn topic(&self, tp: &TopicPartition) -> Result<Arc<Topic>> {
+    pub(crate) fn topic(&self, tp: &TopicPartition) -> Result<Arc<Topic>> {
         let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
         let topic = topics.get(&*tp.topic).ok_or_else(|| Error::UnknownTopic {
             topic: tp.topic.to_string(),
@@ -202,7 +233,7 @@ impl Log {
     }
 
     /// Runs `f` on `tp`'s partition under its lock (the topic map's lock is not held).
-    fn with_partition<T>(
+    pub(crate) fn with_partition<T>(
         &self,
         tp: &TopicPartition,
         f: impl FnOnce(&mut Partition) -> Result<T>,
@@ -236,6 +267,12 @@ impl Log {
             Ok(base)
         })?;
         batch.clear();
+        self.notify_append();
+        Ok(base)
+    }
+
+    /// Bumps the append counter and wakes waiting consumers.
+    pub(crate) fn notify_append(&self) {
         let mut version = self
             .shared
             .append_version
@@ -243,7 +280,6 @@ impl Log {
             .unwrap_or_else(PoisonError::into_inner);
         *version += 1;
         self.shared.appended.notify_all();
-        Ok(base)
     }
 
     /// Batches holding offsets `>= offset`, up to `max_bytes` of stored batches (at least one
@@ -274,8 +310,8 @@ impl Log {
         self.with_partition(tp, |p| Ok(p.start_offset()))
     }
 
-    /// Fsyncs every partition that has unsynced appends.
-    fn sync_unsynced(&self) -> Result<()> {
+    /// Fsyncs every partition that has unsynced plain appends.
+    pub(crate) fn sync_unsynced(&self) -> Result<()> {
         let pending = std::mem::take(&mut *lock(
             &self.shared.unsynced,
             &"the unsynced-partition list",
@@ -294,11 +330,17 @@ impl Log {
 
     /// Durable consumer-group offsets. Under [`FsyncPolicy::EveryCommit`], fsyncs every partition
     /// with unsynced appends first, then writes the group's offsets durably (temp file, fsync,
-    /// rename, directory fsync). Offsets of partitions not named are kept.
+    /// rename, directory fsync). Offsets of partitions not named are kept. If transactions
+    /// committed offsets of this group since the last checkpoint, a checkpoint runs first (so
+    /// replaying the journal can never roll these offsets back).
     pub fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         validate_name(group, false)?;
         for (tp, _) in offsets {
             self.topic(tp)?;
+        }
+        let mut journal = lock(&self.shared.journal, &"the transaction journal")?;
+        if lock(&self.shared.groups, &"the group offsets")?.is_pending(group) {
+            self.checkpoint(&mut journal)?;
         }
         if self.shared.options.fsync == FsyncPolicy::EveryCommit {
             let _syncing = lock(&self.shared.syncing, &"the sync lock")?;
@@ -316,8 +358,16 @@ impl Log {
         Ok(offsets.get(tp).copied())
     }
 
-    /// Fsyncs every partition (whatever the policy).
+    /// Fsyncs every partition (whatever the policy), and before them the transaction journal.
     pub fn sync(&self) -> Result<()> {
+        let mut journal = lock(&self.shared.journal, &"the transaction journal")?;
+        self.sync_all(&mut journal)
+    }
+
+    /// [`sync`](Self::sync) for a caller that holds the journal lock.
+    pub(crate) fn sync_all(&self, journal: &mut Journal) -> Result<()> {
+        // Write-ahead: a transaction's record is durable before any of its batches is.
+        journal.sync(&self.shared.storage)?;
         let _syncing = lock(&self.shared.syncing, &"the sync lock")?;
         let topics: Vec<Arc<Topic>> = {
             let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;

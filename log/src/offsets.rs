@@ -1,8 +1,12 @@
 //! Durable consumer-group offsets: one file per group, `groups/<group>.offsets`, replaced
 //! atomically (temp file, fsync, rename, directory fsync) on every commit and checksummed, so a
 //! reader sees either the previous or the new offsets, never a mix.
+//!
+//! Offsets committed by a transaction are only *applied* here, in memory: the transaction
+//! journal holds them durably until a checkpoint [flushes](OffsetStore::flush_pending) them to
+//! their files (so a transaction costs no offsets-file write).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,6 +24,8 @@ pub(crate) type GroupOffsets = BTreeMap<TopicPartition, u64>;
 #[derive(Debug, Default)]
 pub(crate) struct OffsetStore {
     groups: HashMap<String, GroupOffsets>,
+    /// Groups with offsets applied by transactions that their files do not have yet.
+    pending: BTreeSet<String>,
 }
 
 pub(crate) fn group_file(root: &Path, group: &str) -> PathBuf {
@@ -59,6 +65,38 @@ impl OffsetStore {
         let path = group_file(root, group);
         storage.write_atomic(&path, &encode(&merged)).at(&path)?;
         self.groups.insert(group.to_owned(), merged);
+        self.pending.remove(group);
+        Ok(())
+    }
+
+    /// Merges `offsets` into the group's in memory only (a transaction's: the journal has them).
+    pub(crate) fn apply(
+        &mut self,
+        storage: &Arc<dyn Storage>,
+        root: &Path,
+        group: &str,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
+        self.group(storage, root, group)?
+            .extend(offsets.iter().cloned());
+        self.pending.insert(group.to_owned());
+        Ok(())
+    }
+
+    /// Whether transactions applied offsets of `group` that its file does not have yet.
+    pub(crate) fn is_pending(&self, group: &str) -> bool {
+        self.pending.contains(group)
+    }
+
+    /// Writes every group with applied-only offsets to its file, durably.
+    pub(crate) fn flush_pending(&mut self, storage: &Arc<dyn Storage>, root: &Path) -> Result<()> {
+        while let Some(group) = self.pending.first().cloned() {
+            let path = group_file(root, &group);
+            if let Some(offsets) = self.groups.get(&group) {
+                storage.write_atomic(&path, &encode(offsets)).at(&path)?;
+            }
+            self.pending.remove(&group);
+        }
         Ok(())
     }
 }
@@ -82,19 +120,20 @@ pub(crate) fn encode(offsets: &GroupOffsets) -> Vec<u8> {
     out
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+/// Reads big-endian fields off the front of a byte slice; `None` past its end.
+pub(crate) struct Reader<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let s = self.bytes.get(self.pos..self.pos.checked_add(n)?)?;
         self.pos += n;
         Some(s)
     }
 
-    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
         self.take(N)?.try_into().ok()
     }
 }

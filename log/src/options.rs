@@ -27,15 +27,20 @@ pub struct LogOptions {
     pub segment_bytes: u64,
     /// The offset index gets an entry every this many bytes of batches.
     pub index_interval_bytes: u32,
+    /// Once the transaction journal grows past this size, a transaction ends with a checkpoint:
+    /// every partition is fsynced, transactional offsets are written to their group files, and
+    /// the journal is emptied.
+    pub txn_journal_bytes: u64,
 }
 
 impl Default for LogOptions {
-    /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB.
+    /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB, a 32 MiB journal.
     fn default() -> Self {
         Self {
             fsync: FsyncPolicy::EveryCommit,
             segment_bytes: 64 << 20,
             index_interval_bytes: 4096,
+            txn_journal_bytes: 32 << 20,
         }
     }
 }
@@ -56,6 +61,12 @@ impl LogOptions {
     /// These options with `index_interval_bytes` as the index interval.
     pub fn with_index_interval_bytes(mut self, index_interval_bytes: u32) -> Self {
         self.index_interval_bytes = index_interval_bytes;
+        self
+    }
+
+    /// These options with `txn_journal_bytes` as the journal size that triggers a checkpoint.
+    pub fn with_txn_journal_bytes(mut self, txn_journal_bytes: u64) -> Self {
+        self.txn_journal_bytes = txn_journal_bytes;
         self
     }
 

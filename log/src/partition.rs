@@ -32,7 +32,8 @@ pub(crate) struct Partition {
     next_offset: u64,
     /// Files were created in `dir` since the last sync.
     dir_dirty: bool,
-    /// Appended data is not yet durable.
+    /// Plain appends are not yet durable (and not in the transaction journal either). Batches
+    /// written by transactions leave it alone: the journal holds them until a checkpoint.
     pub(crate) unsynced: bool,
     /// A failed write could not be rolled back: refuse work until reopened.
     poisoned: bool,
@@ -112,6 +113,31 @@ impl Partition {
         }
         let count = batch.len() as u64;
         let bytes = batch.seal(&self.tp, base)?;
+        self.write_sealed(bytes, base, count)?;
+        let newly_unsynced = !self.unsynced;
+        self.unsynced = true;
+        if self.options.fsync == FsyncPolicy::EveryAppend {
+            self.sync()?;
+            return Ok((base, false));
+        }
+        Ok((base, newly_unsynced))
+    }
+
+    /// Writes a sealed batch of `count` records at `base`, which must be the end offset: the
+    /// step shared by [`append`](Self::append) and transactions (which seal their batches
+    /// earlier, to journal them first). Rolls a segment if due. Does not fsync, and does not
+    /// mark the partition [`unsynced`](Self::unsynced): a transaction's batches are durable in
+    /// the journal, and a checkpoint syncs every partition before it drops them from there.
+    pub(crate) fn write_sealed(&mut self, bytes: &[u8], base: u64, count: u64) -> Result<()> {
+        self.check_poisoned()?;
+        if base != self.next_offset {
+            return Err(Error::Poisoned {
+                what: format!(
+                    "{} (a batch for offset {base} arrived at end offset {})",
+                    self.tp, self.next_offset
+                ),
+            });
+        }
         let len = bytes.len() as u64;
         let needs_roll = match self.segments.last() {
             Some(active) => {
@@ -135,13 +161,13 @@ impl Partition {
             return Err(e);
         }
         self.next_offset = base + count;
-        let newly_unsynced = !self.unsynced;
-        self.unsynced = true;
-        if self.options.fsync == FsyncPolicy::EveryAppend {
-            self.sync()?;
-            return Ok((base, false));
-        }
-        Ok((base, newly_unsynced))
+        Ok(())
+    }
+
+    /// Refuses all work until the log is reopened: a transaction committed in the journal could
+    /// not be written here, and only recovery (replaying the journal) can put it in place.
+    pub(crate) fn poison(&mut self) {
+        self.poisoned = true;
     }
 
     /// Starts a new segment at `base`. Unless the policy is `Never`, the sealed segment and the

@@ -32,6 +32,10 @@ pub(crate) trait Storage: Send + Sync + Debug {
     fn crash_image(&self) -> Option<Arc<dyn Storage>> {
         None
     }
+    /// Makes every write, truncate, sync and atomic replace fail once `ops` more have succeeded
+    /// (`None`: never), as a disk that dies would; for backends that can (tests).
+    #[cfg(test)]
+    fn fail_after(&self, _ops: Option<u64>) {}
 }
 
 /// One open file.
@@ -157,6 +161,28 @@ impl StorageFile for DiskFile {
 #[derive(Debug, Default)]
 pub(crate) struct MemStorage {
     state: Mutex<MemState>,
+    faults: Arc<Faults>,
+}
+
+/// The injected-failure countdown shared by a [`MemStorage`] and its files.
+#[derive(Debug, Default)]
+struct Faults {
+    /// Mutating operations left before they all fail; `None`: no failure planned.
+    left: Mutex<Option<u64>>,
+}
+
+impl Faults {
+    /// Counts one mutating operation; an error once the countdown ran out.
+    fn tick(&self) -> io::Result<()> {
+        match &mut *locked(&self.left) {
+            Some(0) => Err(io::Error::other("injected failure")),
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -183,6 +209,7 @@ struct MemData {
 #[derive(Debug)]
 struct MemFile {
     data: Arc<Mutex<MemData>>,
+    faults: Arc<Faults>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -225,6 +252,7 @@ impl Storage for MemStorage {
             });
         Ok(Box::new(MemFile {
             data: Arc::clone(&entry.data),
+            faults: Arc::clone(&self.faults),
         }))
     }
 
@@ -237,6 +265,7 @@ impl Storage for MemStorage {
     }
 
     fn write_atomic(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        self.faults.tick()?;
         let content = MemData {
             live: data.to_vec(),
             durable: data.to_vec(),
@@ -254,6 +283,7 @@ impl Storage for MemStorage {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.faults.tick()?;
         let mut state = locked(&self.state);
         for (_, entry) in state
             .files
@@ -293,7 +323,13 @@ impl Storage for MemStorage {
         };
         Some(Arc::new(MemStorage {
             state: Mutex::new(image),
+            faults: Arc::default(),
         }))
+    }
+
+    #[cfg(test)]
+    fn fail_after(&self, ops: Option<u64>) {
+        *locked(&self.faults.left) = ops;
     }
 }
 
@@ -313,12 +349,14 @@ impl StorageFile for MemFile {
     }
 
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.faults.tick()?;
         locked(&self.data).live.extend_from_slice(data);
         Ok(())
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        self.faults.tick()?;
         let mut data = locked(&self.data);
         data.live.truncate(len);
         data.diverged |= len < data.durable.len();
@@ -326,6 +364,7 @@ impl StorageFile for MemFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        self.faults.tick()?;
         // Only the bytes appended since the last sync are copied, unless a truncate intervened.
         let data = &mut *locked(&self.data);
         if data.diverged {
