@@ -1,23 +1,37 @@
 //! The groupByKey-count sample, written against riffle's public API only.
 //!
 //! ```text
-//! cargo run -p riffle-examples --example group_by_key_count -- [RECORDS] [KEYS]
+//! cargo run -p riffle-examples --example group_by_key_count -- [--bootstrap-servers HOST:PORT] [RECORDS] [KEYS]
 //! ```
 //!
-//! It writes RECORDS records over KEYS keys to a topic `words` of an embedded log in a fresh
-//! temporary directory, counts them per key with two stream threads, and prints the top keys.
+//! It writes RECORDS records over KEYS keys to a topic `words` — of an embedded log in a fresh
+//! temporary directory, or, with `--bootstrap-servers`, of an Apache Kafka 4.x cluster (topic
+//! names then carry a run id, so every run starts from nothing) — counts them per key with two
+//! stream threads, and prints the top keys. The application code is the same on both backends.
 
 use std::collections::HashMap;
 use std::error::Error;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
-    Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+    Backend, Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, TopicKind,
 };
+use riffle_kafka::{KafkaBackend, KafkaConfig};
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let mut args = std::env::args().skip(1);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut servers = None;
+    if let Some(i) = args.iter().position(|a| a == "--bootstrap-servers") {
+        args.remove(i);
+        if i >= args.len() {
+            return Err("--bootstrap-servers needs HOST:PORT".into());
+        }
+        servers = Some(args.remove(i));
+    }
+    let mut args = args.into_iter();
     let records: u64 = args
         .next()
         .map(|a| a.parse())
@@ -25,11 +39,30 @@ fn main() -> Result<(), Box<dyn Error>> {
         .unwrap_or(200_000);
     let keys: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(1_000);
     let dir = std::env::temp_dir().join(format!("riffle-example-{}", std::process::id()));
-    let log = Log::open(dir.join("log"), LogOptions::default())?;
+
+    // The backend: the embedded log, or a Kafka cluster. Everything below is the same on both.
+    let (backend, words, counts): (Arc<dyn Backend>, String, String) = match &servers {
+        None => {
+            let log = Log::open(dir.join("log"), LogOptions::default())?;
+            (
+                EmbeddedBackend::new(log).shared(),
+                "words".into(),
+                "counts".into(),
+            )
+        }
+        Some(servers) => {
+            let run = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+            (
+                KafkaBackend::connect(KafkaConfig::new(servers.as_str()))?.shared(),
+                format!("words-{run}"),
+                format!("counts-{run}"),
+            )
+        }
+    };
 
     // Input: `records` records over `keys` keys, partitioned like Kafka's producer would.
     let partitions = 4;
-    log.create_topic("words", partitions)?;
+    backend.create_topic(&words, partitions, TopicKind::User)?;
     let mut batches: Vec<BatchBuilder> = (0..partitions)
         .map(|_| BatchBuilder::new(Compression::None))
         .collect();
@@ -39,26 +72,32 @@ fn main() -> Result<(), Box<dyn Error>> {
         batches[p as usize].push(i as i64, Some(key.as_bytes()), Some(b"hello"));
     }
     for (p, batch) in batches.iter_mut().enumerate() {
-        log.append(&TopicPartition::new("words", p as u32), batch)?;
+        if !batch.is_empty() {
+            backend.append(&TopicPartition::new(words.as_str(), p as u32), batch)?;
+        }
     }
 
     // stream("words").groupByKey().count().toStream().to("counts")
     let builder = StreamsBuilder::new();
     builder
-        .stream("words", Consumed::with(Serdes::string(), Serdes::string()))
+        .stream(&words, Consumed::with(Serdes::string(), Serdes::string()))
         .group_by_key()
         .count()
         .to_stream()
-        .to("counts", Produced::with(Serdes::string(), Serdes::i64()));
+        .to(&counts, Produced::with(Serdes::string(), Serdes::i64()));
     let topology = builder.build()?;
     println!("{}", topology.describe());
 
-    let mut config = StreamsConfig::new("group-by-key-count-example");
+    let mut config = StreamsConfig::new(format!("group-by-key-count-example-{words}"));
     config.num_stream_threads = 2;
     config.state_dir = dir.join("state");
     let start = Instant::now();
-    let summary = StreamsApp::new(topology, config, EmbeddedBackend::new(log.clone()).shared())?
-        .run_until_idle()?;
+    let mut app = StreamsApp::new(topology, config, backend.clone())?;
+    app.start()?;
+    while app.records_processed() < records && !app.is_shutting_down() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let summary = app.close()?;
     let secs = start.elapsed().as_secs_f64();
     println!(
         "counted {} records in {secs:.2} s ({:.0} records/s)",
@@ -67,23 +106,36 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
 
     // Read the latest count per key back.
-    let mut counts: HashMap<String, i64> = HashMap::new();
-    for p in 0..log.partitions("counts").unwrap_or(0) {
-        let tp = TopicPartition::new("counts", p);
-        for batch in log.fetch(&tp, 0, usize::MAX)? {
-            for record in batch.records() {
-                let record = record?;
-                let key = String::from_utf8_lossy(record.key().map(|k| &k[..]).unwrap_or_default())
-                    .into_owned();
-                let value = record
-                    .value()
-                    .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
-                    .ok_or("not a count")?;
-                counts.insert(key, i64::from_be_bytes(value));
+    let mut latest: HashMap<String, i64> = HashMap::new();
+    for p in 0..backend.partitions(&counts)?.unwrap_or(0) {
+        let tp = TopicPartition::new(counts.as_str(), p);
+        let end = backend.end_offset(&tp)?;
+        let mut position = 0;
+        while position < end {
+            let fetched = backend.fetch(&tp, position, 1 << 20)?;
+            if fetched.is_empty() {
+                break;
+            }
+            for batch in fetched {
+                for record in batch.records() {
+                    let record = record?;
+                    if record.offset() < position {
+                        continue;
+                    }
+                    let key =
+                        String::from_utf8_lossy(record.key().map(|k| &k[..]).unwrap_or_default())
+                            .into_owned();
+                    let value = record
+                        .value()
+                        .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
+                        .ok_or("not a count")?;
+                    latest.insert(key, i64::from_be_bytes(value));
+                }
+                position = batch.last_offset() + 1;
             }
         }
     }
-    let mut top: Vec<_> = counts.iter().collect();
+    let mut top: Vec<_> = latest.iter().collect();
     top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     for (key, count) in top.iter().take(5) {
         println!("{key}\t{count}");

@@ -14,6 +14,8 @@ use riffle::{
 };
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 
+mod kafka;
+
 /// The bundled samples.
 #[derive(clap::Subcommand, Debug)]
 pub(crate) enum Sample {
@@ -23,15 +25,22 @@ pub(crate) enum Sample {
 
 /// Arguments of the groupByKey-count sample.
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("backend").args(["log_dir", "bootstrap_servers"])))]
 pub(crate) struct CountArgs {
     /// Count an existing log instead of generating one (needs --input and --output).
     #[arg(long)]
     log_dir: Option<PathBuf>,
-    /// The input topic (with --log-dir).
-    #[arg(long, requires = "log_dir")]
+    /// Run on an Apache Kafka 4.x cluster instead of the embedded log (a streams group named
+    /// after the application id). Without --input/--output the input is generated into new
+    /// topics.
+    #[arg(long, value_name = "HOST:PORT")]
+    bootstrap_servers: Option<String>,
+    /// The input topic (with --log-dir or --bootstrap-servers).
+    #[arg(long, requires = "backend")]
     input: Option<String>,
-    /// The output topic: counts as 8-byte big-endian longs (with --log-dir).
-    #[arg(long, requires = "log_dir")]
+    /// The output topic: counts as 8-byte big-endian longs (with --log-dir or
+    /// --bootstrap-servers).
+    #[arg(long, requires = "backend")]
     output: Option<String>,
     /// Stream threads.
     #[arg(long, default_value_t = 2)]
@@ -103,6 +112,9 @@ pub(crate) fn run(sample: Sample) -> anyhow::Result<()> {
 }
 
 fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
+    if let Some(servers) = args.bootstrap_servers.clone() {
+        return kafka::group_by_key_count(args, &servers);
+    }
     let _temp;
     let (log_dir, input, output, expected) = match &args.log_dir {
         Some(dir) => {

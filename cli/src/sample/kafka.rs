@@ -1,0 +1,215 @@
+//! `riffle sample group-by-key-count --bootstrap-servers HOST:PORT`: the same sample on an
+//! Apache Kafka 4.x cluster (riffle-kafka) instead of the embedded log.
+//!
+//! Without `--input`/`--output` it generates the input into fresh topics named after the run
+//! (so a second run on the same cluster starts from nothing, as a fresh embedded log does) and
+//! checks the counts against a HashMap count; with them it counts existing topics, resuming
+//! from the application's committed offsets.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::{Rng, SeedableRng};
+use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle::{Backend, StreamsApp, StreamsConfig, TopicKind};
+use riffle_kafka::{KafkaBackend, KafkaConfig};
+
+use super::{CountArgs, topology};
+
+pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Result<()> {
+    let backend = KafkaBackend::connect(KafkaConfig::new(servers))
+        .with_context(|| format!("connecting to Kafka at {servers}"))?;
+    let run = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let (input, output, application_id, expected) = match (&args.input, &args.output) {
+        (Some(input), Some(output)) => (
+            input.clone(),
+            output.clone(),
+            args.application_id.clone(),
+            None,
+        ),
+        (None, None) => {
+            let input = format!("riffle-sample-words-{run}");
+            let expected = generate(&backend, &input, args.records, args.keys, args.partitions)?;
+            (
+                input,
+                format!("riffle-sample-counts-{run}"),
+                format!("{}-{run}", args.application_id),
+                Some(expected),
+            )
+        }
+        _ => anyhow::bail!("--input and --output go together"),
+    };
+    println!("counting {input} into {output} as application {application_id} on {servers}");
+    let _temp;
+    let state_dir = match &args.state_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            _temp = tempfile::tempdir().context("creating a temporary state directory")?;
+            _temp.path().to_owned()
+        }
+    };
+    let mut config = StreamsConfig::new(application_id.clone());
+    config.num_stream_threads = args.threads;
+    config.commit_interval_ms = args.commit_interval_ms;
+    config.poll_ms = 10;
+    config.state_dir = state_dir;
+    config.set("processing_guarantee", &args.processing_guarantee)?;
+    for setting in &args.settings {
+        let (name, value) = setting
+            .split_once('=')
+            .with_context(|| format!("--set {setting}: expected NAME=VALUE"))?;
+        config.set(name, value)?;
+    }
+    let remaining = remaining_input(&backend, &application_id, &input)?;
+    let app = StreamsApp::new(
+        topology(&input, &output, args.store)?,
+        config,
+        backend.shared(),
+    )?;
+    let shutdown = app.shutdown_handle();
+    ctrlc::set_handler(move || shutdown.shutdown()).context("installing the Ctrl-C handler")?;
+    let bar = ProgressBar::new(remaining);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} counting [{bar:40}] {pos}/{len} records ({per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let start = Instant::now();
+    let mut app = app;
+    app.start()?;
+    while app.records_processed() < remaining && !app.is_shutting_down() {
+        bar.set_position(app.records_processed().min(remaining));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let interrupted = app.is_shutting_down();
+    let summary = app.close()?;
+    bar.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "processed {} records in {:.2} s: {:.0} records/s{}",
+        summary.records_processed,
+        secs,
+        summary.records_processed as f64 / secs.max(1e-9),
+        if interrupted { " (interrupted)" } else { "" }
+    );
+    let counts = latest_counts(&backend, &output)?;
+    let mut top: Vec<(&String, &i64)> = counts.iter().collect();
+    top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    println!("{} keys; top keys:", counts.len());
+    for (key, count) in top.iter().take(10) {
+        println!("  {key}\t{count}");
+    }
+    if let Some(expected) = expected {
+        let exact = expected == counts;
+        println!(
+            "counts equal an independent HashMap count of the input: {}",
+            if exact { "yes" } else { "NO" }
+        );
+        if !exact {
+            anyhow::bail!("the counts differ from the input's");
+        }
+    }
+    Ok(())
+}
+
+/// Writes `records` random records over `keys` keys to a new topic (as the embedded sample
+/// generates them); returns their counts.
+fn generate(
+    backend: &KafkaBackend,
+    topic: &str,
+    records: u64,
+    keys: u64,
+    partitions: u32,
+) -> anyhow::Result<HashMap<String, i64>> {
+    backend.create_topic(topic, partitions, TopicKind::User)?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
+        .map(|_| BatchBuilder::new(Compression::None))
+        .collect();
+    let mut expected = HashMap::new();
+    let bar = ProgressBar::new(records);
+    bar.set_style(
+        ProgressStyle::with_template("producing to Kafka [{bar:40}] {pos}/{len} records")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    for i in 0..records {
+        let key = format!("key-{}", rng.random_range(0..keys.max(1)));
+        let p = partition_for_key(key.as_bytes(), partitions);
+        let builder = &mut builders[p as usize];
+        builder.push(i as i64, Some(key.as_bytes()), Some(b"1"));
+        *expected.entry(key).or_insert(0) += 1;
+        if builder.size_bytes() >= 256 << 10 {
+            backend.append(&TopicPartition::new(topic, p), builder)?;
+        }
+        if i % 65_536 == 0 {
+            bar.set_position(i);
+        }
+    }
+    for (p, builder) in builders.iter_mut().enumerate() {
+        if !builder.is_empty() {
+            backend.append(&TopicPartition::new(topic, p as u32), builder)?;
+        }
+    }
+    bar.finish_and_clear();
+    Ok(expected)
+}
+
+/// Records of `topic` after the application's committed offsets.
+fn remaining_input(
+    backend: &KafkaBackend,
+    application_id: &str,
+    topic: &str,
+) -> anyhow::Result<u64> {
+    let ends = backend.end_offsets(topic)?;
+    anyhow::ensure!(!ends.is_empty(), "input topic {topic} does not exist");
+    let mut total = 0;
+    for (p, end) in ends.into_iter().enumerate() {
+        let tp = TopicPartition::new(topic, p as u32);
+        let committed = backend.committed_offset(application_id, &tp)?.unwrap_or(0);
+        total += end.saturating_sub(committed);
+    }
+    Ok(total)
+}
+
+/// The latest count per key in `topic`.
+fn latest_counts(backend: &KafkaBackend, topic: &str) -> anyhow::Result<HashMap<String, i64>> {
+    let mut counts = HashMap::new();
+    for (p, end) in backend.end_offsets(topic)?.into_iter().enumerate() {
+        let tp = TopicPartition::new(topic, p as u32);
+        let mut position = 0;
+        while position < end {
+            let batches = backend.fetch(&tp, position, 4 << 20)?;
+            if batches.is_empty() {
+                break;
+            }
+            for batch in batches {
+                for record in batch.records() {
+                    let record = record?;
+                    if record.offset() < position {
+                        continue;
+                    }
+                    let key =
+                        String::from_utf8_lossy(record.key().map(|k| &k[..]).unwrap_or_default())
+                            .into_owned();
+                    let value = record
+                        .value()
+                        .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
+                        .with_context(|| {
+                            format!("{tp} offset {}: not an 8-byte count", record.offset())
+                        })?;
+                    counts.insert(key, i64::from_be_bytes(value));
+                }
+                position = batch.last_offset() + 1;
+            }
+        }
+    }
+    Ok(counts)
+}
