@@ -3,6 +3,38 @@
 
 use crate::{BatchBuilder, Compression, FsyncPolicy, Log, LogOptions, Result, TopicPartition};
 
+/// Crash and fault hooks, for tests on the in-memory backend.
+impl Log {
+    /// The log a crash right now would leave, reopened; `None` unless the storage can tell.
+    pub(crate) fn crash_and_reopen(&self) -> Result<Option<Log>> {
+        let Some(storage) = self.shared.storage.crash_image() else {
+            return Ok(None);
+        };
+        let shared = &self.shared;
+        let log = Log::with_storage(storage, shared.root.clone(), None, shared.options.clone());
+        log.load_topics()?;
+        Ok(Some(log))
+    }
+
+    /// Makes every storage write fail once `ops` more succeeded (`None`: never), as a disk that
+    /// dies would; a no-op unless the storage can inject failures.
+    pub(crate) fn fail_storage_after(&self, ops: Option<u64>) {
+        self.shared.storage.fail_after(ops);
+    }
+
+    /// Like [`crash_and_reopen`](Self::crash_and_reopen), but the recovery's storage writes fail
+    /// after `ops` of them: the log as recovery left it, and recovery's result.
+    pub(crate) fn crash_and_recover_failing_after(&self, ops: u64) -> Option<(Log, Result<()>)> {
+        let storage = self.shared.storage.crash_image()?;
+        storage.fail_after(Some(ops));
+        let shared = &self.shared;
+        let log = Log::with_storage(storage, shared.root.clone(), None, shared.options.clone());
+        let recovered = log.load_topics();
+        log.fail_storage_after(None);
+        Some((log, recovered))
+    }
+}
+
 fn log(fsync: FsyncPolicy) -> Log {
     let options = LogOptions::default()
         .with_fsync(fsync)

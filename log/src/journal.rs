@@ -262,6 +262,11 @@ impl Journal {
         })
     }
 
+    /// Whether a failed write left the journal's content unknown (until reopened).
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
     /// Bytes in the journal (0 if it was never opened: recovery leaves it empty).
     pub(crate) fn len(&self) -> u64 {
         self.file.as_ref().map_or(0, |f| f.len())

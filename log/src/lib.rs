@@ -95,6 +95,8 @@ mod topic;
 mod txn;
 #[cfg(test)]
 mod txn_crash_tests;
+#[cfg(test)]
+mod txn_model_tests;
 mod types;
 mod varint;
 

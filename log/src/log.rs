@@ -102,7 +102,7 @@ impl Log {
         Self::with_storage(storage, PathBuf::from("/memory"), None, options)
     }
 
-    fn with_storage(
+    pub(crate) fn with_storage(
         storage: Arc<dyn Storage>,
         root: PathBuf,
         dir: Option<PathBuf>,
@@ -130,43 +130,11 @@ impl Log {
         self.shared.dir.as_deref()
     }
 
-    fn load_topics(&self) -> Result<()> {
+    pub(crate) fn load_topics(&self) -> Result<()> {
         let shared = &self.shared;
         let map = Topic::load_all(&shared.storage, &shared.root, &shared.options)?;
         *shared.topics.write().map_err(|_| poisoned_topics())? = map;
         self.recover_journal()
-    }
-
-    /// The log a crash right now would leave, reopened; `None` unless the storage can tell.
-    #[cfg(test)]
-    pub(crate) fn crash_and_reopen(&self) -> Result<Option<Log>> {
-        let Some(storage) = self.shared.storage.crash_image() else {
-            return Ok(None);
-        };
-        let shared = &self.shared;
-        let log = Self::with_storage(storage, shared.root.clone(), None, shared.options.clone());
-        log.load_topics()?;
-        Ok(Some(log))
-    }
-
-    /// Makes every storage write fail once `ops` more succeeded (`None`: never), as a disk that
-    /// dies would; a no-op unless the storage can inject failures.
-    #[cfg(test)]
-    pub(crate) fn fail_storage_after(&self, ops: Option<u64>) {
-        self.shared.storage.fail_after(ops);
-    }
-
-    /// Like [`crash_and_reopen`](Self::crash_and_reopen), but the recovery's storage writes fail
-    /// after `ops` of them: the log as recovery left it, and recovery's result.
-    #[cfg(test)]
-    pub(crate) fn crash_and_recover_failing_after(&self, ops: u64) -> Option<(Log, Result<()>)> {
-        let storage = self.shared.storage.crash_image()?;
-        storage.fail_after(Some(ops));
-        let shared = &self.shared;
-        let log = Self::with_storage(storage, shared.root.clone(), None, shared.options.clone());
-        let recovered = log.load_topics();
-        log.fail_storage_after(None);
-        Some((log, recovered))
     }
 
     /// Creates `topic` with `partitions` partitions (at least 1). Ok if it exists with that

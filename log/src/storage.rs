@@ -191,6 +191,19 @@ struct MemState {
     dirs: BTreeSet<PathBuf>,
 }
 
+impl MemState {
+    /// The entries of `dir` survive a crash from now on.
+    fn entries_durable(&mut self, dir: &Path) {
+        for (_, entry) in self
+            .files
+            .iter_mut()
+            .filter(|(p, _)| p.parent() == Some(dir))
+        {
+            entry.entry_durable = true;
+        }
+    }
+}
+
 #[derive(Debug)]
 struct MemEntry {
     data: Arc<Mutex<MemData>>,
@@ -265,6 +278,7 @@ impl Storage for MemStorage {
     }
 
     fn write_atomic(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        // One step: a crash (or an injected failure) leaves the old content or the new.
         self.faults.tick()?;
         let content = MemData {
             live: data.to_vec(),
@@ -275,23 +289,17 @@ impl Storage for MemStorage {
             data: Arc::new(Mutex::new(content)),
             entry_durable: false,
         };
-        locked(&self.state).files.insert(path.to_path_buf(), entry);
-        match path.parent() {
-            Some(dir) => self.sync_dir(dir),
-            None => Ok(()),
+        let mut state = locked(&self.state);
+        state.files.insert(path.to_path_buf(), entry);
+        if let Some(dir) = path.parent() {
+            state.entries_durable(dir);
         }
+        Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.faults.tick()?;
-        let mut state = locked(&self.state);
-        for (_, entry) in state
-            .files
-            .iter_mut()
-            .filter(|(p, _)| p.parent() == Some(dir))
-        {
-            entry.entry_durable = true;
-        }
+        locked(&self.state).entries_durable(dir);
         Ok(())
     }
 

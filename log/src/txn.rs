@@ -48,7 +48,8 @@ impl Log {
     /// records. An error after it (a partition write failing) means the transaction did commit:
     /// the builders are cleared, the partition is poisoned, and reopening the log puts the
     /// batch in place from the journal. A failed journal fsync leaves the outcome unknown until
-    /// the log is reopened; the journal refuses further transactions until then.
+    /// the log is reopened; until then the journal and the transaction's partitions refuse
+    /// work.
     pub fn commit_transaction(
         &self,
         group: &str,
@@ -119,7 +120,15 @@ impl Log {
             .collect();
         let journal = &mut *journal;
         journal::encode(&mut journal.buf, group, &records, offsets)?;
-        journal.commit(&shared.storage, shared.options.fsync != FsyncPolicy::Never)?;
+        let sync = shared.options.fsync != FsyncPolicy::Never;
+        if let Err(e) = journal.commit(&shared.storage, sync) {
+            if journal.is_poisoned() {
+                // The record may be durable: nothing may take these offsets before recovery
+                // decides whether the transaction committed.
+                partitions.iter_mut().for_each(|p| p.poison());
+            }
+            return Err(e);
+        }
 
         // Committed. Every step from here is redone by recovery if it does not happen now.
         let mut failed = None;

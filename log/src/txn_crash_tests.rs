@@ -198,3 +198,38 @@ fn a_crash_during_recovery_is_recovered_by_the_next_open() {
         }
     }
 }
+
+#[test]
+fn under_never_a_crash_while_syncing_keeps_plain_appends_a_transaction_builds_on() {
+    // The transaction's batch goes after a plain append that is not durable yet; whatever step
+    // of the later sync a crash hits, recovery must not find the batch with a gap before it.
+    for step in 0.. {
+        let options = LogOptions::default().with_fsync(FsyncPolicy::Never);
+        let log = Log::in_memory_with_options(options);
+        log.create_topic("out", 1).expect("create");
+        log.append(&tp("out", 0), &mut batch("plain", 2))
+            .expect("append");
+        let mut b = batch("txn", 3);
+        let bases =
+            log.commit_transaction("g", &mut [(tp("out", 0), &mut b)], &[(tp("out", 0), 2)]);
+        assert_eq!(bases.expect("transaction"), vec![2]);
+        log.fail_storage_after(Some(step));
+        let synced = log.sync();
+        let after = crash(&log);
+        let got = values(&after, &tp("out", 0)).expect("read");
+        let offset = after.committed_offset("g", &tp("out", 0)).expect("offset");
+        let with_txn = ["plain-0", "plain-1", "txn-0", "txn-1", "txn-2"];
+        match offset {
+            Some(2) => assert_eq!(got, with_txn, "step {step}"),
+            None => assert!(
+                got.len() <= 2 && got.iter().zip(with_txn).all(|(g, w)| g == w),
+                "step {step}: {got:?}"
+            ),
+            other => panic!("step {step}: offset {other:?}"),
+        }
+        if synced.is_ok() {
+            assert_eq!(offset, Some(2));
+            break;
+        }
+    }
+}
