@@ -229,12 +229,12 @@ fn run(
             Op::Sync => log.sync().is_ok(),
             Op::Crash => true,
         };
-        let durable_now = match (op, fsync) {
-            (Op::Sync, _) => true,
-            (Op::Append { .. } | Op::Txn { .. }, FsyncPolicy::EveryAppend) => true,
-            (Op::Txn { .. } | Op::Commit { .. }, FsyncPolicy::EveryCommit) => true,
-            _ => false,
-        };
+        let durable_now = matches!(
+            (op, fsync),
+            (Op::Sync, _)
+                | (Op::Append { .. } | Op::Txn { .. }, FsyncPolicy::EveryAppend)
+                | (Op::Txn { .. } | Op::Commit { .. }, FsyncPolicy::EveryCommit)
+        );
         if ok && durable_now {
             m.all_durable();
         }
