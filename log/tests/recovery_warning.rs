@@ -75,3 +75,68 @@ fn truncating_a_torn_tail_warns_with_file_position_and_offset() {
     assert!(w.contains(&format!("position={valid_len}")), "{w}");
     assert!(w.contains("offset=2"), "{w}");
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn a_torn_transaction_record_is_ignored_with_a_warning_naming_the_journal_and_position() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (live, before) = (dir.path().join("live"), dir.path().join("before"));
+    let journal = |root: &std::path::Path| root.join("txn/journal");
+    let out = TopicPartition::new("out", 0);
+    let input = TopicPartition::new("in", 0);
+    let commit = |log: &Log, value: &[u8], offset| {
+        let mut b = BatchBuilder::new(Compression::None);
+        b.push(1, None, Some(value));
+        log.commit_transaction(
+            "g",
+            &mut [(out.clone(), &mut b)],
+            &[(input.clone(), offset)],
+        )
+        .expect("transaction");
+    };
+    let log = Log::open(&live, LogOptions::default()).expect("open");
+    log.create_topic("out", 1).expect("create");
+    log.create_topic("in", 1).expect("create");
+    commit(&log, b"first", 1);
+    // The state just before the second transaction's record was written...
+    copy_dir(&live, &before);
+    let committed_len = std::fs::metadata(journal(&before)).expect("meta").len();
+    commit(&log, b"second", 2);
+    let record = std::fs::read(journal(&live)).expect("read");
+    drop(log);
+    // ... with half of that record written: a crash during the journal write.
+    let torn = &record[committed_len as usize..][..(record.len() - committed_len as usize) / 2];
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(journal(&before))
+        .expect("open");
+    std::io::Write::write_all(&mut file, torn).expect("tear");
+    drop(file);
+
+    let warnings = Warnings::default();
+    let log = tracing::subscriber::with_default(warnings.clone(), || {
+        Log::open(&before, LogOptions::default()).expect("reopen")
+    });
+    assert_eq!(log.end_offset(&out).expect("end"), 1);
+    assert_eq!(log.committed_offset("g", &input).expect("offset"), Some(1));
+    let warnings = warnings.0.lock().expect("warnings").clone();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = &warnings[0];
+    assert!(w.contains(&journal(&before).display().to_string()), "{w}");
+    assert!(w.contains(&format!("position={committed_len}")), "{w}");
+    // The log goes on from there.
+    commit(&log, b"again", 3);
+    assert_eq!(log.end_offset(&out).expect("end"), 2);
+}
