@@ -1,1 +1,43 @@
-//! Shared fixtures for riffle benchmarks.
+//! Benchmark fixtures for riffle, shared by the criterion benches (`cargo bench -p
+//! riffle-benches`) and by `riffle bench` (crate `riffle-cli`), so both measure the same thing.
+//!
+//! What this crate owns:
+//! - [`SnapshotFixture`]: KAFKA-21171's snapshot benchmark fixture — a real [`TaskRegistry`], a
+//!   real `StateDirectory` whose local offset map holds every task, RESTORING tasks held by a
+//!   state updater that is not started, one changelog partition per task — and
+//!   [`SnapshotFixture::measure`], which times only the refresh (never the offset changes made
+//!   between two refreshes) and counts its allocations;
+//! - [`IdleRun`]: a real stream thread over an empty N-partition input topic of the embedded log,
+//!   running `groupByKey().count()`, and the CPU time of that thread ([`thread_cpu_time`]);
+//!   [`bare_wait`]: the same measurement of a thread that only does the idle loop's wait — the
+//!   floor under any idle thread on this machine;
+//! - [`alloc`]: reading the per-thread counters of task-manager's counting allocator.
+//!
+//! What it is not: a harness. It prints nothing and installs no global allocator; the binary
+//! that measures (the criterion bench, the `riffle` CLI) installs
+//! `riffle_task_manager::alloc_counter::CountingAllocator` and reports.
+//!
+//! ```
+//! use riffle_benches::{FixtureState, SnapshotFixture};
+//! use riffle_task_manager::SnapshotStrategy;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut fixture = SnapshotFixture::build(100, FixtureState::Restoring, SnapshotStrategy::Incremental)?;
+//! // Ten refreshes, each after 3 tasks' changelog positions advanced; only the refreshes are timed.
+//! let spent = fixture.timed_refreshes(3, 10);
+//! assert!(spent.as_nanos() > 0);
+//! assert!(fixture.matches_full_rebuild());
+//! # Ok(()) }
+//! ```
+//!
+//! [`TaskRegistry`]: riffle_task_manager::TaskRegistry
+
+pub mod alloc;
+mod cpu;
+mod idle;
+mod snapshot;
+
+pub use crate::{
+    cpu::thread_cpu_time,
+    idle::{IdleReport, IdleRun, IdleSettings, bare_wait, idle_topology},
+    snapshot::{FixtureState, MAX_TASKS, Measurement, SnapshotFixture, timer_overhead},
+};

@@ -1,6 +1,7 @@
 //! `riffle`: produce to, consume from and describe topics of the embedded log; run the bundled
 //! samples; inspect state directories; run the benchmarks.
 
+mod bench;
 mod consume;
 mod produce;
 mod sample;
@@ -37,6 +38,9 @@ enum Command {
     /// Look into a state directory.
     #[command(subcommand)]
     State(state::State),
+    /// Run a benchmark (design.md §6).
+    #[command(subcommand)]
+    Bench(bench::Bench),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +57,7 @@ fn main() -> std::process::ExitCode {
         Command::Topics { log_dir } => topics::run(&log_dir),
         Command::Sample(sample) => sample::run(sample),
         Command::State(state) => state::run(state),
+        Command::Bench(bench) => bench::run(bench),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,163 @@
+//! `riffle bench`: the measurements of design.md §6, each side by side with its baseline in the
+//! same run.
+//!
+//! - `riffle bench snapshot`: one offset-sum snapshot refresh by task count, task state and number
+//!   of changed tasks, incremental beside full rebuild (KAFKA-21171's benchmark);
+//! - `riffle bench idle`: CPU share of one idle stream thread with N tasks, per strategy.
+//!
+//! The fixtures live in `riffle-benches`, shared with the criterion benches. With feature
+//! `alloc-counter` (default) this binary's global allocator counts allocations per thread.
+
+mod idle;
+mod plot;
+mod snapshot;
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use riffle::SnapshotStrategy;
+use serde::Serialize;
+
+#[cfg(feature = "alloc-counter")]
+#[global_allocator]
+static ALLOC: riffle_task_manager::alloc_counter::CountingAllocator =
+    riffle_task_manager::alloc_counter::CountingAllocator;
+
+/// The benchmarks.
+#[derive(clap::Subcommand, Debug)]
+pub(crate) enum Bench {
+    /// Offset-sum snapshot refresh: ns/op, B/op and allocs/op by task count, task state and
+    /// changed tasks, incremental beside full rebuild.
+    Snapshot(snapshot::Args),
+    /// CPU share of one idle stream thread (empty input, stateful topology), per strategy.
+    Idle(idle::Args),
+}
+
+pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
+    match bench {
+        Bench::Snapshot(args) => snapshot::run(args),
+        Bench::Idle(args) => idle::run(args),
+    }
+}
+
+/// `--strategy` values: the offset-sum snapshot's strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+enum Strategy {
+    /// Versions and journals: O(1) when nothing changed.
+    Incremental,
+    /// Rebuilt from scratch on every refresh, as Kafka Streams does.
+    FullRebuild,
+}
+
+impl Strategy {
+    /// The name used in tables, JSON and `snapshot_strategy`.
+    fn label(self) -> &'static str {
+        match self {
+            Strategy::Incremental => "incremental",
+            Strategy::FullRebuild => "full-rebuild",
+        }
+    }
+}
+
+impl From<Strategy> for SnapshotStrategy {
+    fn from(s: Strategy) -> Self {
+        match s {
+            Strategy::Incremental => SnapshotStrategy::Incremental,
+            Strategy::FullRebuild => SnapshotStrategy::FullRebuild,
+        }
+    }
+}
+
+/// Drops repeated values, keeping the first of each; an empty list is an error naming `flag`.
+fn distinct<T: PartialEq + Copy>(values: &[T], flag: &str) -> anyhow::Result<Vec<T>> {
+    let mut out: Vec<T> = Vec::with_capacity(values.len());
+    for v in values {
+        if !out.contains(v) {
+            out.push(*v);
+        }
+    }
+    anyhow::ensure!(!out.is_empty(), "{flag} needs at least one value");
+    Ok(out)
+}
+
+/// Writes `rows` as a JSON array, one row per line.
+fn write_json_rows<R: Serialize>(path: &Path, rows: &[R]) -> anyhow::Result<()> {
+    let mut text = String::from("[\n");
+    for (i, row) in rows.iter().enumerate() {
+        text.push_str("  ");
+        text.push_str(&serde_json::to_string(row)?);
+        text.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
+    }
+    text.push_str("]\n");
+    let mut file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Fails early, before minutes of measuring, if `path` cannot be written.
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(drop)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The 1-, 5- and 15-minute load averages, for the report (the machine is shared).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// A progress bar of `len` steps with a message.
+fn progress_bar(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:40}] {percent:>3}% {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// `1234567.8` → `"1,234,568"`.
+fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if value < 0.0 && digits != "0" {
+        out.insert(0, '-');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1234567.8), "1,234,568");
+        assert_eq!(thousands(-4200.0), "-4,200");
+    }
+
+    #[test]
+    fn distinct_keeps_first_and_rejects_empty() {
+        assert_eq!(distinct(&[3, 1, 3], "--x").ok(), Some(vec![3, 1]));
+        assert!(distinct::<u8>(&[], "--x").is_err());
+    }
+}
