@@ -10,9 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use riffle::{Assignment, GroupCoordinator, GroupInfo, Heartbeat, TaskId};
+use riffle::{Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat, TaskId};
 use riffle_log::TopicPartition;
 
 use crate::cluster::{Cluster, is_coordinator_error};
@@ -483,6 +483,21 @@ impl GroupCoordinator for StreamsGroup {
         let member = self.member(heartbeat.member);
         let mut m = lock(&member);
         Ok(self.heartbeat_member(&heartbeat, &mut m)?)
+    }
+
+    fn intervals(&self, member: &str) -> Option<GroupIntervals> {
+        let member = lock(&self.members).get(member).cloned()?;
+        let m = lock(&member);
+        let ms = |v: i32| {
+            u64::try_from(v)
+                .ok()
+                .filter(|&v| v > 0)
+                .map(Duration::from_millis)
+        };
+        Some(GroupIntervals::new(
+            ms(m.heartbeat_interval_ms)?,
+            ms(m.task_offset_interval_ms)?,
+        ))
     }
 
     fn leave(&self, name: &str) {

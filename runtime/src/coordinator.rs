@@ -180,6 +180,11 @@ impl OffsetSendPolicy {
         self.assignment_changed = true;
     }
 
+    /// The coordinator asked for another task-offset interval.
+    pub(crate) fn set_interval(&mut self, interval: Duration) {
+        self.interval = interval;
+    }
+
     /// Whether to send the snapshot of `version` now; records the send if so.
     pub(crate) fn should_send(&mut self, version: u64, now: Instant) -> bool {
         let joining = self.last_sent_at.is_none();

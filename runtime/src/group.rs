@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use riffle_state_dir::TaskId;
 
@@ -91,6 +92,27 @@ pub struct Heartbeat<'a> {
     pub owned: &'a Assignment,
 }
 
+/// The cadences a coordinator asks its members to keep (a Kafka broker sends
+/// `HeartbeatIntervalMs` and `TaskOffsetIntervalMs` in every heartbeat response).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupIntervals {
+    /// How often to heartbeat.
+    pub heartbeat: Duration,
+    /// How often to resend the task offsets (design.md §3, "Sending").
+    pub task_offsets: Duration,
+}
+
+impl GroupIntervals {
+    /// Intervals to heartbeat and to resend task offsets at.
+    pub fn new(heartbeat: Duration, task_offsets: Duration) -> Self {
+        GroupIntervals {
+            heartbeat,
+            task_offsets,
+        }
+    }
+}
+
 /// Assigns tasks to members.
 pub trait GroupCoordinator: Send + Sync {
     /// Announces a member before its first heartbeat, so a first assignment sees all of them.
@@ -99,6 +121,13 @@ pub trait GroupCoordinator: Send + Sync {
     fn heartbeat(&self, heartbeat: Heartbeat<'_>) -> Result<Assignment>;
     /// The member leaves; its tasks go to the others.
     fn leave(&self, member: &str);
+    /// The intervals the coordinator asks `member` to keep, once it has said; read after each
+    /// heartbeat. The task-offset interval replaces the configured one; the heartbeat interval
+    /// is capped by it (a member may heartbeat more often than asked). `None` (the default):
+    /// keep the configuration's.
+    fn intervals(&self, _member: &str) -> Option<GroupIntervals> {
+        None
+    }
     /// A number that moves whenever assignments may have changed, read on every loop (so it
     /// must be O(1)); a member heartbeats at once when it moved. Coordinators that only learn
     /// of changes through heartbeats (a remote broker) keep the default.

@@ -72,7 +72,9 @@ pub use dsl::{
     StreamsBuilder,
 };
 pub use error::{Error, Result, SerdeError};
-pub use group::{Assignment, GroupCoordinator, GroupInfo, Heartbeat, SubtopologyInfo};
+pub use group::{
+    Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat, SubtopologyInfo,
+};
 pub use serdes::{
     BytesSerde, DefaultSerde, I64Serde, JsonSerde, Serde, SerdeRef, Serdes, StringSerde, U64Serde,
 };

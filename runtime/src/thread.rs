@@ -57,6 +57,8 @@ pub(crate) struct StreamThread {
     dirty: bool,
     last_commit: Instant,
     next_heartbeat: Instant,
+    /// The configured heartbeat interval, or the coordinator's if it asked for less.
+    heartbeat_interval: Duration,
     /// The coordinator's generation at the last heartbeat.
     seen_generation: u64,
     next_cleanup: Instant,
@@ -80,6 +82,7 @@ impl StreamThread {
             OffsetSendPolicy::new(Duration::from_millis(shared.config.task_offset_interval_ms));
         let snapshot = ThreadSnapshot::new(&shared);
         let cleanup_delay = Duration::from_millis(shared.config.state_cleanup_delay_ms);
+        let heartbeat_interval = Duration::from_millis(shared.config.heartbeat_interval_ms);
         StreamThread {
             index,
             name,
@@ -97,6 +100,7 @@ impl StreamThread {
             dirty: false,
             last_commit: Instant::now(),
             next_heartbeat: Instant::now(),
+            heartbeat_interval,
             seen_generation: 0,
             next_cleanup: Instant::now() + cleanup_delay,
             assignment: Assignment::default(),
@@ -121,7 +125,6 @@ impl StreamThread {
         let config = &self.shared.config;
         let poll = Duration::from_millis(config.poll_ms);
         let commit_interval = Duration::from_millis(config.commit_interval_ms);
-        let heartbeat_interval = Duration::from_millis(config.heartbeat_interval_ms);
         let fetch_max_bytes = config.fetch_max_bytes;
         let cache_max_bytes = config.statestore_cache_max_bytes;
         let backend = self.shared.backend.clone();
@@ -211,7 +214,7 @@ impl StreamThread {
             if now >= self.next_heartbeat || generation != self.seen_generation {
                 self.seen_generation = generation;
                 reassigned = self.heartbeat(now)?;
-                self.next_heartbeat = now + heartbeat_interval;
+                self.next_heartbeat = now + self.heartbeat_interval;
             }
             if caught_up && !restored {
                 let settled = !reassigned && self.restoring.is_empty() && self.waiting.is_empty();
@@ -243,6 +246,11 @@ impl StreamThread {
             task_offsets: offsets,
             owned: &self.assignment,
         })?;
+        if let Some(intervals) = self.shared.coordinator.intervals(&self.name) {
+            let configured = Duration::from_millis(self.shared.config.heartbeat_interval_ms);
+            self.heartbeat_interval = configured.min(intervals.heartbeat);
+            self.send_policy.set_interval(intervals.task_offsets);
+        }
         if assignment.epoch == self.assignment.epoch {
             return Ok(false);
         }
