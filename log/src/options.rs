@@ -7,12 +7,17 @@ pub enum FsyncPolicy {
     /// At every [`Log::commit_offsets`](crate::Log::commit_offsets): partitions with unsynced
     /// appends are fsynced before the offsets are written, so a committed offset never points
     /// past durable data. Also at [`Log::sync`](crate::Log::sync) and when a segment is rolled.
+    /// A [`Log::commit_transaction`](crate::Log::commit_transaction) fsyncs its journal record
+    /// (the commit point) and, like a commit, partitions with unsynced appends.
     #[default]
     EveryCommit,
     /// After every append, before `append` returns.
     EveryAppend,
     /// Only at [`Log::sync`](crate::Log::sync). A crash may lose any unsynced append, even one
-    /// a committed offset points past. Group offsets are still written durably.
+    /// a committed offset points past. Group offsets are still written durably. Transactions
+    /// stay atomic but are not durable until a sync (their journal record is not fsynced);
+    /// the sync writes the journal before any partition. A transaction still fsyncs a
+    /// partition it writes to whose plain appends are not durable, as its offsets build on them.
     Never,
 }
 

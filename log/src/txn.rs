@@ -202,7 +202,7 @@ impl Log {
                         txn.group, b.tp, b.base
                     ),
                 };
-                self.with_partition(&b.tp, |p| {
+                let written = self.with_partition(&b.tp, |p| {
                     let end = p.end_offset();
                     if end == b.base {
                         return p.write_sealed(&b.bytes, b.base, b.count);
@@ -221,6 +221,12 @@ impl Log {
                             "differs from the batch the partition holds there".to_owned(),
                         )),
                     }
+                });
+                written.map_err(|e| match e {
+                    Error::UnknownTopic { .. } | Error::UnknownPartition { .. } => {
+                        inconsistent(format!("names a partition the log does not have ({e})"))
+                    }
+                    e => e,
                 })?;
             }
             lock(&shared.groups, &"the group offsets")?.apply(

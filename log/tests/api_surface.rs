@@ -26,6 +26,12 @@ fn signatures_match_the_contract() {
     let _: fn(&Log, &TopicPartition) -> Result<u64> = Log::start_offset;
     let _: fn(&Log, &str, &[(TopicPartition, u64)]) -> Result<()> = Log::commit_offsets;
     let _: fn(&Log, &str, &TopicPartition) -> Result<Option<u64>> = Log::committed_offset;
+    let _: for<'a> fn(
+        &Log,
+        &str,
+        &mut [(TopicPartition, &'a mut BatchBuilder)],
+        &[(TopicPartition, u64)],
+    ) -> Result<Vec<u64>> = Log::commit_transaction;
     let _: fn(&Log) -> Result<()> = Log::sync;
     let _: fn(&Log) -> u64 = Log::append_version;
     let _: fn(&Log, u64, Duration) -> u64 = Log::wait_for_append;
@@ -87,6 +93,7 @@ fn types_match_the_contract() {
         (o.fsync, o.segment_bytes, o.index_interval_bytes),
         (FsyncPolicy::EveryCommit, 64 << 20, 4096)
     );
+    assert_eq!(o.with_txn_journal_bytes(1 << 20).txn_journal_bytes, 1 << 20);
 }
 
 #[allow(dead_code)]
