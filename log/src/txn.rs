@@ -50,6 +50,34 @@ impl Log {
     /// batch in place from the journal. A failed journal fsync leaves the outcome unknown until
     /// the log is reopened; until then the journal and the transaction's partitions refuse
     /// work.
+    ///
+    /// ```
+    /// use riffle_log::{BatchBuilder, Compression, Log, TopicPartition};
+    ///
+    /// # fn main() -> riffle_log::Result<()> {
+    /// let log = Log::in_memory();
+    /// log.create_topic("input", 1)?;
+    /// log.create_topic("counts", 2)?;
+    /// log.create_topic("app-store-changelog", 2)?;
+    /// let mut output = BatchBuilder::new(Compression::Lz4);
+    /// let mut changelog = BatchBuilder::default();
+    /// output.push(1_700_000_000_000, Some(b"alice"), Some(b"3"));
+    /// changelog.push(1_700_000_000_000, Some(b"alice"), Some(b"3"));
+    /// // The output, the store's changelog and the input position commit together.
+    /// let bases = log.commit_transaction(
+    ///     "app",
+    ///     &mut [
+    ///         (TopicPartition::new("counts", 1), &mut output),
+    ///         (TopicPartition::new("app-store-changelog", 1), &mut changelog),
+    ///     ],
+    ///     &[(TopicPartition::new("input", 0), 42)],
+    /// )?;
+    /// assert_eq!(bases, vec![0, 0]);
+    /// assert!(output.is_empty() && changelog.is_empty()); // ready for the next commit
+    /// assert_eq!(log.committed_offset("app", &TopicPartition::new("input", 0))?, Some(42));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn commit_transaction(
         &self,
         group: &str,
