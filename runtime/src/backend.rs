@@ -147,6 +147,18 @@ impl Backend for EmbeddedBackend {
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
         self.log.wait_for_append(seen, timeout)
     }
+    fn supports_exactly_once(&self) -> bool {
+        true
+    }
+    fn commit_transaction(
+        &self,
+        group: &str,
+        _member: &str,
+        batches: &mut [(TopicPartition, &mut BatchBuilder)],
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<Vec<u64>> {
+        Ok(self.log.commit_transaction(group, batches, offsets)?)
+    }
     fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>> {
         let mut coordinators = self
             .coordinators
