@@ -51,7 +51,6 @@ fn kill_9_at_random_points_never_loses_a_count_with_the_persistent_store() {
 }
 
 #[test]
-#[ignore = "exactly_once lands with the atomic-commit change"]
 fn kill_9_at_random_points_under_exactly_once_gives_the_exact_counts() {
     for store in ["memory", "persistent"] {
         let scenario = format!("kill -9 exactly_once --store {store}");
