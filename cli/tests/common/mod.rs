@@ -233,11 +233,12 @@ pub(crate) fn kills(default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Panics, showing the run's output, unless it exited successfully without a panic.
+/// Panics, showing the run's output, unless it exited successfully without a panic or an
+/// error logged.
 pub(crate) fn assert_clean_exit(what: &str, out: &Output) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success() && !stderr.contains("panicked"),
+        out.status.success() && !stderr.contains("panicked") && !stderr.contains("ERROR"),
         "{what} failed ({}):\nstdout: {}\nstderr: {stderr}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
@@ -311,6 +312,12 @@ pub(crate) fn run_and_kill(what: &str, fixture: &Fixture, mut cmd: Command, at: 
     let elapsed = start.elapsed();
     let out = child.wait_with_output().expect("wait for riffle");
     if out.status.signal() == Some(9) {
+        // Up to the kill, it must not have panicked or logged an error either.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("ERROR"),
+            "{what}: a panic or an error before the kill:\n{stderr}"
+        );
         return Ending::Killed(elapsed);
     }
     assert_clean_exit(what, &out);
@@ -320,8 +327,9 @@ pub(crate) fn run_and_kill(what: &str, fixture: &Fixture, mut cmd: Command, at: 
 /// What a kill-and-restart scenario went through.
 #[derive(Debug, Default)]
 pub(crate) struct CrashReport {
-    /// Runs SIGKILLed before they committed anything.
-    pub(crate) kills_before_a_commit: usize,
+    /// Runs SIGKILLed before they committed input offsets (starting, restoring, processing, or
+    /// in their first commit between appending and committing offsets).
+    pub(crate) kills_before_an_offset_commit: usize,
     /// Runs SIGKILLed after committing some of their input but not all.
     pub(crate) kills_mid_input: usize,
     /// Runs SIGKILLed after committing all of their input (while shutting down).
@@ -334,7 +342,7 @@ pub(crate) struct CrashReport {
 
 impl CrashReport {
     pub(crate) fn kills(&self) -> usize {
-        self.kills_before_a_commit + self.kills_mid_input + self.kills_after_the_last_commit
+        self.kills_before_an_offset_commit + self.kills_mid_input + self.kills_after_the_last_commit
     }
 }
 
@@ -389,7 +397,10 @@ pub(crate) fn kill_and_restart(
             Ending::Killed(_) => {
                 let end = report.records as u64;
                 if after == before {
-                    report.kills_before_a_commit += 1;
+                    report.kills_before_an_offset_commit += 1;
+                    // Start-up (restoring a growing changelog) may now take longer than the last
+                    // clean run did: let later kills reach the processing too.
+                    max_delay = max_delay.mul_f64(1.5).min(Duration::from_secs(5));
                 } else if after < end {
                     report.kills_mid_input += 1;
                 } else {
