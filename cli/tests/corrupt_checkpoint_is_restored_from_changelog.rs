@@ -13,7 +13,16 @@ use common::{APP, Fixture, assert_exact, merge, rng, run_to_end, seed};
 
 #[test]
 fn a_corrupt_or_missing_checkpoint_is_restored_from_the_changelog_and_counts_stay_exact() {
-    let seed = seed("corrupt checkpoint");
+    corrupt_checkpoints("at_least_once");
+}
+
+#[test]
+fn a_corrupt_or_missing_checkpoint_is_restored_from_the_changelog_under_exactly_once() {
+    corrupt_checkpoints("exactly_once");
+}
+
+fn corrupt_checkpoints(guarantee: &str) {
+    let seed = seed(&format!("corrupt checkpoint, {guarantee}"));
     let mut rng = rng(seed);
     let fixture = Fixture::new();
     let args = ["--threads", "2", "--commit-interval-ms", "20"].map(String::from);
@@ -21,7 +30,7 @@ fn a_corrupt_or_missing_checkpoint_is_restored_from_the_changelog_and_counts_sta
     let mut model = fixture.append_input(&mut rng, 8_000, 300);
     run_to_end(
         "the first run",
-        fixture.sample("persistent", "at_least_once", &args),
+        fixture.sample("persistent", guarantee, &args),
     );
     assert_exact(&model, &fixture.output_counts(), "after the first run");
 
@@ -37,7 +46,7 @@ fn a_corrupt_or_missing_checkpoint_is_restored_from_the_changelog_and_counts_sta
     merge(&mut model, &fixture.append_input(&mut rng, 8_000, 300));
     let stderr = run_to_end(
         "the run after the corruption",
-        fixture.sample("persistent", "at_least_once", &args),
+        fixture.sample("persistent", guarantee, &args),
     );
     for task in ["0_0", "0_1"] {
         let path = checkpoint(task).display().to_string();

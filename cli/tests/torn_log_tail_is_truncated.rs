@@ -9,7 +9,9 @@
 //!   counted;
 //! - a torn *output* or *changelog* tail is what a sample killed mid-commit leaves: the torn
 //!   batches belong to a commit that never completed (a commit fsyncs its batches before it
-//!   commits the input offsets), so nothing committed is lost and the counts stay exact.
+//!   commits the input offsets), so nothing committed is lost and the counts stay exact. Under
+//!   exactly-once the same holds, and a torn last record of the transaction journal is ignored
+//!   (that transaction never committed).
 
 mod common;
 
@@ -169,16 +171,15 @@ fn a_torn_input_tail_is_truncated_and_the_records_the_log_still_holds_are_counte
 /// batch and an output batch cut in the middle (with counts far too high, so they would show if
 /// they were read), on partition 1 garbage after the changelog's and the output's last batch.
 /// The next run over more input must truncate all four and count exactly.
-fn torn_output_and_changelog_tails(store: &str) {
-    let seed = seed(&format!("torn output and changelog tails, --store {store}"));
+fn torn_output_and_changelog_tails(store: &str, guarantee: &str) {
+    let seed = seed(&format!(
+        "torn output and changelog tails, --store {store} --processing-guarantee {guarantee}"
+    ));
     let mut rng = rng(seed);
     let fixture = Fixture::new();
     let args = ["--threads", "2", "--commit-interval-ms", "20"].map(String::from);
     let mut model = fixture.append_input(&mut rng, 6_000, 200);
-    run_to_end(
-        "the first run",
-        fixture.sample(store, "at_least_once", &args),
-    );
+    run_to_end("the first run", fixture.sample(store, guarantee, &args));
     assert_exact(&model, &fixture.output_counts(), "after the first run");
 
     let bogus: Vec<(String, Vec<u8>)> = keys_on(0, 50)
@@ -193,12 +194,35 @@ fn torn_output_and_changelog_tails(store: &str) {
     ];
     merge(&mut model, &fixture.append_input(&mut rng, 6_000, 200));
     tears.iter().for_each(Tear::make);
+    // Under exactly-once, a crash mid-commit may also have torn the transaction journal's last
+    // record: that transaction never committed, and recovery ignores it.
+    let journal = fixture.log_dir.join("txn").join("journal");
+    let journal_tear = (guarantee == "exactly_once").then(|| {
+        let position = std::fs::metadata(&journal).map_or(0, |m| m.len());
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&journal)
+            .expect("open the transaction journal");
+        file.write_all(b"RFTX\x00\x00\x01\x00torn")
+            .expect("tear the journal");
+        position
+    });
     let stderr = run_to_end(
         "the run over the torn tails",
-        fixture.sample(store, "at_least_once", &args),
+        fixture.sample(store, guarantee, &args),
     );
     for tear in &tears {
         assert_warned(&stderr, tear, seed);
+    }
+    if let Some(position) = journal_tear {
+        let path = journal.display().to_string();
+        assert!(
+            stderr.lines().any(|l| l.contains("transaction journal")
+                && l.contains(&path)
+                && l.contains(&format!("at byte {position}"))),
+            "seed {seed}: no warning names {path} at byte {position}:\n{stderr}"
+        );
     }
     let got: Counts = fixture.output_counts();
     assert_exact(&model, &got, &format!("seed {seed}: after the torn tails"));
@@ -206,10 +230,16 @@ fn torn_output_and_changelog_tails(store: &str) {
 
 #[test]
 fn torn_output_and_changelog_tails_are_truncated_and_counts_stay_exact_with_the_in_memory_store() {
-    torn_output_and_changelog_tails("memory");
+    torn_output_and_changelog_tails("memory", "at_least_once");
 }
 
 #[test]
 fn torn_output_and_changelog_tails_are_truncated_and_counts_stay_exact_with_the_persistent_store() {
-    torn_output_and_changelog_tails("persistent");
+    torn_output_and_changelog_tails("persistent", "at_least_once");
+}
+
+#[test]
+fn torn_output_and_changelog_tails_are_truncated_and_counts_stay_exact_under_exactly_once() {
+    torn_output_and_changelog_tails("memory", "exactly_once");
+    torn_output_and_changelog_tails("persistent", "exactly_once");
 }
