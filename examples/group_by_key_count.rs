@@ -69,7 +69,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     for i in 0..records {
         let key = format!("key-{}", (i * 7919) % keys);
         let p = partition_for_key(key.as_bytes(), partitions);
-        batches[p as usize].push(i as i64, Some(key.as_bytes()), Some(b"hello"));
+        let batch = &mut batches[p as usize];
+        batch.push(i as i64, Some(key.as_bytes()), Some(b"hello"));
+        if batch.size_bytes() >= 256 << 10 {
+            backend.append(&TopicPartition::new(words.as_str(), p), batch)?;
+        }
     }
     for (p, batch) in batches.iter_mut().enumerate() {
         if !batch.is_empty() {

@@ -463,6 +463,7 @@ impl Cluster {
 
     /// Appends one encoded batch to `tp` (acks=all); returns its base offset.
     pub(crate) fn produce(&self, tp: &TopicPartition, batch: Bytes) -> Result<u64> {
+        let size = batch.len();
         let mut data = produce_request::PartitionProduceData::default();
         data.index = tp.partition as i32;
         data.records = Some(batch);
@@ -485,9 +486,14 @@ impl Cluster {
                     reason: format!("no result for {tp}"),
                 })?;
             if p.error_code != 0 {
+                let hint = if p.error_code == 10 {
+                    " (larger than the broker's message.max.bytes: append smaller batches)"
+                } else {
+                    ""
+                };
                 return Err(Error::Broker {
                     api: "Produce",
-                    context: format!("to {tp} via {}", c.broker()),
+                    context: format!("batch of {size} bytes to {tp} via {}{hint}", c.broker()),
                     code: ErrorCode(p.error_code),
                     message: p.error_message.as_ref().map(|m| m.to_string()),
                 });

@@ -60,6 +60,11 @@ pub fn produce_words(
         let p = partition_for_key(key.as_bytes(), partitions) as usize;
         builders[p].push(i as i64, Some(key.as_bytes()), Some(b"1"));
         *expected.entry(key).or_insert(0) += 1;
+        if builders[p].size_bytes() >= 256 << 10 {
+            backend
+                .append(&TopicPartition::new(topic, p as u32), &mut builders[p])
+                .unwrap();
+        }
     }
     for (p, b) in builders.iter_mut().enumerate() {
         if !b.is_empty() {
