@@ -207,7 +207,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
 }
 
 /// Writes `records` random records over `keys` keys; returns their counts.
-fn generate(
+pub(crate) fn generate(
     dir: &std::path::Path,
     topic: &str,
     records: u64,

@@ -110,6 +110,22 @@ impl TaskStores {
         })
     }
 
+    /// Stores assembled by hand, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(
+        id: TaskId,
+        stores: Vec<CachedStore>,
+        changelogs: Vec<ChangelogState>,
+    ) -> Self {
+        TaskStores {
+            id,
+            stores,
+            changelogs,
+            checkpointed_sum: None,
+            restored_records: 0,
+        }
+    }
+
     /// Whether any store keeps its data across restarts (then checkpoints are written).
     pub(crate) fn has_persistent_stores(&self) -> bool {
         self.changelogs
@@ -149,21 +165,22 @@ impl TaskStores {
         Ok(())
     }
 
-    /// Applies restored changelog records of `partition` to its store.
+    /// Applies `count` restored changelog records of `partition` to its store, given as the
+    /// writes they amount to: ascending keys, each once.
     pub(crate) fn apply_restored(
         &mut self,
         partition: &ChangelogPartition,
         records: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
         next_offset: u64,
+        count: u64,
     ) -> Result<()> {
         if let Some(c) = self
             .changelogs
             .iter_mut()
             .find(|c| &c.partition == partition)
         {
-            let restored = &mut self.restored_records;
-            let mut counted = records.inspect(|_| *restored += 1);
-            self.stores[c.store].inner.write_batch(&mut counted)?;
+            self.stores[c.store].inner.restore_sorted(records)?;
+            self.restored_records += count;
             c.offset = next_offset;
         }
         Ok(())

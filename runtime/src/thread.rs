@@ -31,6 +31,9 @@ use crate::restore::{BackendChangelogReader, StoreLease};
 use crate::snapshot::ThreadSnapshot;
 use crate::task::{StreamTask, TaskStores};
 
+/// How many changelog records the state updater applies to a store at once.
+const RESTORE_BATCH_RECORDS: usize = 10_000;
+
 /// How many records a task processes per loop iteration before the thread moves on.
 const MAX_RECORDS_PER_TASK_PER_LOOP: usize = 1_000;
 
@@ -261,12 +264,13 @@ impl StreamThread {
 
     fn updater(&mut self) -> Result<&StateUpdaterThread> {
         if self.updater.is_none() {
-            let reader = BackendChangelogReader {
-                backend: self.shared.backend.clone(),
-                max_bytes: self.shared.config.fetch_max_bytes,
-            };
+            let reader = BackendChangelogReader::new(
+                self.shared.backend.clone(),
+                self.shared.config.fetch_max_bytes,
+            );
             let config = StateUpdaterConfig {
                 thread_name: format!("{}-StateUpdater", self.name),
+                batch_size: RESTORE_BATCH_RECORDS,
                 ..StateUpdaterConfig::default()
             };
             self.updater = Some(StateUpdaterThread::spawn(

@@ -3,11 +3,15 @@
 //!
 //! - `riffle bench snapshot`: one offset-sum snapshot refresh by task count, task state and number
 //!   of changed tasks, incremental beside full rebuild (KAFKA-21171's benchmark);
-//! - `riffle bench idle`: CPU share of one idle stream thread with N tasks, per strategy.
+//! - `riffle bench idle`: CPU share of one idle stream thread with N tasks, per strategy;
+//! - `riffle bench throughput`: the groupByKey-count sample end to end, records/s and heap
+//!   allocations per record, per store and guarantee;
+//! - `riffle bench restore`: the state updater's restore rate, per store.
 //!
 //! The fixtures live in `riffle-benches`, shared with the criterion benches. With feature
 //! `alloc-counter` (default) this binary's global allocator counts allocations per thread.
 
+mod app;
 mod idle;
 mod plot;
 mod snapshot;
@@ -33,12 +37,19 @@ pub(crate) enum Bench {
     Snapshot(snapshot::Args),
     /// CPU share of one idle stream thread (empty input, stateful topology), per strategy.
     Idle(idle::Args),
+    /// The groupByKey-count sample end to end on the embedded log: records/s and allocations per
+    /// record, per store and processing guarantee.
+    Throughput(app::ThroughputArgs),
+    /// Restore rate of a store from its changelog, per store.
+    Restore(app::RestoreArgs),
 }
 
 pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Snapshot(args) => snapshot::run(args),
         Bench::Idle(args) => idle::run(args),
+        Bench::Throughput(args) => app::throughput(args),
+        Bench::Restore(args) => app::restore(args),
     }
 }
 

@@ -57,6 +57,14 @@ pub trait KeyValueStore: Send {
         }
         Ok(())
     }
+    /// Applies restored changelog records, given in ascending key order with each key once
+    /// (`None` deletes). Stores may load these faster than ordinary writes.
+    fn restore_sorted(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+    ) -> Result<(), StoreError> {
+        self.write_batch(batch)
+    }
     /// Visits every entry, in key order.
     fn for_each(&self, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError>;
     /// Makes written data durable (a no-op in memory).
