@@ -22,6 +22,10 @@ use crate::streams::{
     Topology,
 };
 
+/// The heartbeat interval right after an assignment change or while a transient status holds
+/// the tasks back.
+const HURRIED_HEARTBEAT: Duration = Duration::from_millis(200);
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -58,6 +62,10 @@ struct Member {
     statuses: Vec<Status>,
     /// The broker epoch of `assignment`.
     assignment_broker_epoch: i32,
+    /// Heartbeat again soon: the assignment just changed (the broker waits for the member to
+    /// confirm it, as the Java client does at once), or a transient status holds the tasks back
+    /// (internal topics being created, assignment delayed).
+    hurry: bool,
     /// Since when heartbeats fail on the network (to give up after the request timeout).
     failing_since: Option<Instant>,
 }
@@ -74,6 +82,7 @@ impl Member {
             acceptable_recovery_lag: -1,
             statuses: Vec::new(),
             assignment_broker_epoch: 0,
+            hurry: false,
             failing_since: None,
         }
     }
@@ -458,6 +467,7 @@ impl StreamsGroup {
             next.epoch = m.assignment.epoch + 1;
             m.assignment_broker_epoch = response.member_epoch;
         }
+        m.hurry = tasks_changed || m.statuses.iter().any(|s| s.code == 3 || s.code == 5);
         if tasks_changed {
             tracing::info!(
                 group = %self.group,
@@ -494,8 +504,12 @@ impl GroupCoordinator for StreamsGroup {
                 .filter(|&v| v > 0)
                 .map(Duration::from_millis)
         };
+        let mut heartbeat = ms(m.heartbeat_interval_ms)?;
+        if m.hurry {
+            heartbeat = heartbeat.min(HURRIED_HEARTBEAT);
+        }
         Some(GroupIntervals::new(
-            ms(m.heartbeat_interval_ms)?,
+            heartbeat,
             ms(m.task_offset_interval_ms)?,
         ))
     }
