@@ -3,7 +3,7 @@
 //! threads (one registry, live-offset map and snapshot each) sharing one `StateDirectory`.
 //!
 //! Journals are tiny (8 changes) so truncation, and the fallback rebuild, happen all the time.
-//! Case count: `PROPTEST_CASES` (default 256); 10,000 cases take well under a minute.
+//! Case count: `PROPTEST_CASES`, default 10,000 (the floor for CI; about 10 s on 2 cores).
 
 use std::path::Path;
 use std::sync::{Arc, Barrier};
@@ -327,7 +327,11 @@ fn tempdir() -> tempfile::TempDir {
 
 proptest! {
     // Thread interleavings make a failure hard to replay exactly: don't persist seeds.
-    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn incremental_snapshot_equals_full_rebuild(plans in plans()) {
