@@ -564,47 +564,69 @@ impl Cluster {
         })
     }
 
-    /// The end offsets (high watermarks) of `tps`, in order.
+    /// The end offsets (high watermarks) of `tps`, in order: one ListOffsets request per
+    /// leader; partitions that fail there (a leader moved) are retried one by one.
     pub(crate) fn end_offsets(&self, tps: &[TopicPartition]) -> Result<Vec<u64>> {
-        let mut out = Vec::with_capacity(tps.len());
-        // One request per partition keeps leader routing trivial; callers ask for few.
-        for tp in tps {
-            let mut partition = list_offsets_request::ListOffsetsPartition::default();
-            partition.partition_index = tp.partition as i32;
-            partition.current_leader_epoch = -1;
-            partition.timestamp = -1; // latest
-            let mut topic = list_offsets_request::ListOffsetsTopic::default();
-            topic.name = TopicName(name(&tp.topic));
-            topic.partitions = vec![partition];
-            let mut request = ListOffsetsRequest::default();
-            request.replica_id = BrokerId(-1);
-            request.isolation_level = 0;
-            request.topics = vec![topic];
-            let client_id = self.config.client_id.clone();
-            let end = self.on_leader(tp, |c| {
-                let response =
-                    c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)?;
-                let p = response
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .ok_or_else(|| Error::Decode {
-                        api: "ListOffsets",
-                        reason: format!("no result for {tp}"),
-                    })?;
-                if p.error_code != 0 {
-                    return Err(Error::Broker {
-                        api: "ListOffsets",
-                        context: format!("end offset of {tp} via {}", c.broker()),
-                        code: ErrorCode(p.error_code),
-                        message: None,
-                    });
+        let mut out: Vec<Option<u64>> = vec![None; tps.len()];
+        if tps.len() > 1 {
+            let mut by_leader: HashMap<String, Vec<usize>> = HashMap::new();
+            for (i, tp) in tps.iter().enumerate() {
+                by_leader.entry(self.leader(tp)?).or_default().push(i);
+            }
+            for (broker, indexes) in by_leader {
+                let request = list_offsets_request_for(indexes.iter().map(|&i| &tps[i]));
+                let client_id = self.config.client_id.clone();
+                let Ok(response) = self.with_connection(&broker, |c| {
+                    c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)
+                }) else {
+                    continue; // retried one by one below
+                };
+                for t in &response.topics {
+                    for p in t.partitions.iter().filter(|p| p.error_code == 0) {
+                        let found = indexes.iter().find(|&&i| {
+                            *tps[i].topic == *t.name.0.as_str()
+                                && tps[i].partition as i32 == p.partition_index
+                        });
+                        if let Some(&i) = found {
+                            out[i] = Some(p.offset.max(0) as u64);
+                        }
+                    }
                 }
-                Ok(p.offset.max(0) as u64)
-            })?;
-            out.push(end);
+            }
         }
-        Ok(out)
+        tps.iter()
+            .zip(out)
+            .map(|(tp, end)| match end {
+                Some(end) => Ok(end),
+                None => self.end_offset(tp),
+            })
+            .collect()
+    }
+
+    /// The end offset of one partition, retried on its leader.
+    fn end_offset(&self, tp: &TopicPartition) -> Result<u64> {
+        let request = list_offsets_request_for(std::iter::once(tp));
+        let client_id = self.config.client_id.clone();
+        self.on_leader(tp, |c| {
+            let response = c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)?;
+            let p = response
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .ok_or_else(|| Error::Decode {
+                    api: "ListOffsets",
+                    reason: format!("no result for {tp}"),
+                })?;
+            if p.error_code != 0 {
+                return Err(Error::Broker {
+                    api: "ListOffsets",
+                    context: format!("end offset of {tp} via {}", c.broker()),
+                    code: ErrorCode(p.error_code),
+                    message: None,
+                });
+            }
+            Ok(p.offset.max(0) as u64)
+        })
     }
 
     /// The coordinator of `group` (`host:port`), looked up once and cached.
@@ -784,4 +806,31 @@ impl Cluster {
             });
         }
     }
+}
+
+/// A ListOffsets request for the latest offsets of `tps`, grouped by topic.
+fn list_offsets_request_for<'a>(
+    tps: impl Iterator<Item = &'a TopicPartition>,
+) -> ListOffsetsRequest {
+    let mut topics: Vec<list_offsets_request::ListOffsetsTopic> = Vec::new();
+    for tp in tps {
+        let mut partition = list_offsets_request::ListOffsetsPartition::default();
+        partition.partition_index = tp.partition as i32;
+        partition.current_leader_epoch = -1;
+        partition.timestamp = -1; // latest
+        match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
+            Some(t) => t.partitions.push(partition),
+            None => {
+                let mut topic = list_offsets_request::ListOffsetsTopic::default();
+                topic.name = TopicName(name(&tp.topic));
+                topic.partitions = vec![partition];
+                topics.push(topic);
+            }
+        }
+    }
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = BrokerId(-1);
+    request.isolation_level = 0;
+    request.topics = topics;
+    request
 }
