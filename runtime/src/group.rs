@@ -17,7 +17,8 @@ use crate::error::Result;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Assignment {
-    /// The member epoch of this assignment.
+    /// Moves whenever the tasks change; stream threads apply an assignment when it moved. (Not
+    /// necessarily a broker's member epoch: KIP-1071 revokes tasks without a new epoch.)
     pub epoch: u64,
     /// Tasks to process.
     pub active: Arc<BTreeSet<TaskId>>,
