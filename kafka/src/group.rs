@@ -552,3 +552,45 @@ impl GroupCoordinator for StreamsGroup {
         m.assignment.epoch = epoch;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_tasks_go_out_grouped_by_subtopology_in_order() {
+        let t = |subtopology, partition| TaskId {
+            subtopology,
+            partition,
+        };
+        let tasks: BTreeSet<TaskId> = [t(1, 2), t(0, 3), t(1, 0), t(0, 1)].into();
+        assert_eq!(
+            task_ids(&tasks),
+            vec![
+                TaskIds {
+                    subtopology: "0".into(),
+                    partitions: vec![1, 3]
+                },
+                TaskIds {
+                    subtopology: "1".into(),
+                    partitions: vec![0, 2]
+                },
+            ]
+        );
+        assert!(task_ids(&BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn member_ids_are_random_uuid_v4_strings() {
+        let (a, b) = (random_member_id(), random_member_id());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        let groups: Vec<&str> = a.split('-').collect();
+        assert_eq!(
+            groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
+            vec![8, 4, 4, 4, 12]
+        );
+        assert!(groups[2].starts_with('4'));
+        assert!(a.chars().all(|c| c == '-' || c.is_ascii_hexdigit()));
+    }
+}
