@@ -1,0 +1,125 @@
+//! The group-offset APIs: OffsetCommit (v9, as a streams-group member) and OffsetFetch.
+
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::{
+    GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName, offset_commit_request,
+    offset_fetch_request,
+};
+use kafka_protocol::protocol::StrBytes;
+use riffle_log::TopicPartition;
+
+use super::{Cluster, is_coordinator_error, name, versions};
+use crate::error::{Error, ErrorCode, Result};
+
+impl Cluster {
+    /// Commits `offsets` for `group` as member `member_id` at `member_epoch`. Returns the first
+    /// failing partition's error code, if any, with its topic-partition.
+    pub(crate) fn commit_offsets(
+        &self,
+        group: &str,
+        member_id: &str,
+        member_epoch: i32,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<Option<(TopicPartition, i16)>> {
+        let mut topics: Vec<offset_commit_request::OffsetCommitRequestTopic> = Vec::new();
+        for (tp, offset) in offsets {
+            let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+            p.partition_index = tp.partition as i32;
+            p.committed_offset = *offset as i64;
+            p.committed_leader_epoch = -1;
+            p.committed_metadata = Some(StrBytes::from_static_str(""));
+            match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
+                Some(t) => t.partitions.push(p),
+                None => {
+                    let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+                    t.name = TopicName(name(&tp.topic));
+                    t.partitions = vec![p];
+                    topics.push(t);
+                }
+            }
+        }
+        let mut request = OffsetCommitRequest::default();
+        request.group_id = GroupId(name(group));
+        request.generation_id_or_member_epoch = member_epoch;
+        request.member_id = name(member_id);
+        request.retention_time_ms = -1;
+        request.topics = topics;
+        let broker = self.coordinator(group)?;
+        let client_id = self.config.client_id.clone();
+        let response = self
+            .with_connection(&broker, |c| {
+                c.send(
+                    "OffsetCommit",
+                    &client_id,
+                    &request,
+                    versions::OFFSET_COMMIT,
+                )
+            })
+            .inspect_err(|_| self.forget_coordinator(group))?;
+        for t in &response.topics {
+            for p in &t.partitions {
+                if p.error_code != 0 {
+                    let tp = TopicPartition::new(t.name.0.as_str(), p.partition_index as u32);
+                    return Ok(Some((tp, p.error_code)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The committed offset of `group` for `tp` (read without member checks).
+    pub(crate) fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
+        let mut topic = offset_fetch_request::OffsetFetchRequestTopics::default();
+        topic.name = TopicName(name(&tp.topic));
+        topic.partition_indexes = vec![tp.partition as i32];
+        let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
+        g.group_id = GroupId(name(group));
+        g.member_id = None;
+        g.member_epoch = -1;
+        g.topics = Some(vec![topic]);
+        let mut request = OffsetFetchRequest::default();
+        request.groups = vec![g];
+        request.require_stable = true;
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            let broker = self.coordinator(group)?;
+            let client_id = self.config.client_id.clone();
+            let response = self
+                .with_connection(&broker, |c| {
+                    c.send("OffsetFetch", &client_id, &request, versions::OFFSET_FETCH)
+                })
+                .inspect_err(|_| self.forget_coordinator(group))?;
+            let g = response.groups.first().ok_or_else(|| Error::Decode {
+                api: "OffsetFetch",
+                reason: format!("no result for group {group}"),
+            })?;
+            let p = g.topics.first().and_then(|t| t.partitions.first());
+            let code = if g.error_code != 0 {
+                g.error_code
+            } else {
+                p.map_or(0, |p| p.error_code)
+            };
+            if code == 0 {
+                return Ok(p
+                    .map(|p| p.committed_offset)
+                    .filter(|&o| o >= 0)
+                    .map(|o| o as u64));
+            }
+            // UNSTABLE_OFFSET_COMMIT (88) and coordinator moves: retry.
+            if (code == 88 || is_coordinator_error(code)) && Instant::now() < deadline {
+                if is_coordinator_error(code) {
+                    self.forget_coordinator(group);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            return Err(Error::Broker {
+                api: "OffsetFetch",
+                context: format!("group {group}, {tp}"),
+                code: ErrorCode(code),
+                message: None,
+            });
+        }
+    }
+}
