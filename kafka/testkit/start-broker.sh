@@ -116,7 +116,7 @@ if [[ ! -f "${DIR}/data/meta.properties" ]]; then
   log "formatting ${DIR}/data (cluster id ${cluster_id})"
   java "${TOOL_JVM_OPTS[@]}" -Dlog4j2.configurationFile="${TESTKIT_DIR}/log4j2-tools.properties" \
     -cp "${KAFKA_LIBS}/*" kafka.tools.StorageTool format \
-    --cluster-id "${cluster_id}" --config "${DIR}/server.properties" >"${DIR}/logs/format.log" 2>&1 \
+    --cluster-id="${cluster_id}" --config "${DIR}/server.properties" >"${DIR}/logs/format.log" 2>&1 \
     || { cat "${DIR}/logs/format.log" >&2; die "kafka.tools.StorageTool format failed (see above)"; }
 fi
 

@@ -195,25 +195,53 @@ impl KafkaBrokerBuilder {
             watchdog,
             dir,
         };
+        // Wait for readiness, but stop waiting as soon as the broker's process is gone (a
+        // failed format or start would otherwise cost the whole timeout).
         let mut wait = Command::new("bash");
-        wait.arg(scripts().join("wait-broker.sh"))
+        let mut waiter = wait
+            .arg(scripts().join("wait-broker.sh"))
             .arg(broker.dir.path())
-            .arg("120");
-        match run(wait, "kafka/testkit/wait-broker.sh") {
-            Ok(out) => broker.bootstrap = out.trim().to_owned(),
-            Err(e) => {
-                let mut console = String::new();
-                if let Ok(mut f) = File::open(broker.dir.path().join("console.log")) {
-                    let _ = f.read_to_string(&mut console);
+            .arg("120")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(io("spawning kafka/testkit/wait-broker.sh"))?;
+        let failure = loop {
+            if let Ok(Some(_)) = waiter.try_wait() {
+                let out = waiter
+                    .wait_with_output()
+                    .map_err(io("reading kafka/testkit/wait-broker.sh's output"))?;
+                if out.status.success() {
+                    broker.bootstrap = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                    return Ok(broker);
                 }
-                return Err(Error::Command {
-                    what: format!("starting Kafka on 127.0.0.1:{port}"),
-                    status: e.to_string(),
-                    output: tail(&console, 4_000).to_owned(),
-                });
+                break format!(
+                    "kafka/testkit/wait-broker.sh failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
             }
+            let exited = broker
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                let _ = waiter.kill();
+                let _ = waiter.wait();
+                break format!("the broker process exited ({status}) before it was ready");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut console = String::new();
+        if let Ok(mut f) = File::open(broker.dir.path().join("console.log")) {
+            let _ = f.read_to_string(&mut console);
         }
-        Ok(broker)
+        Err(Error::Command {
+            what: format!("starting Kafka on 127.0.0.1:{port}"),
+            status: failure,
+            output: tail(&console, 4_000).to_owned(),
+        })
     }
 }
 
