@@ -163,7 +163,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
     let bar = ProgressBar::new(total_input);
     bar.set_style(
         ProgressStyle::with_template(
-            "{spinner} counting [{bar:40}] {pos}/{len} records ({per_sec}, {eta})",
+            "{spinner} counting [{bar:40}] {pos}/{len} records ({per_sec}, {eta}) {msg}",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
@@ -173,6 +173,10 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
     app.start()?;
     while !app.is_idle() && !app.is_shutting_down() {
         bar.set_position(app.records_processed().min(total_input));
+        let restored = app.records_restored();
+        if restored > 0 {
+            bar.set_message(format!("· {restored} changelog records restored"));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     let interrupted = app.is_shutting_down();

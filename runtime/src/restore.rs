@@ -3,12 +3,14 @@
 //! lends it for the time being ([`StoreLease`]).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use riffle_log::{FetchedBatch, RecordIter, TopicPartition};
 use riffle_state_dir::ChangelogPartition;
 use riffle_task_manager::{BoxError, ChangelogReader, ChangelogRecord, RestoreTarget};
 
+use crate::app::ThreadMetrics;
 use crate::backend::Backend;
 use crate::task::TaskStores;
 
@@ -112,22 +114,32 @@ impl ChangelogReader for BackendChangelogReader {
 
 /// A task's stores while the state updater holds them. The stream thread keeps the other handle
 /// and takes the stores back when the updater hands the task back.
-#[derive(Clone, Default)]
-pub(crate) struct StoreLease(Arc<Mutex<Option<TaskStores>>>);
+#[derive(Clone)]
+pub(crate) struct StoreLease {
+    stores: Arc<Mutex<Option<TaskStores>>>,
+    /// Counts restored records as they are applied (the thread's metrics), for progress.
+    progress: Arc<ThreadMetrics>,
+}
 
 impl StoreLease {
-    pub(crate) fn new(stores: TaskStores) -> Self {
-        StoreLease(Arc::new(Mutex::new(Some(stores))))
+    pub(crate) fn new(stores: TaskStores, progress: Arc<ThreadMetrics>) -> Self {
+        StoreLease {
+            stores: Arc::new(Mutex::new(Some(stores))),
+            progress,
+        }
     }
 
     /// Returns stores taken with [`StoreLease::take`].
     pub(crate) fn put_back(&self, stores: TaskStores) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(stores);
+        *self.stores.lock().unwrap_or_else(PoisonError::into_inner) = Some(stores);
     }
 
     /// Takes the stores back; `None` if already taken.
     pub(crate) fn take(&self) -> Option<TaskStores> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+        self.stores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 }
 
@@ -137,7 +149,7 @@ impl RestoreTarget for StoreLease {
         partition: &ChangelogPartition,
         records: &[ChangelogRecord],
     ) -> Result<(), BoxError> {
-        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(stores) = guard.as_mut() else {
             return Err("the task's stores were taken back while restoring".into());
         };
@@ -153,6 +165,9 @@ impl RestoreTarget for StoreLease {
             .iter()
             .map(|&i| (records[i].key.as_slice(), records[i].value.as_deref()));
         stores.apply_restored(partition, &mut batch, last.offset + 1, records.len() as u64)?;
+        self.progress
+            .records_restored
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -183,7 +198,7 @@ mod tests {
                 offset: 0,
             }],
         );
-        (StoreLease::new(stores), partition)
+        (StoreLease::new(stores, Arc::default()), partition)
     }
 
     proptest! {

@@ -381,7 +381,8 @@ impl StreamThread {
             self.snapshot.task_created(id, kind, changelogs)?;
             match kind {
                 TaskKind::Standby => {
-                    let lease = StoreLease::new(stores);
+                    let lease =
+                        StoreLease::new(stores, self.shared.thread_metrics[self.index].clone());
                     let positions = Self::positions(&lease)?;
                     self.updater()?.add(UpdaterTask {
                         id,
@@ -420,7 +421,7 @@ impl StreamThread {
         if stores.changelogs.is_empty() {
             return self.run_task(stores);
         }
-        let lease = StoreLease::new(stores);
+        let lease = StoreLease::new(stores, self.shared.thread_metrics[self.index].clone());
         let positions = Self::positions(&lease)?;
         self.updater()?.add(UpdaterTask {
             id,
@@ -436,9 +437,9 @@ impl StreamThread {
     fn run_task(&mut self, mut stores: TaskStores) -> Result<()> {
         let id = stores.id;
         let restored = std::mem::take(&mut stores.restored_records);
-        self.shared.thread_metrics[self.index]
-            .records_restored
-            .fetch_add(restored, Ordering::Relaxed);
+        if restored > 0 {
+            tracing::info!(thread = %self.name, task = %id, records = restored, "restored the task's stores from their changelogs");
+        }
         let shared = self.shared.clone();
         let Some(sub) = shared.topology.subtopologies.get(id.subtopology as usize) else {
             return Ok(());

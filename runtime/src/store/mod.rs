@@ -67,6 +67,19 @@ pub trait KeyValueStore: Send {
     }
     /// Visits every entry, in key order.
     fn for_each(&self, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError>;
+    /// Visits the entries with `from <= key < to`, in key order (what a window store scans).
+    fn range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<(), StoreError> {
+        self.for_each(&mut |k, v| {
+            if k >= from && k < to {
+                f(k, v)
+            }
+        })
+    }
     /// Makes written data durable (a no-op in memory).
     fn flush(&mut self) -> Result<(), StoreError>;
     /// Removes every entry (before a full restore).
@@ -75,4 +88,61 @@ pub trait KeyValueStore: Send {
     fn is_persistent(&self) -> bool;
     /// The number of entries (approximate for persistent stores).
     fn approximate_len(&self) -> usize;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Both stores answer point reads, deletes, ordered scans and ranges like a BTreeMap.
+    #[test]
+    fn both_stores_behave_like_a_btreemap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stores: Vec<Box<dyn KeyValueStore>> = vec![
+            Box::new(InMemoryKeyValueStore::new("m")),
+            Box::new(PersistentKeyValueStore::open("p", dir.path()).expect("open")),
+        ];
+        for mut store in stores {
+            let mut model = BTreeMap::new();
+            for i in 0u32..200 {
+                let key = format!("k{:03}", (i * 37) % 101).into_bytes();
+                if i % 7 == 0 {
+                    store.delete(&key).expect("delete");
+                    model.remove(&key);
+                } else {
+                    store.put(&key, &i.to_be_bytes()).expect("put");
+                    model.insert(key, i.to_be_bytes().to_vec());
+                }
+            }
+            let mut all = Vec::new();
+            store
+                .for_each(&mut |k, v| all.push((k.to_vec(), v.to_vec())))
+                .expect("scan");
+            assert_eq!(
+                all,
+                model.clone().into_iter().collect::<Vec<_>>(),
+                "{}",
+                store.name()
+            );
+            let mut ranged = Vec::new();
+            store
+                .range(b"k020", b"k050", &mut |k, v| {
+                    ranged.push((k.to_vec(), v.to_vec()))
+                })
+                .expect("range");
+            let expected: Vec<_> = model
+                .range(b"k020".to_vec()..b"k050".to_vec())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(ranged, expected, "{}", store.name());
+            let mut out = Vec::new();
+            for (k, v) in &model {
+                assert!(store.get_into(k, &mut out).expect("get"));
+                assert_eq!(&out, v);
+            }
+            assert!(!store.get_into(b"absent", &mut out).expect("get"));
+        }
+    }
 }

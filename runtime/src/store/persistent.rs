@@ -128,6 +128,18 @@ impl KeyValueStore for PersistentKeyValueStore {
         }
         Ok(())
     }
+    fn range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<(), StoreError> {
+        for guard in self.data.range(from..to) {
+            let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
+            f(&k, &v);
+        }
+        Ok(())
+    }
     fn flush(&mut self) -> Result<(), StoreError> {
         self.db
             .persist(PersistMode::SyncAll)
