@@ -20,7 +20,7 @@
 //! ```
 //! use riffle_benches::{FixtureState, SnapshotFixture};
 //! use riffle_task_manager::SnapshotStrategy;
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # fn main() -> Result<(), riffle_task_manager::BoxError> {
 //! let mut fixture = SnapshotFixture::build(100, FixtureState::Restoring, SnapshotStrategy::Incremental)?;
 //! // Ten refreshes, each after 3 tasks' changelog positions advanced; only the refreshes are timed.
 //! let spent = fixture.timed_refreshes(3, 10);

@@ -286,15 +286,20 @@ impl SnapshotFixture {
         min_ops: u64,
         progress: &mut dyn FnMut(f64),
     ) -> Measurement {
-        // Batches of about a millisecond, so the loop's own bookkeeping stays negligible.
+        // Batches of about a millisecond, so the loop's own bookkeeping (and, with nothing
+        // changed, the timer) stays negligible; finding the size is part of the warm-up.
         let mut batch = 1u64;
-        let started = Instant::now();
-        while started.elapsed() < warmup {
+        loop {
             let t = Instant::now();
             self.run(changed, batch);
-            if t.elapsed() < Duration::from_millis(1) && batch < 1 << 24 {
-                batch *= 2;
+            if t.elapsed() >= Duration::from_millis(1) || batch >= 1 << 24 {
+                break;
             }
+            batch *= 2;
+        }
+        let started = Instant::now();
+        while started.elapsed() < warmup {
+            self.run(changed, batch);
         }
         let (mut ops, mut spent, mut bytes, mut allocs) = (0u64, Duration::ZERO, 0u64, 0u64);
         let started = Instant::now();
