@@ -5,13 +5,14 @@
 //! async runtime would add a second scheduler under the stream threads for no gain — the
 //! stream thread already is the unit of concurrency, and the requests it makes are in order.
 //!
-//! Fetches do not wait at the broker (`max_wait_ms` 0): an idle stream thread sleeps in
-//! [`Backend::wait_for_data`], whose data version moves on every local append and every
-//! [`KafkaConfig::fetch_poll_interval`], so it looks for new records at that cadence.
+//! Fetches do not wait at the broker (`max_wait_ms` 0). An idle stream thread sleeps in
+//! [`Backend::wait_for_data`]; the data version moves on every local append, whenever the fetch
+//! watcher (`watch`) sees a partition that a fetch found empty grow, and, as a fallback, every
+//! [`KafkaConfig::fetch_poll_interval`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use riffle::log::{BatchBuilder, FetchedBatch, TopicPartition};
@@ -22,13 +23,13 @@ use crate::cluster::{Cluster, KafkaConfig, is_coordinator_error};
 use crate::error::{Error, ErrorCode, Result};
 use crate::group::{MemberInfo, StreamsGroup};
 use crate::streams::{self, StreamsGroupDescription};
+use crate::watch::{self, Watch};
 
 #[derive(Debug)]
 struct Inner {
     cluster: Arc<Cluster>,
     groups: Mutex<HashMap<String, Arc<StreamsGroup>>>,
-    appends: AtomicU64,
-    wake: (Mutex<()>, Condvar),
+    watch: Arc<Watch>,
     started: Instant,
 }
 
@@ -49,12 +50,17 @@ impl KafkaBackend {
             return Err(Error::Config("fetch_poll_interval must not be zero".into()));
         }
         let cluster = Arc::new(Cluster::connect(config)?);
+        let watch = Arc::new(Watch::default());
+        watch::spawn(cluster.clone(), &watch).map_err(|source| Error::Io {
+            broker: cluster.config().bootstrap_servers.clone(),
+            what: "spawning the fetch watcher thread".into(),
+            source,
+        })?;
         Ok(KafkaBackend {
             inner: Arc::new(Inner {
                 cluster,
                 groups: Mutex::default(),
-                appends: AtomicU64::new(0),
-                wake: (Mutex::new(()), Condvar::new()),
+                watch,
                 started: Instant::now(),
             }),
         })
@@ -214,7 +220,9 @@ impl Backend for KafkaBackend {
         offset: u64,
         max_bytes: usize,
     ) -> riffle::Result<Vec<FetchedBatch>> {
-        Ok(self.inner.cluster.fetch(tp, offset, max_bytes)?)
+        let batches = self.inner.cluster.fetch(tp, offset, max_bytes)?;
+        self.inner.watch.fetched(tp, offset, batches.is_empty());
+        Ok(batches)
     }
 
     fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> riffle::Result<u64> {
@@ -224,10 +232,7 @@ impl Backend for KafkaBackend {
         let encoded = encode_batch(tp, batch)?;
         let base = self.inner.cluster.produce(tp, encoded)?;
         batch.clear();
-        self.inner.appends.fetch_add(1, Ordering::AcqRel);
-        let (lock, cvar) = &self.inner.wake;
-        drop(lock.lock().unwrap_or_else(PoisonError::into_inner));
-        cvar.notify_all();
+        self.inner.watch.signal();
         Ok(base)
     }
 
@@ -250,25 +255,18 @@ impl Backend for KafkaBackend {
     }
 
     fn data_version(&self) -> u64 {
-        self.inner.appends.load(Ordering::Acquire) + self.ticks()
+        self.inner.watch.events.load(Ordering::Acquire) + self.ticks()
     }
 
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
-        let deadline = Instant::now() + timeout;
-        let (lock, cvar) = &self.inner.wake;
-        let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            let now = self.data_version();
-            let left = deadline.saturating_duration_since(Instant::now());
-            if now != seen || left.is_zero() {
-                return now;
-            }
-            let poll = self.inner.cluster.config().fetch_poll_interval;
-            guard = cvar
-                .wait_timeout(guard, left.min(poll))
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
+        let poll = self.inner.cluster.config().fetch_poll_interval;
+        let next_tick = poll.saturating_sub(Duration::from_nanos(
+            (self.inner.started.elapsed().as_nanos() % poll.as_nanos().max(1)) as u64,
+        ));
+        self.inner
+            .watch
+            .wait(timeout.min(next_tick), || self.data_version() != seen);
+        self.data_version()
     }
 
     fn group_coordinator(&self, group: &GroupInfo) -> riffle::Result<Arc<dyn GroupCoordinator>> {

@@ -48,7 +48,9 @@ pub struct KafkaConfig {
     pub client_id: String,
     /// How long to keep retrying a retriable error before giving up.
     pub request_timeout: Duration,
-    /// How often an idle stream thread looks for new records at the broker.
+    /// How often an idle stream thread re-fetches all its partitions even without a sign of
+    /// new records. Normally new records wake it at once: a watcher thread long-polls the
+    /// partitions found empty; this is the fallback.
     pub fetch_poll_interval: Duration,
     /// Replication factor of the topics riffle creates (-1: the broker's default).
     pub replication_factor: i16,
@@ -63,7 +65,7 @@ impl KafkaConfig {
             bootstrap_servers: bootstrap_servers.into(),
             client_id: "riffle".into(),
             request_timeout: Duration::from_secs(30),
-            fetch_poll_interval: Duration::from_millis(50),
+            fetch_poll_interval: Duration::from_secs(5),
             replication_factor: -1,
             rebalance_timeout_ms: 60_000,
         }
@@ -330,7 +332,7 @@ impl Cluster {
     }
 
     /// The `host:port` of `tp`'s leader.
-    fn leader(&self, tp: &TopicPartition) -> Result<String> {
+    pub(crate) fn leader(&self, tp: &TopicPartition) -> Result<String> {
         for attempt in 0..2 {
             let node = self
                 .topics

@@ -46,6 +46,7 @@ mod conn;
 mod error;
 mod group;
 mod streams;
+mod watch;
 mod wire;
 
 pub use crate::{

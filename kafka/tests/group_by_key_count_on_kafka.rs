@@ -6,12 +6,13 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{
     config, console_consume_counts, count_topology, latest_counts, produce_words, wait_for,
 };
-use riffle::{StoreType, StreamsApp};
+use riffle::log::{BatchBuilder, Compression, TopicPartition};
+use riffle::{Backend, StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 
@@ -38,11 +39,28 @@ fn group_by_key_count_gives_exact_counts_on_kafka() {
         .unwrap();
     println!("{described}");
     assert!(described.contains("count-a-StreamThread-1"), "{described}");
+    // Idle now. A new record wakes the app through the fetch watcher's long poll, well before
+    // the 5 s fallback poll.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut late = BatchBuilder::new(Compression::None);
+    late.push(0, Some(b"late"), Some(b"1"));
+    let sent = Instant::now();
+    backend
+        .append(&TopicPartition::new("words", 0), &mut late)
+        .unwrap();
+    wait_for("the late record counted", Duration::from_secs(30), || {
+        latest_counts(&backend, "counts").get("late").copied()
+    });
+    let latency = sent.elapsed();
+    println!("an idle app counted a new record after {latency:?}");
+    assert!(latency < Duration::from_millis(2_500), "{latency:?}");
     let summary = app.close().unwrap();
-    assert_eq!(summary.records_processed, 20_000);
+    assert_eq!(summary.records_processed, 20_001);
 
     // Kafka's own consumer reads the same counts.
     let total: u64 = backend.end_offsets("counts").unwrap().iter().sum();
     let consumed = console_consume_counts(&broker, "counts", total as usize);
+    let mut expected = expected;
+    expected.insert("late".into(), 1);
     assert_eq!(consumed, expected);
 }
