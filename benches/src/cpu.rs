@@ -56,6 +56,12 @@ mod tests {
             .ok()
             .and_then(|p| p.file_name()?.to_str()?.parse().ok());
         if let Some(tid) = tid {
+            // Burn some CPU first: a fresh test thread may not have been charged a tick yet.
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < Duration::from_millis(30) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
             let (spent, _) = thread_cpu_time(tid).expect("own thread's CPU time");
             assert!(spent > Duration::ZERO);
         }
