@@ -508,10 +508,11 @@ impl GroupCoordinator for StreamsGroup {
         if m.hurry {
             heartbeat = heartbeat.min(HURRIED_HEARTBEAT);
         }
-        Some(GroupIntervals::new(
-            heartbeat,
-            ms(m.task_offset_interval_ms)?,
-        ))
+        let intervals = GroupIntervals::new(heartbeat, ms(m.task_offset_interval_ms)?);
+        Some(match u64::try_from(m.acceptable_recovery_lag) {
+            Ok(lag) => intervals.with_acceptable_recovery_lag(lag),
+            Err(_) => intervals,
+        })
     }
 
     fn leave(&self, name: &str) {

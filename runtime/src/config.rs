@@ -60,6 +60,10 @@ pub struct StreamsConfig {
     pub heartbeat_interval_ms: u64,
     /// How often task offsets are resent even if the assignment did not change, in milliseconds.
     pub task_offset_interval_ms: u64,
+    /// A warm-up task whose changelog lag is at most this many records is caught up; its
+    /// offsets are sent at the next heartbeat (Kafka's `acceptable.recovery.lag`). A Kafka
+    /// broker's own value takes precedence.
+    pub acceptable_recovery_lag: u64,
     /// How long an unowned task directory is kept before cleanup, in milliseconds.
     pub state_cleanup_delay_ms: u64,
     /// The most bytes one fetch of one partition returns.
@@ -90,6 +94,7 @@ impl StreamsConfig {
             snapshot_strategy: SnapshotStrategy::Incremental,
             heartbeat_interval_ms: 5_000,
             task_offset_interval_ms: 60_000,
+            acceptable_recovery_lag: 10_000,
             state_cleanup_delay_ms: 600_000,
             fetch_max_bytes: 1 << 20,
             batch_max_bytes: 64 << 10,
@@ -129,6 +134,7 @@ impl StreamsConfig {
             }
             "heartbeat_interval_ms" => self.heartbeat_interval_ms = parse(name, value)?,
             "task_offset_interval_ms" => self.task_offset_interval_ms = parse(name, value)?,
+            "acceptable_recovery_lag" => self.acceptable_recovery_lag = parse(name, value)?,
             "state_cleanup_delay_ms" => self.state_cleanup_delay_ms = parse(name, value)?,
             "fetch_max_bytes" => self.fetch_max_bytes = parse(name, value)?,
             "batch_max_bytes" => self.batch_max_bytes = parse(name, value)?,

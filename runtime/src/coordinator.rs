@@ -176,6 +176,11 @@ impl OffsetSendPolicy {
         }
     }
 
+    /// A warm-up task came within the acceptable recovery lag: send at the next heartbeat.
+    pub(crate) fn warmup_caught_up(&mut self) {
+        self.assignment_changed = true;
+    }
+
     pub(crate) fn assignment_changed(&mut self) {
         self.assignment_changed = true;
     }
@@ -274,5 +279,9 @@ mod tests {
         p.assignment_changed();
         assert!(!p.should_send(2, now), "due but unchanged");
         assert!(p.should_send(3, now + Duration::from_secs(61)));
+        // A warm-up task within the acceptable recovery lag makes the next heartbeat due.
+        assert!(!p.should_send(4, now + Duration::from_secs(62)));
+        p.warmup_caught_up();
+        assert!(p.should_send(4, now + Duration::from_secs(62)));
     }
 }

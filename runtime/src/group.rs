@@ -102,14 +102,25 @@ pub struct GroupIntervals {
     pub heartbeat: Duration,
     /// How often to resend the task offsets (design.md §3, "Sending").
     pub task_offsets: Duration,
+    /// A warm-up task whose changelog lag is at most this is caught up: its offsets are sent at
+    /// once, so the assignor can make it active (`acceptable.recovery.lag`). `None`: the
+    /// configured value stands.
+    pub acceptable_recovery_lag: Option<u64>,
 }
 
 impl GroupIntervals {
+    /// The same, with the coordinator's acceptable recovery lag.
+    pub fn with_acceptable_recovery_lag(mut self, lag: u64) -> Self {
+        self.acceptable_recovery_lag = Some(lag);
+        self
+    }
+
     /// Intervals to heartbeat and to resend task offsets at.
     pub fn new(heartbeat: Duration, task_offsets: Duration) -> Self {
         GroupIntervals {
             heartbeat,
             task_offsets,
+            acceptable_recovery_lag: None,
         }
     }
 }

@@ -12,7 +12,10 @@ use riffle_task_manager::{
     LiveOffsets, OffsetSumSnapshot, SnapshotMetrics, TaskKind, TaskRegistry, TaskState,
 };
 
+use riffle_log::TopicPartition;
+
 use crate::app::AppShared;
+use crate::backend::Backend;
 use crate::error::Result;
 use crate::task::TaskStores;
 
@@ -83,6 +86,20 @@ impl ThreadSnapshot {
     pub(crate) fn task_running(&mut self, id: TaskId) -> Result<()> {
         self.registry.transition(id, TaskState::Running)?;
         Ok(())
+    }
+
+    /// How far `id`'s stores are behind their changelogs' ends (`None`: not registered here).
+    pub(crate) fn changelog_lag(&self, id: TaskId, backend: &dyn Backend) -> Result<Option<u64>> {
+        let Some(task) = self.registry.get(id) else {
+            return Ok(None);
+        };
+        let mut lag = 0u64;
+        for p in &task.changelog_partitions {
+            let end = backend.end_offset(&TopicPartition::new(p.topic.as_str(), p.partition))?;
+            let position = self.live.get(id, p).unwrap_or(0);
+            lag = lag.saturating_add(end.saturating_sub(position));
+        }
+        Ok(Some(lag))
     }
 
     /// The changelog positions a commit reached.

@@ -62,6 +62,10 @@ pub(crate) struct StreamThread {
     next_heartbeat: Instant,
     /// The configured heartbeat interval, or the coordinator's if it asked for less.
     heartbeat_interval: Duration,
+    /// The coordinator's acceptable recovery lag, if it sent one.
+    acceptable_recovery_lag: Option<u64>,
+    /// Warm-up tasks already reported as caught up.
+    warmups_reported: BTreeSet<TaskId>,
     /// The coordinator's generation at the last heartbeat.
     seen_generation: u64,
     next_cleanup: Instant,
@@ -104,6 +108,8 @@ impl StreamThread {
             last_commit: Instant::now(),
             next_heartbeat: Instant::now(),
             heartbeat_interval,
+            acceptable_recovery_lag: None,
+            warmups_reported: BTreeSet::new(),
             seen_generation: 0,
             next_cleanup: Instant::now() + cleanup_delay,
             assignment: Assignment::default(),
@@ -239,6 +245,7 @@ impl StreamThread {
 
     /// Heartbeats to the coordinator; whether a new assignment was applied.
     fn heartbeat(&mut self, now: Instant) -> Result<bool> {
+        self.check_warmups()?;
         let (version, offsets) = self.snapshot.published();
         let offsets = self
             .send_policy
@@ -253,6 +260,7 @@ impl StreamThread {
             let configured = Duration::from_millis(self.shared.config.heartbeat_interval_ms);
             self.heartbeat_interval = configured.min(intervals.heartbeat);
             self.send_policy.set_interval(intervals.task_offsets);
+            self.acceptable_recovery_lag = intervals.acceptable_recovery_lag;
         }
         if assignment.epoch == self.assignment.epoch {
             return Ok(false);
@@ -260,6 +268,32 @@ impl StreamThread {
         self.apply(assignment)?;
         self.send_policy.assignment_changed();
         Ok(true)
+    }
+
+    /// Design.md §3, "Sending": a warm-up task that came within the acceptable recovery lag of
+    /// its changelogs' ends makes the next heartbeat carry the task offsets, so the assignor can
+    /// promote it. Checked per heartbeat, only for warm-ups not reported yet.
+    fn check_warmups(&mut self) -> Result<()> {
+        if self.assignment.warmup.is_empty() {
+            return Ok(());
+        }
+        let acceptable = self
+            .acceptable_recovery_lag
+            .unwrap_or(self.shared.config.acceptable_recovery_lag);
+        let warmup = self.assignment.warmup.clone();
+        self.warmups_reported.retain(|id| warmup.contains(id));
+        for &id in warmup.iter() {
+            if self.warmups_reported.contains(&id) || !self.standbys.contains_key(&id) {
+                continue;
+            }
+            let lag = self.snapshot.changelog_lag(id, &*self.shared.backend)?;
+            if lag.is_some_and(|lag| lag <= acceptable) {
+                tracing::debug!(thread = %self.name, task = %id, ?lag, "warm-up task caught up");
+                self.warmups_reported.insert(id);
+                self.send_policy.warmup_caught_up();
+            }
+        }
+        Ok(())
     }
 
     fn updater(&mut self) -> Result<&StateUpdaterThread> {
