@@ -182,7 +182,26 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
     let interrupted = app.is_shutting_down();
     let summary = app.close()?;
     bar.finish_and_clear();
-    let secs = start.elapsed().as_secs_f64();
+    let counts = latest_counts(&log, &output)?;
+    report(
+        &summary,
+        start.elapsed(),
+        interrupted,
+        &counts,
+        expected.as_ref(),
+    )
+}
+
+/// Prints a run's throughput and top keys, and checks the counts against the input's when the
+/// sample generated it.
+pub(crate) fn report(
+    summary: &riffle::RunSummary,
+    elapsed: Duration,
+    interrupted: bool,
+    counts: &HashMap<String, i64>,
+    expected: Option<&HashMap<String, i64>>,
+) -> anyhow::Result<()> {
+    let secs = elapsed.as_secs_f64();
     println!(
         "processed {} records in {:.2} s: {:.0} records/s{}",
         summary.records_processed,
@@ -190,7 +209,6 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         summary.records_processed as f64 / secs.max(1e-9),
         if interrupted { " (interrupted)" } else { "" }
     );
-    let counts = latest_counts(&log, &output)?;
     let mut top: Vec<(&String, &i64)> = counts.iter().collect();
     top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     println!("{} keys; top keys:", counts.len());

@@ -91,32 +91,14 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
     let interrupted = app.is_shutting_down();
     let summary = app.close()?;
     bar.finish_and_clear();
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "processed {} records in {:.2} s: {:.0} records/s{}",
-        summary.records_processed,
-        secs,
-        summary.records_processed as f64 / secs.max(1e-9),
-        if interrupted { " (interrupted)" } else { "" }
-    );
     let counts = latest_counts(&backend, &output)?;
-    let mut top: Vec<(&String, &i64)> = counts.iter().collect();
-    top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    println!("{} keys; top keys:", counts.len());
-    for (key, count) in top.iter().take(10) {
-        println!("  {key}\t{count}");
-    }
-    if let Some(expected) = expected {
-        let exact = expected == counts;
-        println!(
-            "counts equal an independent HashMap count of the input: {}",
-            if exact { "yes" } else { "NO" }
-        );
-        if !exact {
-            anyhow::bail!("the counts differ from the input's");
-        }
-    }
-    Ok(())
+    super::report(
+        &summary,
+        start.elapsed(),
+        interrupted,
+        &counts,
+        expected.as_ref(),
+    )
 }
 
 /// Writes `records` random records over `keys` keys to a new topic (as the embedded sample
