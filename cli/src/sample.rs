@@ -182,7 +182,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
     let interrupted = app.is_shutting_down();
     let summary = app.close()?;
     bar.finish_and_clear();
-    let counts = latest_counts(&log, &output)?;
+    let counts = latest_counts(&EmbeddedBackend::new(log.clone()), &output)?;
     report(
         &summary,
         start.elapsed(),
@@ -286,17 +286,21 @@ fn input_size(log: &Log, topic: &str) -> anyhow::Result<u64> {
     Ok(total)
 }
 
-/// The latest count per key in `topic`.
-pub(crate) fn latest_counts(log: &Log, topic: &str) -> anyhow::Result<HashMap<String, i64>> {
+/// The latest count per key in `topic`, on either backend.
+pub(crate) fn latest_counts(
+    backend: &dyn riffle::Backend,
+    topic: &str,
+) -> anyhow::Result<HashMap<String, i64>> {
     let mut counts = HashMap::new();
-    let Some(partitions) = log.partitions(topic) else {
+    let Some(partitions) = backend.partitions(topic)? else {
         return Ok(counts);
     };
     for p in 0..partitions {
         let tp = TopicPartition::new(topic, p);
+        let end = backend.end_offset(&tp)?;
         let mut position = 0;
-        loop {
-            let batches = log.fetch(&tp, position, 4 << 20)?;
+        while position < end {
+            let batches = backend.fetch(&tp, position, 4 << 20)?;
             if batches.is_empty() {
                 break;
             }

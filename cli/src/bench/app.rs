@@ -134,7 +134,7 @@ fn run_once(
             args.records
         );
     }
-    if latest_counts(&log, "counts")? != expected {
+    if latest_counts(&EmbeddedBackend::new(log.clone()), "counts")? != expected {
         bail!("the counts differ from an independent HashMap count of the input");
     }
     Ok((seconds, c1 - c0, b1 - b0))

@@ -91,7 +91,7 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
     let interrupted = app.is_shutting_down();
     let summary = app.close()?;
     bar.finish_and_clear();
-    let counts = latest_counts(&backend, &output)?;
+    let counts = super::latest_counts(&backend, &output)?;
     super::report(
         &summary,
         start.elapsed(),
@@ -159,39 +159,4 @@ fn remaining_input(
         total += end.saturating_sub(committed);
     }
     Ok(total)
-}
-
-/// The latest count per key in `topic`.
-fn latest_counts(backend: &KafkaBackend, topic: &str) -> anyhow::Result<HashMap<String, i64>> {
-    let mut counts = HashMap::new();
-    for (p, end) in backend.end_offsets(topic)?.into_iter().enumerate() {
-        let tp = TopicPartition::new(topic, p as u32);
-        let mut position = 0;
-        while position < end {
-            let batches = backend.fetch(&tp, position, 4 << 20)?;
-            if batches.is_empty() {
-                break;
-            }
-            for batch in batches {
-                for record in batch.records() {
-                    let record = record?;
-                    if record.offset() < position {
-                        continue;
-                    }
-                    let key =
-                        String::from_utf8_lossy(record.key().map(|k| &k[..]).unwrap_or_default())
-                            .into_owned();
-                    let value = record
-                        .value()
-                        .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
-                        .with_context(|| {
-                            format!("{tp} offset {}: not an 8-byte count", record.offset())
-                        })?;
-                    counts.insert(key, i64::from_be_bytes(value));
-                }
-                position = batch.last_offset() + 1;
-            }
-        }
-    }
-    Ok(counts)
 }
