@@ -158,9 +158,21 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )?;
+    let (summary, elapsed, interrupted) = run_with_progress(app, total_input, StreamsApp::is_idle)?;
+    let counts = latest_counts(&EmbeddedBackend::new(log.clone()), &output)?;
+    report(&summary, elapsed, interrupted, &counts, expected.as_ref())
+}
+
+/// Runs `app` with a progress bar over `total` records until `finished` (or Ctrl-C); returns
+/// the summary, the time taken and whether it was interrupted.
+pub(crate) fn run_with_progress(
+    mut app: StreamsApp,
+    total: u64,
+    finished: impl Fn(&StreamsApp) -> bool,
+) -> anyhow::Result<(riffle::RunSummary, Duration, bool)> {
     let shutdown = app.shutdown_handle();
     ctrlc::set_handler(move || shutdown.shutdown()).context("installing the Ctrl-C handler")?;
-    let bar = ProgressBar::new(total_input);
+    let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template(
             "{spinner} counting [{bar:40}] {pos}/{len} records ({per_sec}, {eta}) {msg}",
@@ -169,10 +181,9 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         .progress_chars("=> "),
     );
     let start = Instant::now();
-    let mut app = app;
     app.start()?;
-    while !app.is_idle() && !app.is_shutting_down() {
-        bar.set_position(app.records_processed().min(total_input));
+    while !finished(&app) && !app.is_shutting_down() {
+        bar.set_position(app.records_processed().min(total));
         let restored = app.records_restored();
         if restored > 0 {
             bar.set_message(format!("· {restored} changelog records restored"));
@@ -182,14 +193,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
     let interrupted = app.is_shutting_down();
     let summary = app.close()?;
     bar.finish_and_clear();
-    let counts = latest_counts(&EmbeddedBackend::new(log.clone()), &output)?;
-    report(
-        &summary,
-        start.elapsed(),
-        interrupted,
-        &counts,
-        expected.as_ref(),
-    )
+    Ok((summary, start.elapsed(), interrupted))
 }
 
 /// Prints a run's throughput and top keys, and checks the counts against the input's when the

@@ -7,7 +7,7 @@
 //! from the application's committed offsets.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -71,34 +71,11 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
         config,
         backend.shared(),
     )?;
-    let shutdown = app.shutdown_handle();
-    ctrlc::set_handler(move || shutdown.shutdown()).context("installing the Ctrl-C handler")?;
-    let bar = ProgressBar::new(remaining);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} counting [{bar:40}] {pos}/{len} records ({per_sec}, {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    let start = Instant::now();
-    let mut app = app;
-    app.start()?;
-    while app.records_processed() < remaining && !app.is_shutting_down() {
-        bar.set_position(app.records_processed().min(remaining));
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let interrupted = app.is_shutting_down();
-    let summary = app.close()?;
-    bar.finish_and_clear();
+    let (summary, elapsed, interrupted) = super::run_with_progress(app, remaining, move |app| {
+        app.records_processed() >= remaining
+    })?;
     let counts = super::latest_counts(&backend, &output)?;
-    super::report(
-        &summary,
-        start.elapsed(),
-        interrupted,
-        &counts,
-        expected.as_ref(),
-    )
+    super::report(&summary, elapsed, interrupted, &counts, expected.as_ref())
 }
 
 /// Writes `records` random records over `keys` keys to a new topic (as the embedded sample
