@@ -54,8 +54,30 @@ pub(crate) struct Shared {
     pub(crate) groups: Mutex<OffsetStore>,
     /// The transaction journal; its lock is the transaction lock.
     pub(crate) journal: Mutex<Journal>,
-    append_version: Mutex<u64>,
+    appends: Mutex<AppendJournal>,
     appended: Condvar,
+}
+
+/// How many appended partitions [`Log::appended_since`] remembers; a reader further behind is
+/// told to look at every partition.
+const APPEND_JOURNAL_LEN: usize = 4_096;
+
+/// The append counter and the partitions of the latest appends, newest last.
+#[derive(Debug, Default)]
+struct AppendJournal {
+    version: u64,
+    /// `(version after the append, partition)`; at most [`APPEND_JOURNAL_LEN`] entries.
+    recent: std::collections::VecDeque<(u64, TopicPartition)>,
+}
+
+impl AppendJournal {
+    fn record(&mut self, tp: &TopicPartition) {
+        self.version += 1;
+        if self.recent.len() == APPEND_JOURNAL_LEN {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.version, tp.clone()));
+    }
 }
 
 fn poisoned_topics() -> Error {
@@ -119,7 +141,7 @@ impl Log {
                 syncing: Mutex::default(),
                 groups: Mutex::default(),
                 journal: Mutex::new(Journal::new(&root)),
-                append_version: Mutex::new(0),
+                appends: Mutex::new(AppendJournal::default()),
                 appended: Condvar::new(),
             }),
         }
@@ -235,18 +257,21 @@ impl Log {
             Ok(base)
         })?;
         batch.clear();
-        self.notify_append();
+        self.notify_append([tp]);
         Ok(base)
     }
 
-    /// Bumps the append counter and wakes waiting consumers.
-    pub(crate) fn notify_append(&self) {
-        let mut version = self
+    /// Bumps the append counter once per partition appended to, remembers which, and wakes
+    /// waiting consumers.
+    pub(crate) fn notify_append<'a>(&self, appended: impl IntoIterator<Item = &'a TopicPartition>) {
+        let mut journal = self
             .shared
-            .append_version
+            .appends
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        *version += 1;
+        for tp in appended {
+            journal.record(tp);
+        }
         self.shared.appended.notify_all();
     }
 
@@ -364,23 +389,47 @@ impl Log {
     /// A counter bumped by every append to this log (all partitions), so an idle consumer can
     /// tell "nothing new" without touching a partition.
     pub fn append_version(&self) -> u64 {
-        *self
-            .shared
-            .append_version
+        self.shared
+            .appends
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .version
+    }
+
+    /// Pushes onto `out` the partitions appended to after [`append_version`](Self::append_version)
+    /// was `seen` (a partition may appear more than once), and returns the current version —
+    /// or `None`, pushing nothing, when `seen` is too far behind for the log to remember them
+    /// all: the caller then looks at every partition it reads. Costs O(appends since `seen`),
+    /// nothing when nothing was appended.
+    pub fn appended_since(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
+        let journal = self
+            .shared
+            .appends
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if seen >= journal.version {
+            return Some(journal.version);
+        }
+        // Entries have consecutive versions, so the oldest one tells whether `seen + 1` is kept.
+        let oldest = journal.recent.front().map_or(u64::MAX, |&(v, _)| v);
+        if oldest > seen + 1 {
+            return None;
+        }
+        let skip = usize::try_from(seen + 1 - oldest).unwrap_or(usize::MAX);
+        out.extend(journal.recent.iter().skip(skip).map(|(_, tp)| tp.clone()));
+        Some(journal.version)
     }
 
     /// Blocks until [`append_version`](Self::append_version) differs from `seen` or `timeout`
     /// elapses; returns the current version.
     pub fn wait_for_append(&self, seen: u64, timeout: Duration) -> u64 {
         let deadline = Instant::now().checked_add(timeout);
-        let mut version = self
+        let mut journal = self
             .shared
-            .append_version
+            .appends
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        while *version == seen {
+        while journal.version == seen {
             let left = match deadline {
                 Some(d) => d.saturating_duration_since(Instant::now()),
                 None => Duration::from_secs(3600),
@@ -388,11 +437,11 @@ impl Log {
             if left.is_zero() {
                 break;
             }
-            version = match self.shared.appended.wait_timeout(version, left) {
-                Ok((v, _)) => v,
+            journal = match self.shared.appended.wait_timeout(journal, left) {
+                Ok((j, _)) => j,
                 Err(poisoned) => poisoned.into_inner().0,
             };
         }
-        *version
+        journal.version
     }
 }

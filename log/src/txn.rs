@@ -176,7 +176,7 @@ impl Log {
         for (_, builder) in batches.iter_mut() {
             builder.clear();
         }
-        self.notify_append();
+        self.notify_append(batches.iter().map(|(tp, _)| tp));
         if let Some(e) = failed {
             return Err(e);
         }

@@ -57,6 +57,15 @@ pub trait Backend: Send + Sync + 'static {
     fn data_version(&self) -> u64;
     /// Waits until [`Backend::data_version`] differs from `seen` or `timeout` passes.
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64;
+    /// Pushes onto `out` the partitions that may have new data since [`Backend::data_version`]
+    /// was `seen` (duplicates allowed), and returns the current version — or `None` when the
+    /// backend cannot tell which, and the caller fetches every partition it reads. This is what
+    /// keeps a stream thread's loop O(partitions with new data) instead of O(tasks). The
+    /// default cannot tell.
+    fn changed_partitions(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
+        let _ = (seen, out);
+        None
+    }
     /// The coordinator of the application's group (joined by each stream thread).
     fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>>;
     /// Whether [`Backend::commit_transaction`] is available (`processing_guarantee =
@@ -146,6 +155,9 @@ impl Backend for EmbeddedBackend {
     }
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
         self.log.wait_for_append(seen, timeout)
+    }
+    fn changed_partitions(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
+        self.log.appended_since(seen, out)
     }
     fn supports_exactly_once(&self) -> bool {
         true
