@@ -269,6 +269,10 @@ impl Backend for KafkaBackend {
         self.data_version()
     }
 
+    fn wake_waiters(&self) {
+        self.inner.watch.signal();
+    }
+
     fn group_coordinator(&self, group: &GroupInfo) -> riffle::Result<Arc<dyn GroupCoordinator>> {
         let coordinator = Arc::new(StreamsGroup::new(self.inner.cluster.clone(), group)?);
         let mut groups = self.groups();

@@ -66,6 +66,8 @@ const APPEND_JOURNAL_LEN: usize = 4_096;
 #[derive(Debug, Default)]
 struct AppendJournal {
     version: u64,
+    /// Bumped by [`Log::wake_waiters`]: ends every wait without claiming new data.
+    wakeups: u64,
     /// `(version after the append, partition)`; at most [`APPEND_JOURNAL_LEN`] entries.
     recent: std::collections::VecDeque<(u64, TopicPartition)>,
 }
@@ -420,8 +422,21 @@ impl Log {
         Some(journal.version)
     }
 
-    /// Blocks until [`append_version`](Self::append_version) differs from `seen` or `timeout`
-    /// elapses; returns the current version.
+    /// Ends every [`wait_for_append`](Self::wait_for_append) under way in this process now,
+    /// without moving [`append_version`](Self::append_version): for a waiter that has something
+    /// else to look at (its group changed, it was asked to stop).
+    pub fn wake_waiters(&self) {
+        let mut journal = self
+            .shared
+            .appends
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        journal.wakeups += 1;
+        self.shared.appended.notify_all();
+    }
+
+    /// Blocks until [`append_version`](Self::append_version) differs from `seen`, `timeout`
+    /// elapses or [`wake_waiters`](Self::wake_waiters) is called; returns the current version.
     pub fn wait_for_append(&self, seen: u64, timeout: Duration) -> u64 {
         let deadline = Instant::now().checked_add(timeout);
         let mut journal = self
@@ -429,7 +444,8 @@ impl Log {
             .appends
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        while journal.version == seen {
+        let wakeups = journal.wakeups;
+        while journal.version == seen && journal.wakeups == wakeups {
             let left = match deadline {
                 Some(d) => d.saturating_duration_since(Instant::now()),
                 None => Duration::from_secs(3600),

@@ -87,6 +87,7 @@ impl ShutdownHandle {
     /// Asks every stream thread to commit and stop.
     pub fn shutdown(&self) {
         self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.backend.wake_waiters();
     }
 }
 
@@ -195,6 +196,7 @@ impl StreamsApp {
         for name in &names {
             self.shared.coordinator.register(name);
         }
+        self.shared.backend.wake_waiters();
         for (slot, name) in names.into_iter().enumerate() {
             spawn_stream_thread(&self.shared, slot, name)?;
         }
@@ -277,6 +279,7 @@ impl StreamsApp {
     /// Commits and stops every thread. Returns the first error a thread met.
     pub fn close(self) -> Result<RunSummary> {
         self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.backend.wake_waiters();
         // Panics are caught inside the threads, so a join error cannot happen; the first
         // thread error is the application's.
         let first_error = join_all(&self.shared).into_iter().find_map(Result::err);
@@ -293,6 +296,7 @@ impl StreamsApp {
 impl Drop for StreamsApp {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.backend.wake_waiters();
         join_all(&self.shared);
     }
 }
@@ -385,6 +389,7 @@ fn run_stream_thread(shared: Arc<AppShared>, slot: usize, name: String) -> Resul
         shared.state_dir.unlock_task(task, &name);
     }
     shared.coordinator.leave(&name);
+    shared.backend.wake_waiters();
     let handler = shared
         .handler
         .lock()
@@ -398,11 +403,13 @@ fn run_stream_thread(shared: Arc<AppShared>, slot: usize, name: String) -> Resul
         shared.threads_replaced.fetch_add(1, Ordering::Relaxed);
         let replacement = next_thread_name(&shared);
         shared.coordinator.register(&replacement);
+        shared.backend.wake_waiters();
         spawn_stream_thread(&shared, slot, replacement)?;
         return Ok(());
     }
     tracing::error!(thread = %name, error = %error, "stream thread died; shutting the application down");
     shared.shutdown.store(true, Ordering::Release);
+    shared.backend.wake_waiters();
     Err(error)
 }
 

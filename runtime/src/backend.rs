@@ -57,6 +57,10 @@ pub trait Backend: Send + Sync + 'static {
     fn data_version(&self) -> u64;
     /// Waits until [`Backend::data_version`] differs from `seen` or `timeout` passes.
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64;
+    /// Ends every [`Backend::wait_for_data`] under way in this process now, without new data:
+    /// for a stream thread that has something else to look at (its group changed, the
+    /// application is stopping). The default does nothing, and waits run to their timeout.
+    fn wake_waiters(&self) {}
     /// Pushes onto `out` the partitions that may have new data since [`Backend::data_version`]
     /// was `seen` (duplicates allowed), and returns the current version — or `None` when the
     /// backend cannot tell which, and the caller fetches every partition it reads. This is what
@@ -158,6 +162,9 @@ impl Backend for EmbeddedBackend {
     }
     fn changed_partitions(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
         self.log.appended_since(seen, out)
+    }
+    fn wake_waiters(&self) {
+        self.log.wake_waiters()
     }
     fn supports_exactly_once(&self) -> bool {
         true

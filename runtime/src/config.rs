@@ -38,6 +38,60 @@ impl FromStr for ProcessingGuarantee {
     }
 }
 
+/// Which input partitions a stream thread fetches in a loop iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum FetchStrategy {
+    /// Only the partitions the backend says may have new data (and those whose last fetch
+    /// returned some): an iteration's work grows with the partitions that have data, not with
+    /// the tasks owned.
+    #[default]
+    Ready,
+    /// Every input partition of every task, whenever the backend's data version moved — the
+    /// loop before `Ready` (and Kafka Streams' `poll` of all assigned partitions), kept as a
+    /// baseline for `riffle bench trickle`.
+    ScanAll,
+}
+
+impl FromStr for FetchStrategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "ready" => Ok(FetchStrategy::Ready),
+            "scan-all" | "scan_all" => Ok(FetchStrategy::ScanAll),
+            other => Err(Error::Config(format!(
+                "fetch_strategy must be ready or scan-all, not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// When an idle stream thread wakes up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum IdleWakeup {
+    /// At its earliest deadline (heartbeat, commit of dirty state, cleanup), or when the
+    /// backend signals data or the thread is woken: an idle thread costs next to nothing.
+    #[default]
+    Deadlines,
+    /// Also every `poll_ms`, as a Kafka Streams thread returns from `poll` — the baseline the
+    /// idle benchmark compares with.
+    EveryPoll,
+}
+
+impl FromStr for IdleWakeup {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "deadlines" => Ok(IdleWakeup::Deadlines),
+            "every-poll" | "every_poll" => Ok(IdleWakeup::EveryPoll),
+            other => Err(Error::Config(format!(
+                "idle_wakeup must be deadlines or every-poll, not {other:?}"
+            ))),
+        }
+    }
+}
+
 /// The configuration of a riffle application.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -56,6 +110,10 @@ pub struct StreamsConfig {
     pub processing_guarantee: ProcessingGuarantee,
     /// How the offset-sum snapshot is refreshed (`incremental` or `full-rebuild`).
     pub snapshot_strategy: SnapshotStrategy,
+    /// Which partitions a loop iteration fetches (`ready` or `scan-all`).
+    pub fetch_strategy: FetchStrategy,
+    /// When an idle stream thread wakes (`deadlines` or `every-poll`).
+    pub idle_wakeup: IdleWakeup,
     /// How often a stream thread heartbeats to its group coordinator, in milliseconds.
     pub heartbeat_interval_ms: u64,
     /// How often task offsets are resent even if the assignment did not change, in milliseconds.
@@ -92,6 +150,8 @@ impl StreamsConfig {
             state_dir: std::env::temp_dir().join("riffle-streams"),
             processing_guarantee: ProcessingGuarantee::AtLeastOnce,
             snapshot_strategy: SnapshotStrategy::Incremental,
+            fetch_strategy: FetchStrategy::Ready,
+            idle_wakeup: IdleWakeup::Deadlines,
             heartbeat_interval_ms: 5_000,
             task_offset_interval_ms: 60_000,
             acceptable_recovery_lag: 10_000,
@@ -132,6 +192,8 @@ impl StreamsConfig {
                     .parse()
                     .map_err(|_| Error::Config(format!("{name}: unknown strategy {value:?}")))?
             }
+            "fetch_strategy" => self.fetch_strategy = value.parse()?,
+            "idle_wakeup" => self.idle_wakeup = value.parse()?,
             "heartbeat_interval_ms" => self.heartbeat_interval_ms = parse(name, value)?,
             "task_offset_interval_ms" => self.task_offset_interval_ms = parse(name, value)?,
             "acceptable_recovery_lag" => self.acceptable_recovery_lag = parse(name, value)?,

@@ -53,6 +53,7 @@ mod coordinator;
 mod dsl;
 mod error;
 mod group;
+mod loop_core;
 mod node;
 mod restore;
 mod serdes;
@@ -66,7 +67,7 @@ pub use app::{
     RunSummary, ShutdownHandle, StreamThreadExceptionResponse, StreamsApp, ThreadMetrics,
 };
 pub use backend::{Backend, EmbeddedBackend, TopicKind};
-pub use config::{ProcessingGuarantee, StreamsConfig};
+pub use config::{FetchStrategy, IdleWakeup, ProcessingGuarantee, StreamsConfig};
 pub use dsl::{
     Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Produced, StoreType,
     StreamsBuilder,

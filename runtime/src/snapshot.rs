@@ -6,15 +6,14 @@
 //! with the incremental strategy that costs three integer comparisons when nothing changed.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use riffle_state_dir::{ChangelogPartition, StateDirectory, TaskId};
-use riffle_task_manager::{
-    LiveOffsets, OffsetSumSnapshot, SnapshotMetrics, TaskKind, TaskRegistry, TaskState,
-};
+use riffle_task_manager::{LiveOffsets, OffsetSumSnapshot, TaskKind, TaskRegistry, TaskState};
 
 use riffle_log::TopicPartition;
 
-use crate::app::AppShared;
+use crate::app::{AppShared, ThreadMetrics};
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::task::TaskStores;
@@ -52,8 +51,18 @@ impl ThreadSnapshot {
         self.snapshot.published()
     }
 
-    pub(crate) fn metrics(&self) -> SnapshotMetrics {
-        self.snapshot.metrics()
+    /// Copies the refresh counters into the thread's metrics.
+    pub(crate) fn publish_metrics(&self, metrics: &ThreadMetrics) {
+        let counts = self.snapshot.metrics();
+        metrics
+            .snapshot_unchanged
+            .store(counts.unchanged_refreshes, Ordering::Relaxed);
+        metrics
+            .snapshot_full_rebuilds
+            .store(counts.full_rebuilds, Ordering::Relaxed);
+        metrics
+            .snapshot_incremental_updates
+            .store(counts.incremental_updates, Ordering::Relaxed);
     }
 
     /// A newly assigned task whose stores are open: CREATED → RESTORING.

@@ -275,23 +275,33 @@ impl StreamTask {
         })
     }
 
-    /// Fetches more records for input partitions with little buffered. Returns whether any
-    /// fetch returned data (or data was already buffered).
-    pub(crate) fn fetch(&mut self, backend: &dyn Backend, max_bytes: usize) -> Result<bool> {
-        let mut got = false;
-        for input in &mut self.inputs {
-            if input.batches.len() >= 2 {
-                got = true;
-                continue;
-            }
-            let batches = backend.fetch(&input.tp, input.fetch_position, max_bytes)?;
-            if let Some(last) = batches.last() {
-                input.fetch_position = last.last_offset() + 1;
-                got = true;
-            }
-            input.batches.extend(batches);
+    /// The task's input partitions, in input order (an input's index is its position here).
+    pub(crate) fn input_partitions(&self) -> Vec<TopicPartition> {
+        self.inputs.iter().map(|i| i.tp.clone()).collect()
+    }
+
+    /// Fetches more records for input `index` unless it has enough buffered. Returns whether it
+    /// has data to process (fetched now or buffered before); `false` means the fetch found
+    /// nothing new.
+    pub(crate) fn fetch_input(
+        &mut self,
+        index: usize,
+        backend: &dyn Backend,
+        max_bytes: usize,
+    ) -> Result<bool> {
+        let Some(input) = self.inputs.get_mut(index) else {
+            return Ok(false);
+        };
+        if input.batches.len() >= 2 {
+            return Ok(true);
         }
-        Ok(got)
+        let batches = backend.fetch(&input.tp, input.fetch_position, max_bytes)?;
+        let Some(last) = batches.last() else {
+            return Ok(false);
+        };
+        input.fetch_position = last.last_offset() + 1;
+        input.batches.extend(batches);
+        Ok(true)
     }
 
     fn context<'a>(
@@ -355,11 +365,6 @@ impl StreamTask {
             .iter()
             .map(CachedStore::cache_bytes)
             .sum()
-    }
-
-    /// Whether a commit has anything to do for this task.
-    pub(crate) fn needs_commit(&self) -> bool {
-        self.uncommitted > 0 || self.stores.stores.iter().any(|s| s.dirty_len() > 0)
     }
 
     /// Commit, phase 1a: stateful nodes forward their cached updates downstream.

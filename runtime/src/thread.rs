@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use riffle_log::TopicPartition;
 use riffle_state_dir::TaskId;
 use riffle_task_manager::{
     StateUpdaterConfig, StateUpdaterThread, TaskKind, UpdaterEvent, UpdaterTask,
@@ -26,6 +27,7 @@ use crate::config::ProcessingGuarantee;
 use crate::coordinator::OffsetSendPolicy;
 use crate::error::{Error, Result};
 use crate::group::{Assignment, Heartbeat};
+use crate::loop_core::{AssignmentPlan, Changes, InputRef, LoopCore, LoopSettings, Owned};
 use crate::node::Scratch;
 use crate::restore::{BackendChangelogReader, StoreLease};
 use crate::snapshot::ThreadSnapshot;
@@ -41,6 +43,8 @@ pub(crate) struct StreamThread {
     pub(crate) index: usize,
     pub(crate) name: String,
     shared: Arc<AppShared>,
+    /// Every decision about when to fetch, process, commit, heartbeat, clean up and wait.
+    core: LoopCore,
     /// RUNNING active tasks.
     tasks: BTreeMap<TaskId, StreamTask>,
     /// Active tasks whose stores the state updater is restoring.
@@ -53,22 +57,15 @@ pub(crate) struct StreamThread {
     events: Vec<UpdaterEvent>,
     collector: RecordCollector,
     scratch: Scratch,
-    /// The data version at which the last fetch round found nothing new.
-    caught_up_at: Option<u64>,
-    /// Whether some task still had fetched records left after the last processing pass.
-    backlog: bool,
-    dirty: bool,
-    last_commit: Instant,
-    next_heartbeat: Instant,
-    /// The configured heartbeat interval, or the coordinator's if it asked for less.
-    heartbeat_interval: Duration,
+    /// Reused per iteration: the partitions the backend named as changed, the inputs to fetch,
+    /// the tasks to process or commit.
+    changed: Vec<TopicPartition>,
+    inputs: Vec<InputRef>,
+    task_ids: Vec<TaskId>,
     /// The coordinator's acceptable recovery lag, if it sent one.
     acceptable_recovery_lag: Option<u64>,
     /// Warm-up tasks already reported as caught up.
     warmups_reported: BTreeSet<TaskId>,
-    /// The coordinator's generation at the last heartbeat.
-    seen_generation: u64,
-    next_cleanup: Instant,
     assignment: Assignment,
     send_policy: OffsetSendPolicy,
     snapshot: ThreadSnapshot,
@@ -78,22 +75,33 @@ impl StreamThread {
     /// A stream thread in metrics slot `index`, named as Kafka Streams names them
     /// (`<application_id>-StreamThread-<n>`).
     pub(crate) fn new(index: usize, name: String, shared: Arc<AppShared>) -> StreamThread {
+        let config = &shared.config;
         let collector = RecordCollector::new(
             shared.backend.clone(),
             shared.topics.clone(),
-            shared.config.compression,
-            shared.config.batch_max_bytes,
-            shared.config.processing_guarantee == ProcessingGuarantee::ExactlyOnce,
+            config.compression,
+            config.batch_max_bytes,
+            config.processing_guarantee == ProcessingGuarantee::ExactlyOnce,
         );
         let send_policy =
-            OffsetSendPolicy::new(Duration::from_millis(shared.config.task_offset_interval_ms));
+            OffsetSendPolicy::new(Duration::from_millis(config.task_offset_interval_ms));
         let snapshot = ThreadSnapshot::new(&shared);
-        let cleanup_delay = Duration::from_millis(shared.config.state_cleanup_delay_ms);
-        let heartbeat_interval = Duration::from_millis(shared.config.heartbeat_interval_ms);
+        // The first thread deletes task directories nobody here owned for a while.
+        let cleanup_interval =
+            (index == 0).then(|| Duration::from_millis(config.state_cleanup_delay_ms));
+        let settings = LoopSettings {
+            poll: Duration::from_millis(config.poll_ms),
+            commit_interval: Duration::from_millis(config.commit_interval_ms),
+            heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
+            cleanup_interval,
+            cache_max_bytes: config.statestore_cache_max_bytes,
+            fetch_strategy: config.fetch_strategy,
+            idle_wakeup: config.idle_wakeup,
+        };
         StreamThread {
             index,
             name,
-            shared,
+            core: LoopCore::new(settings, Instant::now()),
             tasks: BTreeMap::new(),
             restoring: BTreeMap::new(),
             standbys: BTreeMap::new(),
@@ -102,19 +110,15 @@ impl StreamThread {
             events: Vec::new(),
             collector,
             scratch: Scratch::default(),
-            caught_up_at: None,
-            backlog: false,
-            dirty: false,
-            last_commit: Instant::now(),
-            next_heartbeat: Instant::now(),
-            heartbeat_interval,
+            changed: Vec::new(),
+            inputs: Vec::new(),
+            task_ids: Vec::new(),
             acceptable_recovery_lag: None,
             warmups_reported: BTreeSet::new(),
-            seen_generation: 0,
-            next_cleanup: Instant::now() + cleanup_delay,
             assignment: Assignment::default(),
             send_policy,
             snapshot,
+            shared,
         }
     }
 
@@ -126,46 +130,58 @@ impl StreamThread {
         // Release the tasks whatever happened, then leave, so the others can take them.
         let closed = self.close(result.is_ok());
         self.shared.coordinator.leave(&self.name);
+        self.shared.backend.wake_waiters();
         result.and(closed)
     }
 
+    /// The loop: observe, then do what the core decides. Every `if` below asks the core.
     fn run_loop(&mut self) -> Result<()> {
         let metrics = self.shared.thread_metrics[self.index].clone();
-        let config = &self.shared.config;
-        let poll = Duration::from_millis(config.poll_ms);
-        let commit_interval = Duration::from_millis(config.commit_interval_ms);
-        let fetch_max_bytes = config.fetch_max_bytes;
-        let cache_max_bytes = config.statestore_cache_max_bytes;
+        let fetch_max_bytes = self.shared.config.fetch_max_bytes;
         let backend = self.shared.backend.clone();
         while !self.shared.shutdown.load(Ordering::Acquire) {
             metrics.loops.fetch_add(1, Ordering::Relaxed);
-            // Poll: only when new data may have arrived since a round that found nothing.
+            // Which partitions may have new data: one comparison when nothing moved.
             let version = backend.data_version();
-            let mut fetched = false;
-            if self.caught_up_at != Some(version) {
-                for task in self.tasks.values_mut() {
-                    fetched |= task.fetch(&*backend, fetch_max_bytes)?;
-                }
-                if !fetched {
-                    self.caught_up_at = Some(version);
+            if self.core.version_moved(version) {
+                self.changed.clear();
+                let named = self
+                    .core
+                    .seen_version()
+                    .and_then(|seen| backend.changed_partitions(seen, &mut self.changed));
+                match named {
+                    Some(v) => self.core.observe(v, Changes::Named(&self.changed)),
+                    None => self.core.observe(version, Changes::Unknown),
                 }
             }
-            // Process.
+            // Fetch the ready inputs.
+            self.inputs.clear();
+            self.inputs.extend(self.core.ready());
+            for &(id, input) in &self.inputs {
+                let got = match self.tasks.get_mut(&id) {
+                    Some(task) => task.fetch_input(input, &*backend, fetch_max_bytes)?,
+                    None => false,
+                };
+                self.core.fetched((id, input), got);
+            }
+            // Process the tasks holding records.
             let mut processed = 0;
-            let mut cache_full = false;
-            if fetched || self.backlog {
-                let mut cached = 0;
-                for task in self.tasks.values_mut() {
-                    processed += task.process(
-                        MAX_RECORDS_PER_TASK_PER_LOOP,
-                        &mut self.collector,
-                        &mut self.scratch,
-                    )?;
-                    cached += task.cache_bytes();
-                }
-                cache_full = cached >= cache_max_bytes;
-                self.backlog = self.tasks.values().any(StreamTask::has_buffered);
-                self.dirty |= processed > 0;
+            self.task_ids.clear();
+            self.task_ids.extend(self.core.busy());
+            for &id in &self.task_ids {
+                let Some(task) = self.tasks.get_mut(&id) else {
+                    self.core.processed(id, 0, false);
+                    continue;
+                };
+                let n = task.process(
+                    MAX_RECORDS_PER_TASK_PER_LOOP,
+                    &mut self.collector,
+                    &mut self.scratch,
+                )?;
+                self.core.processed(id, n, task.has_buffered());
+                processed += n;
+            }
+            if processed > 0 {
                 metrics
                     .records
                     .fetch_add(processed as u64, Ordering::Relaxed);
@@ -173,13 +189,17 @@ impl StreamThread {
                     .records_processed
                     .fetch_add(processed as u64, Ordering::Relaxed);
             }
-            // Commit: on the interval, when the caches are full, or as soon as the thread is
-            // caught up.
-            let caught_up = processed == 0 && !fetched && !self.backlog;
-            if self.dirty
-                && (caught_up || cache_full || self.last_commit.elapsed() >= commit_interval)
-            {
-                self.commit(false)?;
+            // Commit when due: only the dirty tasks hold cache bytes (a commit empties them).
+            let cache_bytes: usize = self
+                .core
+                .dirty()
+                .filter_map(|id| self.tasks.get(&id))
+                .map(StreamTask::cache_bytes)
+                .sum();
+            let mut now = Instant::now();
+            if self.core.commit_due(now, cache_bytes).is_some() {
+                self.commit()?;
+                now = Instant::now();
             }
             // Tasks the state updater finished restoring: RESTORING → RUNNING.
             let restored = self.handle_restored()?;
@@ -190,57 +210,55 @@ impl StreamThread {
             if self.snapshot.refresh() {
                 metrics.snapshot_changes.fetch_add(1, Ordering::Relaxed);
             }
-            let counts = self.snapshot.metrics();
-            metrics
-                .snapshot_unchanged
-                .store(counts.unchanged_refreshes, Ordering::Relaxed);
-            metrics
-                .snapshot_full_rebuilds
-                .store(counts.full_rebuilds, Ordering::Relaxed);
-            metrics
-                .snapshot_incremental_updates
-                .store(counts.incremental_updates, Ordering::Relaxed);
+            self.snapshot.publish_metrics(&metrics);
+            if self.core.cleanup_due(now) {
+                self.clean_up();
+            }
             // Heartbeat when due; apply a new assignment if it brought one.
-            let now = Instant::now();
-            let mut reassigned = false;
-            // The first thread deletes task directories nobody here owned for a while.
-            if self.index == 0 && now >= self.next_cleanup {
-                let delay = Duration::from_millis(self.shared.config.state_cleanup_delay_ms);
-                self.next_cleanup = now + delay;
-                match self
-                    .shared
-                    .state_dir
-                    .clean_unowned_task_dirs_older_than(delay)
-                {
-                    Ok(deleted) if !deleted.is_empty() => {
-                        tracing::info!(?deleted, "cleaned up unowned task directories")
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "state directory cleanup failed"),
-                }
-            }
             let generation = self.shared.coordinator.generation();
-            if now >= self.next_heartbeat || generation != self.seen_generation {
-                self.seen_generation = generation;
+            let mut reassigned = false;
+            if self.core.heartbeat_due(now, generation) {
                 reassigned = self.heartbeat(now)?;
-                self.next_heartbeat = now + self.heartbeat_interval;
-            }
-            if caught_up && !restored {
-                let settled = !reassigned && self.restoring.is_empty() && self.waiting.is_empty();
-                if settled {
-                    self.shared.idle_versions[self.index].store(version, Ordering::Release);
+                self.core.heartbeat_sent(now, generation);
+                if self.shared.coordinator.generation() != generation {
+                    // This heartbeat moved the group: the other members must look now, not at
+                    // their next deadline.
+                    backend.wake_waiters();
                 }
-                let wait = if settled {
-                    poll
-                } else {
-                    poll.min(Duration::from_millis(5))
-                };
-                backend.wait_for_data(version, wait);
-            } else {
-                self.shared.idle_versions[self.index].store(u64::MAX, Ordering::Release);
+            }
+            let settled =
+                !reassigned && !restored && self.restoring.is_empty() && self.waiting.is_empty();
+            match self.core.wait(now, settled) {
+                Some(wait) => {
+                    let seen = self.core.seen_version().unwrap_or(version);
+                    if wait.settled && !self.collector.has_pending() {
+                        self.shared.idle_versions[self.index].store(version, Ordering::Release);
+                    }
+                    let timeout = wait.until.saturating_duration_since(now);
+                    if !timeout.is_zero() {
+                        backend.wait_for_data(seen, timeout);
+                    }
+                }
+                None => self.shared.idle_versions[self.index].store(u64::MAX, Ordering::Release),
             }
         }
-        self.commit(true)
+        self.commit()
+    }
+
+    /// Deletes task directories nobody in this process owned for `state_cleanup_delay_ms`.
+    fn clean_up(&self) {
+        let delay = Duration::from_millis(self.shared.config.state_cleanup_delay_ms);
+        match self
+            .shared
+            .state_dir
+            .clean_unowned_task_dirs_older_than(delay)
+        {
+            Ok(deleted) if !deleted.is_empty() => {
+                tracing::info!(?deleted, "cleaned up unowned task directories")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "state directory cleanup failed"),
+        }
     }
 
     /// Heartbeats to the coordinator; whether a new assignment was applied.
@@ -257,8 +275,7 @@ impl StreamThread {
             owned: &self.assignment,
         })?;
         if let Some(intervals) = self.shared.coordinator.intervals(&self.name) {
-            let configured = Duration::from_millis(self.shared.config.heartbeat_interval_ms);
-            self.heartbeat_interval = configured.min(intervals.heartbeat);
+            self.core.set_heartbeat_interval(intervals.heartbeat);
             self.send_policy.set_interval(intervals.task_offsets);
             self.acceptable_recovery_lag = intervals.acceptable_recovery_lag;
         }
@@ -318,72 +335,50 @@ impl StreamThread {
             .ok_or_else(|| Error::IllegalState("state updater missing".into()))
     }
 
-    /// Closes the tasks no longer assigned and starts the new ones.
+    /// Closes the tasks no longer assigned and starts the new ones, as [`AssignmentPlan`]
+    /// decides.
     fn apply(&mut self, assignment: Assignment) -> Result<()> {
-        let active = assignment.active.clone();
-        let standby: BTreeSet<TaskId> = assignment
-            .standby
-            .iter()
-            .chain(assignment.warmup.iter())
-            .filter(|t| !active.contains(t))
-            .copied()
-            .collect();
-        let revoked: Vec<TaskId> = self
-            .tasks
-            .keys()
-            .filter(|id| !active.contains(id))
-            .copied()
-            .collect();
-        if !revoked.is_empty() {
-            self.commit(false)?;
+        let running: BTreeSet<TaskId> = self.tasks.keys().copied().collect();
+        let restoring: BTreeSet<TaskId> = self.restoring.keys().copied().collect();
+        let standby: BTreeSet<TaskId> = self.standbys.keys().copied().collect();
+        let owned = Owned {
+            running: &running,
+            restoring: &restoring,
+            standby: &standby,
+            waiting: &self.waiting,
+        };
+        let plan = AssignmentPlan::compute(owned, &assignment);
+        if plan.commit_first {
+            self.commit()?;
         }
-        for id in revoked {
+        for id in plan.revoke_running {
             if let Some(task) = self.tasks.remove(&id) {
+                self.core.task_stopped(id, &task.input_partitions());
                 self.release(task.into_stores(), true)?;
             }
         }
-        let unrestored: Vec<TaskId> = self
-            .restoring
-            .keys()
-            .filter(|id| !active.contains(id))
-            .copied()
-            .collect();
-        for id in unrestored {
+        for id in plan.revoke_restoring {
             if let Some(stores) = self.take_from_updater(id, false)? {
                 self.release(stores, true)?;
             }
         }
-        let dropped: Vec<TaskId> = self
-            .standbys
-            .keys()
-            .filter(|id| !standby.contains(id))
-            .copied()
-            .collect();
-        for id in dropped {
+        for id in plan.drop_standby {
             if let Some(stores) = self.take_from_updater(id, true)? {
-                // A standby promoted to active keeps its stores: restoring resumes from them.
-                if active.contains(&id) {
-                    self.snapshot.standby_promoted(id)?;
-                    self.start_restoring(stores)?;
-                } else {
-                    self.release(stores, true)?;
-                }
+                self.release(stores, true)?;
             }
         }
-        self.waiting
-            .retain(|id, _| active.contains(id) || standby.contains(id));
-        for &id in active.iter() {
-            if !self.tasks.contains_key(&id) && !self.restoring.contains_key(&id) {
-                self.waiting.insert(id, TaskKind::Active);
+        for id in plan.promote_standby {
+            // A standby promoted to active keeps its stores: restoring resumes from them.
+            if let Some(stores) = self.take_from_updater(id, true)? {
+                self.snapshot.standby_promoted(id)?;
+                self.start_restoring(stores)?;
             }
         }
-        for &id in &standby {
-            if !self.standbys.contains_key(&id) {
-                self.waiting.insert(id, TaskKind::Standby);
-            }
+        for id in plan.stop_waiting {
+            self.waiting.remove(&id);
         }
+        self.waiting.extend(plan.start);
         self.assignment = assignment;
-        self.caught_up_at = None;
         self.start_waiting()
     }
 
@@ -392,13 +387,16 @@ impl StreamThread {
         let shared = self.shared.clone();
         let waiting = std::mem::take(&mut self.waiting);
         for (id, kind) in waiting {
+            // Looked up before the directory is locked, so an unknown sub-topology never
+            // leaves a task directory locked.
+            let Some(sub) = shared.topology.subtopologies.get(id.subtopology as usize) else {
+                tracing::warn!(thread = %self.name, task = %id, "assigned a task of an unknown sub-topology; ignoring it");
+                continue;
+            };
             if !shared.state_dir.try_lock_task(id, &self.name) {
                 self.waiting.insert(id, kind);
                 continue;
             }
-            let Some(sub) = shared.topology.subtopologies.get(id.subtopology as usize) else {
-                continue;
-            };
             let stores = TaskStores::open(
                 id,
                 &shared.topology,
@@ -487,8 +485,8 @@ impl StreamThread {
             &*shared.backend,
         )?;
         self.snapshot.task_running(id)?;
+        self.core.task_started(id, &task.input_partitions());
         self.tasks.insert(id, task);
-        self.caught_up_at = None;
         Ok(())
     }
 
@@ -566,23 +564,31 @@ impl StreamThread {
         Ok(())
     }
 
-    /// Flush caches and forward → write changelogs → append outputs → commit offsets → write
-    /// caches to the stores → checkpoint.
-    fn commit(&mut self, closing: bool) -> Result<()> {
+    /// Commits the tasks that processed records since the last commit: flush caches and
+    /// forward → write changelogs → append outputs → commit offsets → write caches to the
+    /// stores → checkpoint. Touches only those tasks (the core's dirty set).
+    fn commit(&mut self) -> Result<()> {
         let delta = self.shared.config.checkpoint_offset_delta;
-        if self.dirty
-            || self.collector.has_pending()
-            || self.tasks.values().any(StreamTask::needs_commit)
-        {
-            for task in self.tasks.values_mut() {
-                task.flush_nodes(&mut self.collector, &mut self.scratch)?;
+        self.task_ids.clear();
+        self.task_ids.extend(self.core.dirty());
+        if !self.task_ids.is_empty() || self.collector.has_pending() {
+            for id in &self.task_ids {
+                if let Some(task) = self.tasks.get_mut(id) {
+                    task.flush_nodes(&mut self.collector, &mut self.scratch)?;
+                }
             }
-            for task in self.tasks.values_mut() {
-                task.write_changelogs(&mut self.collector)?;
+            for id in &self.task_ids {
+                if let Some(task) = self.tasks.get_mut(id) {
+                    task.write_changelogs(&mut self.collector)?;
+                }
             }
             let mut offsets = Vec::new();
-            for task in self.tasks.values().filter(|t| t.uncommitted > 0) {
-                task.committable_offsets(&mut offsets);
+            for id in &self.task_ids {
+                if let Some(task) = self.tasks.get(id)
+                    && task.uncommitted > 0
+                {
+                    task.committable_offsets(&mut offsets);
+                }
             }
             let group = &self.shared.config.application_id;
             if self.shared.config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
@@ -596,18 +602,19 @@ impl StreamThread {
                     .backend
                     .commit_offsets(group, &self.name, &offsets)?;
             }
-            for task in self.tasks.values_mut() {
-                task.committed(&self.collector)?;
-                task.stores
-                    .maybe_checkpoint(&self.shared.state_dir, delta, closing)?;
-                self.snapshot.positions(&task.stores);
+            for id in &self.task_ids {
+                if let Some(task) = self.tasks.get_mut(id) {
+                    task.committed(&self.collector)?;
+                    task.stores
+                        .maybe_checkpoint(&self.shared.state_dir, delta, false)?;
+                    self.snapshot.positions(&task.stores);
+                }
             }
-            self.dirty = false;
             self.shared.thread_metrics[self.index]
                 .commits
                 .fetch_add(1, Ordering::Relaxed);
         }
-        self.last_commit = Instant::now();
+        self.core.committed(Instant::now());
         Ok(())
     }
 
@@ -617,6 +624,7 @@ impl StreamThread {
         let running: Vec<TaskId> = self.tasks.keys().copied().collect();
         for id in running {
             if let Some(task) = self.tasks.remove(&id) {
+                self.core.task_stopped(id, &task.input_partitions());
                 result = result.and(self.release(task.into_stores(), clean));
             }
         }
