@@ -14,10 +14,10 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
-    Backend, Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder,
-    StreamsConfig, TopicKind,
+    Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
 };
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 

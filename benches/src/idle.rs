@@ -166,7 +166,7 @@ impl IdleRun {
         }
         let mut config = StreamsConfig::new(APPLICATION_ID);
         config.num_stream_threads = 1;
-        config.poll_ms = settings.poll_ms;
+        config.poll = Duration::from_millis(settings.poll_ms);
         config.state_dir = state_dir;
         config.snapshot_strategy = settings.strategy;
         let app = StreamsApp::new(topology, config, EmbeddedBackend::new(log).shared())?;
@@ -207,10 +207,7 @@ impl IdleRun {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        run.tid = run
-            .metrics
-            .os_thread_id
-            .load(std::sync::atomic::Ordering::Relaxed);
+        run.tid = run.metrics.os_thread_id();
         if run.tid == 0 {
             return Err("the stream thread's OS thread id is unknown (no /proc?)".into());
         }
@@ -226,11 +223,11 @@ impl IdleRun {
     fn counters(&self) -> Counters {
         let m = &self.metrics;
         Counters {
-            loops: m.loops.load(Ordering::Relaxed),
-            full: m.snapshot_full_rebuilds.load(Ordering::Relaxed),
-            incremental: m.snapshot_incremental_updates.load(Ordering::Relaxed),
-            unchanged: m.snapshot_unchanged.load(Ordering::Relaxed),
-            records: m.records.load(Ordering::Relaxed),
+            loops: m.loops(),
+            full: m.snapshot_full_rebuilds(),
+            incremental: m.snapshot_incremental_updates(),
+            unchanged: m.snapshot_unchanged(),
+            records: m.records(),
         }
     }
 

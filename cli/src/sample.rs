@@ -139,8 +139,8 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         .with_context(|| format!("opening {}", log_dir.display()))?;
     let mut config = StreamsConfig::new(args.application_id.clone());
     config.num_stream_threads = args.threads;
-    config.commit_interval_ms = args.commit_interval_ms;
-    config.poll_ms = 10;
+    config.commit_interval = Some(Duration::from_millis(args.commit_interval_ms));
+    config.poll = Duration::from_millis(10);
     config.state_dir = args
         .state_dir
         .clone()
@@ -292,7 +292,7 @@ fn input_size(log: &Log, topic: &str) -> anyhow::Result<u64> {
 
 /// The latest count per key in `topic`, on either backend.
 pub(crate) fn latest_counts(
-    backend: &dyn riffle::Backend,
+    backend: &dyn riffle::backend::Backend,
     topic: &str,
 ) -> anyhow::Result<HashMap<String, i64>> {
     let mut counts = HashMap::new();

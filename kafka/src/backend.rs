@@ -15,8 +15,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use riffle::backend::{Backend, GroupCoordinator, GroupInfo, TopicKind};
 use riffle::log::{BatchBuilder, FetchedBatch, TopicPartition};
-use riffle::{Backend, GroupCoordinator, GroupInfo, TopicKind};
 
 use crate::batch::encode_batch;
 use crate::cluster::{Cluster, KafkaConfig, is_coordinator_error};

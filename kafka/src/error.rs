@@ -2,6 +2,7 @@
 //! the offset or the group.
 
 use kafka_protocol::error::ResponseError;
+use riffle::BackendErrorKind;
 
 /// A Kafka error code, shown as Kafka names it (`NOT_COORDINATOR (16)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,9 +107,49 @@ pub enum Error {
     Config(String),
 }
 
+impl ErrorCode {
+    /// How the runtime should take this code.
+    pub fn kind(self) -> BackendErrorKind {
+        match ResponseError::try_from_code(self.0) {
+            Some(
+                ResponseError::FencedMemberEpoch
+                | ResponseError::FencedInstanceId
+                | ResponseError::ProducerFenced
+                | ResponseError::InvalidProducerEpoch
+                | ResponseError::StreamsTopologyFenced,
+            ) => BackendErrorKind::Fenced,
+            Some(
+                ResponseError::TopicAuthorizationFailed
+                | ResponseError::GroupAuthorizationFailed
+                | ResponseError::ClusterAuthorizationFailed
+                | ResponseError::TransactionalIdAuthorizationFailed
+                | ResponseError::SaslAuthenticationFailed
+                | ResponseError::DelegationTokenAuthorizationFailed,
+            ) => BackendErrorKind::Authorization,
+            Some(e) if e.is_retriable() => BackendErrorKind::Unavailable,
+            Some(ResponseError::Unknown(_)) | None => BackendErrorKind::Other,
+            Some(_) => BackendErrorKind::Rejected,
+        }
+    }
+}
+
+impl Error {
+    /// How the runtime should take this error: matchable as
+    /// [`riffle::Error::backend_kind`] once converted.
+    pub fn kind(&self) -> BackendErrorKind {
+        match self {
+            Error::Io { .. } | Error::Timeout { .. } => BackendErrorKind::Unavailable,
+            Error::Broker { code, .. } => code.kind(),
+            Error::UnsupportedVersion { .. } | Error::Config(_) => BackendErrorKind::Rejected,
+            Error::Group { .. } => BackendErrorKind::Group,
+            Error::Decode { .. } | Error::Batch { .. } => BackendErrorKind::Other,
+        }
+    }
+}
+
 impl From<Error> for riffle::Error {
     fn from(e: Error) -> Self {
-        riffle::Error::Backend(Box::new(e))
+        riffle::Error::backend(e.kind(), e)
     }
 }
 

@@ -12,7 +12,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use riffle::{Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat, TaskId};
+use riffle::TaskId;
+use riffle::backend::{Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat};
 use riffle_log::TopicPartition;
 
 use crate::cluster::{Cluster, is_coordinator_error};

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use common::{
     config, console_consume_counts, count_topology, latest_counts, produce_words, wait_for,
 };
+use riffle::backend::Backend;
 use riffle::log::{BatchBuilder, Compression, TopicPartition};
-use riffle::{Backend, StoreType, StreamsApp};
+use riffle::{StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{config, count_topology, latest_counts, produce_words, wait_for};
@@ -63,7 +62,7 @@ fn idle_stream_threads_and_the_watcher_use_almost_no_cpu() {
     let threads: Vec<u64> = app
         .thread_metrics()
         .iter()
-        .map(|m| m.os_thread_id.load(Ordering::Relaxed))
+        .map(|m| m.os_thread_id())
         .collect();
     let watcher = tid_named("riffle-kafka-fetch-watcher").expect("the watcher thread");
     let before: Vec<u64> = threads.iter().map(|&t| cpu_ticks(t)).collect();

@@ -11,8 +11,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::{config, latest_counts, wait_for};
+use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, TopicPartition};
-use riffle::{Backend, Consumed, Grouped, Produced, Serdes, StreamsApp, StreamsBuilder, TopicKind};
+use riffle::{Consumed, Grouped, Produced, Serdes, StreamsApp, StreamsBuilder};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

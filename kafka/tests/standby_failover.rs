@@ -16,8 +16,9 @@ use common::{
     Instance, config, count_topology, fast_broker, latest_counts, produce_words, task_count,
     wait_for,
 };
+use riffle::backend::Backend;
 use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{Backend, StoreType, StreamsApp};
+use riffle::{StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 
 #[test]

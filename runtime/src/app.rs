@@ -3,7 +3,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use riffle_state_dir::StateDirectory;
@@ -12,64 +11,11 @@ use crate::backend::{Backend, TopicKind};
 use crate::collector::TopicTable;
 use crate::config::{ProcessingGuarantee, StreamsConfig};
 use crate::error::{Error, Result};
-use crate::group::{GroupCoordinator, GroupInfo, SubtopologyInfo};
+use crate::group::{GroupInfo, SubtopologyInfo};
+use crate::metrics::ThreadMetrics;
+use crate::shared::{AppShared, StreamThreadExceptionResponse};
 use crate::thread::StreamThread;
 use crate::topology::{TopicRef, Topology, changelog_topic};
-
-/// Counters of one stream thread, readable while it runs.
-#[derive(Debug, Default)]
-pub struct ThreadMetrics {
-    /// Loop iterations.
-    pub loops: AtomicU64,
-    /// Records processed.
-    pub records: AtomicU64,
-    /// Commits done.
-    pub commits: AtomicU64,
-    /// Refreshes that changed the offset-sum snapshot.
-    pub snapshot_changes: AtomicU64,
-    /// Changelog records restored into this thread's stores.
-    pub records_restored: AtomicU64,
-    /// Refreshes that returned at once because nothing changed.
-    pub snapshot_unchanged: AtomicU64,
-    /// Refreshes that rebuilt the snapshot from scratch.
-    pub snapshot_full_rebuilds: AtomicU64,
-    /// Refreshes that re-evaluated only the changed tasks.
-    pub snapshot_incremental_updates: AtomicU64,
-    /// The OS thread id (Linux tid), for reading the thread's CPU time; 0 until known.
-    pub os_thread_id: AtomicU64,
-}
-
-impl ThreadMetrics {
-    pub(crate) fn set_os_thread_id(&self) {
-        // /proc/thread-self links to /proc/<pid>/task/<tid>.
-        let tid = std::fs::read_link("/proc/thread-self").ok().and_then(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.parse().ok())
-        });
-        self.os_thread_id.store(tid.unwrap_or(0), Ordering::Relaxed);
-    }
-}
-
-/// What the threads of one application share.
-pub(crate) struct AppShared {
-    pub(crate) config: StreamsConfig,
-    pub(crate) topology: Topology,
-    pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) topics: Arc<TopicTable>,
-    pub(crate) state_dir: Arc<StateDirectory>,
-    pub(crate) coordinator: Arc<dyn GroupCoordinator>,
-    pub(crate) group: GroupInfo,
-    pub(crate) shutdown: AtomicBool,
-    pub(crate) records_processed: AtomicU64,
-    /// Per thread: the data version at which it was last idle, `u64::MAX` while busy.
-    pub(crate) idle_versions: Vec<AtomicU64>,
-    pub(crate) thread_metrics: Vec<Arc<ThreadMetrics>>,
-    pub(crate) handles: Mutex<Vec<JoinHandle<Result<()>>>>,
-    pub(crate) handler: Mutex<ExceptionHandler>,
-    pub(crate) thread_numbers: AtomicUsize,
-    pub(crate) threads_replaced: AtomicU64,
-}
 
 /// A handle that asks a running application to stop (e.g. from a Ctrl-C handler).
 #[derive(Clone)]
@@ -300,21 +246,6 @@ impl Drop for StreamsApp {
         join_all(&self.shared);
     }
 }
-
-/// What to do when a stream thread dies (Kafka Streams'
-/// `StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StreamThreadExceptionResponse {
-    /// Start a new stream thread; the dead thread's tasks move to the live threads and resume
-    /// from their stores and checkpoints.
-    ReplaceThread,
-    /// Stop this application instance (the default).
-    ShutdownClient,
-}
-
-pub(crate) type ExceptionHandler =
-    Arc<dyn Fn(&Error) -> StreamThreadExceptionResponse + Send + Sync>;
 
 /// Joins every stream thread, replacements included, until none is left.
 fn join_all(shared: &AppShared) -> Vec<Result<()>> {

@@ -1,8 +1,12 @@
-//! Where records live: the [`Backend`] trait, and its embedded-log implementation.
+//! What a backend implements: where records live ([`Backend`]) and how the stream threads form a
+//! group ([`GroupCoordinator`], [`Heartbeat`], [`Assignment`]), with the embedded log's
+//! implementation ([`EmbeddedBackend`], also at the crate root).
 //!
-//! This is all the runtime sees of storage. The embedded log is the default; the Kafka backend
-//! implements the same trait. Batches are riffle-log's types on both: a fetched batch shares its
-//! metadata with its records, and an outgoing batch is encoded once, in place.
+//! This is all the runtime sees of storage and membership (docs/design.md §5). The embedded log
+//! is the default; the Kafka backend (riffle-kafka) implements the same traits. Batches are
+//! riffle-log's types on both: a fetched batch shares its metadata with its records, and an
+//! outgoing batch is encoded once, in place. Application authors need none of this module
+//! beyond [`EmbeddedBackend`] — or a backend's `shared()` handle — to run an application.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,7 +16,9 @@ use riffle_log::{BatchBuilder, FetchedBatch, Log, TopicPartition};
 
 use crate::coordinator::Coordinator;
 use crate::error::Result;
-use crate::group::{GroupCoordinator, GroupInfo};
+pub use crate::group::{
+    Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat, SubtopologyInfo,
+};
 
 /// What kind of topic the runtime asks a backend to create.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
 use riffle_log::Compression;
 use riffle_task_manager::SnapshotStrategy;
@@ -9,9 +10,9 @@ use riffle_task_manager::SnapshotStrategy;
 use crate::error::{Error, Result};
 
 /// The default commit interval under at-least-once (Kafka Streams' default).
-const DEFAULT_COMMIT_INTERVAL_MS: u64 = 30_000;
+const AT_LEAST_ONCE_COMMIT_INTERVAL: Duration = Duration::from_secs(30);
 /// The default commit interval under exactly-once (Kafka Streams' default).
-const EXACTLY_ONCE_COMMIT_INTERVAL_MS: u64 = 100;
+const EXACTLY_ONCE_COMMIT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What a commit promises about records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -100,10 +101,13 @@ pub struct StreamsConfig {
     pub application_id: String,
     /// How many stream threads run tasks.
     pub num_stream_threads: usize,
-    /// How often a stream thread commits, in milliseconds.
-    pub commit_interval_ms: u64,
-    /// How long an idle stream thread waits for new records, in milliseconds.
-    pub poll_ms: u64,
+    /// How often a stream thread commits (`commit.interval.ms`); `None`, the default, is
+    /// Kafka Streams' default for the processing guarantee: 30 s, or 100 ms under exactly-once.
+    /// [`StreamsConfig::commit_interval`] gives the interval in force.
+    pub commit_interval: Option<Duration>,
+    /// The longest a stream thread's poll blocks while data may come (`poll.ms`); an idle
+    /// thread sleeps to its next deadline unless [`IdleWakeup::EveryPoll`] is set.
+    pub poll: Duration,
     /// Where task state lives: `<state_dir>/<application_id>/`.
     pub state_dir: PathBuf,
     /// At-least-once or exactly-once.
@@ -114,16 +118,17 @@ pub struct StreamsConfig {
     pub fetch_strategy: FetchStrategy,
     /// When an idle stream thread wakes (`deadlines` or `every-poll`).
     pub idle_wakeup: IdleWakeup,
-    /// How often a stream thread heartbeats to its group coordinator, in milliseconds.
-    pub heartbeat_interval_ms: u64,
-    /// How often task offsets are resent even if the assignment did not change, in milliseconds.
-    pub task_offset_interval_ms: u64,
+    /// How often a stream thread heartbeats to its group coordinator (a Kafka broker may ask
+    /// for more often, never less).
+    pub heartbeat_interval: Duration,
+    /// How often task offsets are resent even if the assignment did not change.
+    pub task_offset_interval: Duration,
     /// A warm-up task whose changelog lag is at most this many records is caught up; its
     /// offsets are sent at the next heartbeat (Kafka's `acceptable.recovery.lag`). A Kafka
     /// broker's own value takes precedence.
     pub acceptable_recovery_lag: u64,
-    /// How long an unowned task directory is kept before cleanup, in milliseconds.
-    pub state_cleanup_delay_ms: u64,
+    /// How long an unowned task directory is kept before cleanup (`state.cleanup.delay.ms`).
+    pub state_cleanup_delay: Duration,
     /// The most bytes one fetch of one partition returns.
     pub fetch_max_bytes: usize,
     /// An outgoing batch is appended once it holds this many bytes.
@@ -145,17 +150,17 @@ impl StreamsConfig {
         StreamsConfig {
             application_id: application_id.into(),
             num_stream_threads: 1,
-            commit_interval_ms: DEFAULT_COMMIT_INTERVAL_MS,
-            poll_ms: 100,
+            commit_interval: None,
+            poll: Duration::from_millis(100),
             state_dir: std::env::temp_dir().join("riffle-streams"),
             processing_guarantee: ProcessingGuarantee::AtLeastOnce,
             snapshot_strategy: SnapshotStrategy::Incremental,
             fetch_strategy: FetchStrategy::Ready,
             idle_wakeup: IdleWakeup::Deadlines,
-            heartbeat_interval_ms: 5_000,
-            task_offset_interval_ms: 60_000,
+            heartbeat_interval: Duration::from_secs(5),
+            task_offset_interval: Duration::from_secs(60),
             acceptable_recovery_lag: 10_000,
-            state_cleanup_delay_ms: 600_000,
+            state_cleanup_delay: Duration::from_secs(600),
             fetch_max_bytes: 1 << 20,
             batch_max_bytes: 64 << 10,
             compression: Compression::None,
@@ -164,29 +169,37 @@ impl StreamsConfig {
         }
     }
 
+    /// The commit interval in force: [`StreamsConfig::commit_interval`] if set, else Kafka
+    /// Streams' default for the processing guarantee (the same whether the guarantee was set
+    /// by field or with [`StreamsConfig::set`]).
+    pub fn commit_interval(&self) -> Duration {
+        self.commit_interval
+            .unwrap_or(match self.processing_guarantee {
+                ProcessingGuarantee::AtLeastOnce => AT_LEAST_ONCE_COMMIT_INTERVAL,
+                ProcessingGuarantee::ExactlyOnce => EXACTLY_ONCE_COMMIT_INTERVAL,
+            })
+    }
+
     /// Sets one option by its name: Kafka's dotted name (`num.stream.threads`) or riffle's
-    /// underscored one (`num_stream_threads`).
+    /// underscored one (`num_stream_threads`). Durations are given in milliseconds under
+    /// their Kafka names (`commit.interval.ms`, `poll.ms`, `heartbeat.interval.ms`,
+    /// `task.offset.interval.ms`, `state.cleanup.delay.ms`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
         fn parse<T: FromStr>(name: &str, value: &str) -> Result<T> {
             value
                 .parse()
                 .map_err(|_| Error::Config(format!("{name}: cannot parse {value:?}")))
         }
+        fn millis(name: &str, value: &str) -> Result<Duration> {
+            parse(name, value).map(Duration::from_millis)
+        }
         match name.replace('.', "_").as_str() {
             "application_id" => self.application_id = value.to_owned(),
             "num_stream_threads" => self.num_stream_threads = parse(name, value)?,
-            "commit_interval_ms" => self.commit_interval_ms = parse(name, value)?,
-            "poll_ms" => self.poll_ms = parse(name, value)?,
+            "commit_interval_ms" => self.commit_interval = Some(millis(name, value)?),
+            "poll_ms" => self.poll = millis(name, value)?,
             "state_dir" => self.state_dir = PathBuf::from(value),
-            "processing_guarantee" => {
-                self.processing_guarantee = value.parse()?;
-                // Kafka Streams' default commit interval depends on the guarantee.
-                if self.processing_guarantee == ProcessingGuarantee::ExactlyOnce
-                    && self.commit_interval_ms == DEFAULT_COMMIT_INTERVAL_MS
-                {
-                    self.commit_interval_ms = EXACTLY_ONCE_COMMIT_INTERVAL_MS;
-                }
-            }
+            "processing_guarantee" => self.processing_guarantee = value.parse()?,
             "snapshot_strategy" => {
                 self.snapshot_strategy = value
                     .parse()
@@ -194,10 +207,10 @@ impl StreamsConfig {
             }
             "fetch_strategy" => self.fetch_strategy = value.parse()?,
             "idle_wakeup" => self.idle_wakeup = value.parse()?,
-            "heartbeat_interval_ms" => self.heartbeat_interval_ms = parse(name, value)?,
-            "task_offset_interval_ms" => self.task_offset_interval_ms = parse(name, value)?,
+            "heartbeat_interval_ms" => self.heartbeat_interval = millis(name, value)?,
+            "task_offset_interval_ms" => self.task_offset_interval = millis(name, value)?,
             "acceptable_recovery_lag" => self.acceptable_recovery_lag = parse(name, value)?,
-            "state_cleanup_delay_ms" => self.state_cleanup_delay_ms = parse(name, value)?,
+            "state_cleanup_delay_ms" => self.state_cleanup_delay = millis(name, value)?,
             "fetch_max_bytes" => self.fetch_max_bytes = parse(name, value)?,
             "batch_max_bytes" => self.batch_max_bytes = parse(name, value)?,
             "checkpoint_offset_delta" => self.checkpoint_offset_delta = parse(name, value)?,
@@ -229,5 +242,51 @@ impl StreamsConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_guarantee_sets_the_default_commit_interval_by_field_or_by_name() {
+        let mut by_field = StreamsConfig::new("a");
+        assert_eq!(by_field.commit_interval(), Duration::from_secs(30));
+        by_field.processing_guarantee = ProcessingGuarantee::ExactlyOnce;
+        let mut by_name = StreamsConfig::new("a");
+        by_name
+            .set("processing.guarantee", "exactly_once_v2")
+            .unwrap();
+        assert_eq!(by_field.commit_interval(), Duration::from_millis(100));
+        assert_eq!(by_name.commit_interval(), Duration::from_millis(100));
+        // An explicit interval wins whatever the order.
+        by_name.set("commit.interval.ms", "250").unwrap();
+        by_name
+            .set("processing.guarantee", "at_least_once")
+            .unwrap();
+        assert_eq!(by_name.commit_interval(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn durations_are_set_in_milliseconds_under_kafka_names() {
+        let mut c = StreamsConfig::new("a");
+        c.set("poll.ms", "7").unwrap();
+        c.set("heartbeat.interval.ms", "300").unwrap();
+        c.set("task.offset.interval.ms", "1000").unwrap();
+        c.set("state_cleanup_delay_ms", "5").unwrap();
+        c.set("fetch.strategy", "scan-all").unwrap();
+        c.set("idle.wakeup", "every-poll").unwrap();
+        assert_eq!(c.poll, Duration::from_millis(7));
+        assert_eq!(c.heartbeat_interval, Duration::from_millis(300));
+        assert_eq!(c.task_offset_interval, Duration::from_secs(1));
+        assert_eq!(c.state_cleanup_delay, Duration::from_millis(5));
+        assert_eq!(c.fetch_strategy, FetchStrategy::ScanAll);
+        assert_eq!(c.idle_wakeup, IdleWakeup::EveryPoll);
+        let err = c.set("poll.ms", "soon").unwrap_err().to_string();
+        assert!(err.contains("poll.ms") && err.contains("soon"), "{err}");
+        assert!(c.set("no.such.option", "1").is_err());
     }
 }

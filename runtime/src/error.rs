@@ -107,10 +107,58 @@ pub enum Error {
     /// The application is not in a state that allows the call.
     #[error("illegal application state: {0}")]
     IllegalState(String),
-    /// A backend other than the embedded log (e.g. a Kafka cluster) failed; the source says
-    /// which broker, topic-partition or group.
-    #[error(transparent)]
-    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// A backend other than the embedded log (e.g. a Kafka cluster) failed; `kind` says how,
+    /// so a caller can react to fencing or authorization without downcasting, and the source
+    /// says which broker, topic-partition or group.
+    #[error("{source}")]
+    Backend {
+        /// What kind of failure it is.
+        kind: BackendErrorKind,
+        /// The backend's own error.
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+impl Error {
+    /// A backend's error of `kind`.
+    pub fn backend(
+        kind: BackendErrorKind,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Error::Backend {
+            kind,
+            source: source.into(),
+        }
+    }
+
+    /// The kind of a backend's error (`None` for every other error).
+    pub fn backend_kind(&self) -> Option<BackendErrorKind> {
+        match self {
+            Error::Backend { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+/// How a backend failed, as far as the application's reaction goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendErrorKind {
+    /// Another instance took this one's place (a fenced member or producer, a stale epoch):
+    /// this instance must give up its tasks and rejoin, never write on.
+    Fenced,
+    /// Authentication or authorization failed: the credentials or ACLs must change.
+    Authorization,
+    /// The backend is unreachable or not ready (a broker down, a leader moving, a timeout);
+    /// trying again later may work.
+    Unavailable,
+    /// The backend refused the request itself (an unsupported version, a record too large, an
+    /// invalid request or configuration).
+    Rejected,
+    /// The group forbids going on (e.g. a changed topology under the same application id).
+    Group,
+    /// Anything else.
+    Other,
 }
 
 /// The runtime's result type.

@@ -38,15 +38,85 @@
 //! What riffle is not: a client library for Kafka (it uses one), or a database (stores are
 //! local caches of their changelogs).
 //!
-//! The crate's parts:
+//! # The concepts, one example each
+//!
+//! **A topology** is built once and split into *sub-topologies* (connected by repartition
+//! topics), numbered deterministically, so the same code always gives the same task ids and
+//! internal topic names. `describe()` prints it in Kafka Streams' layout:
+//!
+//! ```
+//! use riffle::{Consumed, Produced, Serdes, StreamsBuilder};
+//!
+//! let builder = StreamsBuilder::new();
+//! builder
+//!     .stream("words", Consumed::with(Serdes::string(), Serdes::string()))
+//!     .map(|_, word| (word.clone(), word)) // a new key: the count needs a repartition topic
+//!     .group_by_key()
+//!     .count()
+//!     .to_stream()
+//!     .to("counts", Produced::with(Serdes::string(), Serdes::i64()));
+//! let topology = builder.build().unwrap();
+//! let text = topology.describe().to_string();
+//! assert!(text.contains("Sub-topology: 0") && text.contains("Sub-topology: 1"));
+//! ```
+//!
+//! **Configuration** uses Kafka Streams' names, as fields or by name (`--set` on the CLI).
+//! Durations are [`Duration`](std::time::Duration)s; the commit interval defaults to the
+//! processing guarantee's, however the guarantee was set:
+//!
+//! ```
+//! use std::time::Duration;
+//! use riffle::{ProcessingGuarantee, StreamsConfig};
+//!
+//! let mut config = StreamsConfig::new("word-count");
+//! config.set("num.stream.threads", "2").unwrap();
+//! config.processing_guarantee = ProcessingGuarantee::ExactlyOnce;
+//! assert_eq!(config.commit_interval(), Duration::from_millis(100));
+//! config.set("commit.interval.ms", "250").unwrap();
+//! assert_eq!(config.commit_interval(), Duration::from_millis(250));
+//! ```
+//!
+//! **Tasks** are a sub-topology × an input partition, written `0_3`; each stream thread runs
+//! the tasks its group coordinator assigns it, and reports the offset sums of the tasks it has
+//! state for (the offset-sum snapshot, docs/design.md §4) in its heartbeats:
+//!
+//! ```
+//! use riffle::TaskId;
+//!
+//! let task: TaskId = "1_3".parse().unwrap();
+//! assert_eq!((task.subtopology, task.partition), (1, 3));
+//! assert_eq!(task.to_string(), "1_3");
+//! ```
+//!
+//! **Errors** are one [`Error`]; a backend's failures carry a [`BackendErrorKind`], so an
+//! application can tell fencing or authorization apart without downcasting:
+//!
+//! ```
+//! use riffle::{BackendErrorKind, Error};
+//!
+//! let e = Error::backend(BackendErrorKind::Fenced, "member epoch 7 is fenced");
+//! assert_eq!(e.backend_kind(), Some(BackendErrorKind::Fenced));
+//! assert_eq!(e.to_string(), "member epoch 7 is fenced");
+//! ```
+//!
+//! **Backends** implement [`backend::Backend`] (records) and [`backend::GroupCoordinator`]
+//! (membership); application authors only pick one: [`EmbeddedBackend`] here, or
+//! riffle-kafka's `KafkaBackend`.
+//!
+//! # The crate's parts
+//!
 //! - `dsl`: the builder API and its options; `serdes`: keys and values as bytes.
 //! - `topology`: the built graph, sub-topologies and their per-task instantiation.
 //! - `task`, `node`, `store`, `collector`: what one task processes records with.
-//! - `thread`, `coordinator`, `snapshot`, `app`: the stream threads, task assignment, the
-//!   offset-sum snapshot and the application lifecycle.
+//! - `loop_core`: every decision of a stream thread's loop, with no I/O; `thread`: the thin
+//!   loop that executes them; `snapshot`, `restore`: the thread's offset-sum snapshot and its
+//!   state updater's view of the stores.
+//! - `app`, `shared`, `metrics`: the application lifecycle, what its threads share, their
+//!   counters; `coordinator`: the embedded group coordinator.
+//! - [`backend`]: what a backend implements.
 
 mod app;
-mod backend;
+pub mod backend;
 mod collector;
 mod config;
 mod coordinator;
@@ -54,32 +124,31 @@ mod dsl;
 mod error;
 mod group;
 mod loop_core;
+mod metrics;
 mod node;
 mod restore;
 mod serdes;
+mod shared;
 mod snapshot;
 mod store;
 mod task;
 mod thread;
 mod topology;
 
-pub use app::{
-    RunSummary, ShutdownHandle, StreamThreadExceptionResponse, StreamsApp, ThreadMetrics,
-};
-pub use backend::{Backend, EmbeddedBackend, TopicKind};
+pub use app::{RunSummary, ShutdownHandle, StreamsApp};
+pub use backend::EmbeddedBackend;
 pub use config::{FetchStrategy, IdleWakeup, ProcessingGuarantee, StreamsConfig};
 pub use dsl::{
     Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Produced, StoreType,
     StreamsBuilder,
 };
-pub use error::{Error, Result, SerdeError};
-pub use group::{
-    Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat, SubtopologyInfo,
-};
+pub use error::{BackendErrorKind, Error, Result, SerdeError};
+pub use metrics::ThreadMetrics;
 pub use serdes::{
     BytesSerde, DefaultSerde, I64Serde, JsonSerde, Serde, SerdeRef, Serdes, StringSerde, U64Serde,
 };
-pub use store::{InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, StoreError};
+pub use shared::StreamThreadExceptionResponse;
+pub use store::StoreError;
 pub use topology::{Topology, TopologyDescription};
 
 /// The embedded log, re-exported: open one, create topics, append and read batches.

@@ -10,8 +10,8 @@ use riffle_log::{FetchedBatch, RecordIter, TopicPartition};
 use riffle_state_dir::ChangelogPartition;
 use riffle_task_manager::{BoxError, ChangelogReader, ChangelogRecord, RestoreTarget};
 
-use crate::app::ThreadMetrics;
 use crate::backend::Backend;
+use crate::metrics::ThreadMetrics;
 use crate::task::TaskStores;
 
 /// Reads changelogs from the backend for the state updater. Each partition's fetched batches

@@ -9,13 +9,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use riffle_state_dir::{ChangelogPartition, StateDirectory, TaskId};
-use riffle_task_manager::{LiveOffsets, OffsetSumSnapshot, TaskKind, TaskRegistry, TaskState};
+use riffle_task_manager::{
+    LiveOffsets, OffsetSumSnapshot, SnapshotStrategy, TaskKind, TaskRegistry, TaskState,
+};
 
 use riffle_log::TopicPartition;
 
-use crate::app::{AppShared, ThreadMetrics};
 use crate::backend::Backend;
 use crate::error::Result;
+use crate::metrics::ThreadMetrics;
 use crate::task::TaskStores;
 
 pub(crate) struct ThreadSnapshot {
@@ -26,12 +28,12 @@ pub(crate) struct ThreadSnapshot {
 }
 
 impl ThreadSnapshot {
-    pub(crate) fn new(shared: &AppShared) -> Self {
+    pub(crate) fn new(state_dir: Arc<StateDirectory>, strategy: SnapshotStrategy) -> Self {
         ThreadSnapshot {
-            state_dir: shared.state_dir.clone(),
+            state_dir,
             registry: TaskRegistry::new(),
             live: Arc::new(LiveOffsets::new()),
-            snapshot: OffsetSumSnapshot::new(shared.config.snapshot_strategy),
+            snapshot: OffsetSumSnapshot::new(strategy),
         }
     }
 

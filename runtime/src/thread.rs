@@ -1,4 +1,4 @@
-//! A stream thread: the loop of design.md §2 over the tasks the coordinator assigned to it.
+//! A stream thread: the loop of docs/design.md §3 over the tasks the coordinator assigned to it.
 //!
 //! The loop never does work proportional to the number of tasks when nothing changed: an idle
 //! iteration compares the backend's data version, refreshes the offset-sum snapshot (O(1) when
@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use riffle_log::TopicPartition;
 use riffle_state_dir::TaskId;
@@ -21,7 +21,6 @@ use riffle_task_manager::{
     StateUpdaterConfig, StateUpdaterThread, TaskKind, UpdaterEvent, UpdaterTask,
 };
 
-use crate::app::AppShared;
 use crate::collector::RecordCollector;
 use crate::config::ProcessingGuarantee;
 use crate::coordinator::OffsetSendPolicy;
@@ -30,6 +29,7 @@ use crate::group::{Assignment, Heartbeat};
 use crate::loop_core::{AssignmentPlan, Changes, InputRef, LoopCore, LoopSettings, Owned};
 use crate::node::Scratch;
 use crate::restore::{BackendChangelogReader, StoreLease};
+use crate::shared::AppShared;
 use crate::snapshot::ThreadSnapshot;
 use crate::task::{StreamTask, TaskStores};
 
@@ -83,16 +83,14 @@ impl StreamThread {
             config.batch_max_bytes,
             config.processing_guarantee == ProcessingGuarantee::ExactlyOnce,
         );
-        let send_policy =
-            OffsetSendPolicy::new(Duration::from_millis(config.task_offset_interval_ms));
-        let snapshot = ThreadSnapshot::new(&shared);
+        let send_policy = OffsetSendPolicy::new(config.task_offset_interval);
+        let snapshot = ThreadSnapshot::new(shared.state_dir.clone(), config.snapshot_strategy);
         // The first thread deletes task directories nobody here owned for a while.
-        let cleanup_interval =
-            (index == 0).then(|| Duration::from_millis(config.state_cleanup_delay_ms));
+        let cleanup_interval = (index == 0).then_some(config.state_cleanup_delay);
         let settings = LoopSettings {
-            poll: Duration::from_millis(config.poll_ms),
-            commit_interval: Duration::from_millis(config.commit_interval_ms),
-            heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
+            poll: config.poll,
+            commit_interval: config.commit_interval(),
+            heartbeat_interval: config.heartbeat_interval,
             cleanup_interval,
             cache_max_bytes: config.statestore_cache_max_bytes,
             fetch_strategy: config.fetch_strategy,
@@ -247,7 +245,7 @@ impl StreamThread {
 
     /// Deletes task directories nobody in this process owned for `state_cleanup_delay_ms`.
     fn clean_up(&self) {
-        let delay = Duration::from_millis(self.shared.config.state_cleanup_delay_ms);
+        let delay = self.shared.config.state_cleanup_delay;
         match self
             .shared
             .state_dir
@@ -287,7 +285,7 @@ impl StreamThread {
         Ok(true)
     }
 
-    /// Design.md §3, "Sending": a warm-up task that came within the acceptable recovery lag of
+    /// docs/design.md §4, "Sending": a warm-up task that came within the acceptable recovery lag of
     /// its changelogs' ends makes the next heartbeat carry the task offsets, so the assignor can
     /// promote it. Checked per heartbeat, only for warm-ups not reported yet.
     fn check_warmups(&mut self) -> Result<()> {

@@ -6,6 +6,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use riffle::log::{Log, LogOptions};
 use riffle::{
@@ -37,8 +38,8 @@ fn app(
     let mut config = StreamsConfig::new("replace");
     config.state_dir = state.to_owned();
     config.num_stream_threads = 2;
-    config.poll_ms = 5;
-    config.commit_interval_ms = 20;
+    config.poll = Duration::from_millis(5);
+    config.commit_interval = Some(Duration::from_millis(20));
     config.checkpoint_offset_delta = 1;
     let mut app = StreamsApp::new(
         builder.build().expect("topology"),

@@ -6,6 +6,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use riffle::log::{Log, LogOptions, TopicPartition};
 use riffle::{
@@ -35,9 +36,9 @@ fn config(state: &std::path::Path) -> StreamsConfig {
     let mut config = StreamsConfig::new("eos");
     config.state_dir = state.to_owned();
     config.num_stream_threads = 2;
-    config.poll_ms = 5;
+    config.poll = Duration::from_millis(5);
     config.processing_guarantee = ProcessingGuarantee::ExactlyOnce;
-    config.commit_interval_ms = 10;
+    config.commit_interval = Some(Duration::from_millis(10));
     config
 }
 

@@ -4,12 +4,13 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use proptest::prelude::*;
+use riffle::backend::Backend;
 use riffle::log::{Log, LogOptions};
 use riffle::{
-    Backend, Consumed, EmbeddedBackend, Grouped, Produced, Serdes, StreamsApp, StreamsBuilder,
-    StreamsConfig,
+    Consumed, EmbeddedBackend, Grouped, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
 };
 
 fn count_topology(input: &str, output: &str) -> riffle::Topology {
@@ -27,8 +28,8 @@ fn config(app: &str, state: &std::path::Path, threads: usize) -> StreamsConfig {
     let mut config = StreamsConfig::new(app);
     config.state_dir = state.to_owned();
     config.num_stream_threads = threads;
-    config.poll_ms = 5;
-    config.commit_interval_ms = 50;
+    config.poll = Duration::from_millis(5);
+    config.commit_interval = Some(Duration::from_millis(50));
     config
 }
 

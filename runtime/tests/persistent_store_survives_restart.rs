@@ -9,6 +9,7 @@ use riffle::{
     Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType, StreamsApp,
     StreamsBuilder, StreamsConfig,
 };
+use std::time::Duration;
 
 fn run(log: &Log, state: &std::path::Path) -> (u64, u64) {
     let builder = StreamsBuilder::new();
@@ -21,7 +22,7 @@ fn run(log: &Log, state: &std::path::Path) -> (u64, u64) {
     let mut config = StreamsConfig::new("durable");
     config.state_dir = state.to_owned();
     config.num_stream_threads = 2;
-    config.poll_ms = 5;
+    config.poll = Duration::from_millis(5);
     let mut app = StreamsApp::new(
         builder.build().expect("topology"),
         config,

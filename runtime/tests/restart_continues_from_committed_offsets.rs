@@ -7,6 +7,7 @@ use riffle::log::{Log, LogOptions};
 use riffle::{
     Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
 };
+use std::time::Duration;
 
 fn run(log: &Log, state: &std::path::Path, threads: usize) -> u64 {
     let builder = StreamsBuilder::new();
@@ -19,7 +20,7 @@ fn run(log: &Log, state: &std::path::Path, threads: usize) -> u64 {
     let mut config = StreamsConfig::new("restart");
     config.state_dir = state.to_owned();
     config.num_stream_threads = threads;
-    config.poll_ms = 5;
+    config.poll = Duration::from_millis(5);
     let app = StreamsApp::new(
         builder.build().expect("topology"),
         config,

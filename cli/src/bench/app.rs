@@ -90,10 +90,10 @@ fn run_once(
     let mut config = StreamsConfig::new("throughput");
     config.num_stream_threads = args.threads;
     config.state_dir = dir.path().join("state");
-    config.poll_ms = 10;
+    config.poll = Duration::from_millis(10);
     config.set("processing_guarantee", guarantee)?;
     if guarantee == "at_least_once" {
-        config.commit_interval_ms = 1_000;
+        config.commit_interval = Some(Duration::from_millis(1_000));
     }
     let mut app = StreamsApp::new(
         topology("words", "counts", store)?,
@@ -250,7 +250,7 @@ pub(crate) fn restore(args: RestoreArgs) -> anyhow::Result<()> {
         let mut config = StreamsConfig::new("restore-bench");
         config.num_stream_threads = args.threads;
         config.state_dir = dir.path().join("state");
-        config.poll_ms = 5;
+        config.poll = Duration::from_millis(5);
         let mut app = StreamsApp::new(
             topology("words", "counts", parsed)?,
             config,

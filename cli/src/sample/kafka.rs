@@ -7,13 +7,15 @@
 //! from the application's committed offsets.
 
 use std::collections::HashMap;
+use std::time::Duration;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
+use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{Backend, StreamsApp, StreamsConfig, TopicKind};
+use riffle::{StreamsApp, StreamsConfig};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 
 use super::{CountArgs, topology};
@@ -55,8 +57,8 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
     };
     let mut config = StreamsConfig::new(application_id.clone());
     config.num_stream_threads = args.threads;
-    config.commit_interval_ms = args.commit_interval_ms;
-    config.poll_ms = 10;
+    config.commit_interval = Some(Duration::from_millis(args.commit_interval_ms));
+    config.poll = Duration::from_millis(10);
     config.state_dir = state_dir;
     config.set("processing_guarantee", &args.processing_guarantee)?;
     for setting in &args.settings {

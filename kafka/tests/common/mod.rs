@@ -6,11 +6,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{
-    Backend, Consumed, Materialized, Produced, Serdes, StoreType, StreamsBuilder, StreamsConfig,
-    TopicKind,
-};
+use riffle::{Consumed, Materialized, Produced, Serdes, StoreType, StreamsBuilder, StreamsConfig};
 use riffle_kafka::KafkaBackend;
 
 /// stream(input).groupByKey().count().toStream().to(output), as the CLI sample builds it
@@ -31,9 +29,9 @@ pub fn config(app_id: &str, state_dir: &std::path::Path, threads: usize) -> Stre
     let mut config = StreamsConfig::new(app_id);
     config.state_dir = state_dir.to_owned();
     config.num_stream_threads = threads;
-    config.heartbeat_interval_ms = 300;
-    config.commit_interval_ms = 300;
-    config.poll_ms = 50;
+    config.heartbeat_interval = Duration::from_millis(300);
+    config.commit_interval = Some(Duration::from_millis(300));
+    config.poll = Duration::from_millis(50);
     config
 }
 

@@ -7,14 +7,14 @@ use super::{KeyValueStore, StoreError};
 /// A store in a hash map. Updating an existing key reuses its value's allocation. Its contents
 /// are gone after a restart; the task restores them from the changelog.
 #[derive(Debug)]
-pub struct InMemoryKeyValueStore {
+pub(crate) struct InMemoryKeyValueStore {
     name: String,
     map: HashMap<Vec<u8>, Vec<u8>>,
 }
 
 impl InMemoryKeyValueStore {
     /// An empty store.
-    pub fn new(name: impl Into<String>) -> Self {
+    pub(crate) fn new(name: impl Into<String>) -> Self {
         InMemoryKeyValueStore {
             name: name.into(),
             map: HashMap::new(),

@@ -11,7 +11,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use super::{KeyValueStore, StoreError};
 
 /// A store on disk that keeps its data across restarts.
-pub struct PersistentKeyValueStore {
+pub(crate) struct PersistentKeyValueStore {
     name: String,
     path: PathBuf,
     db: Database,
@@ -32,7 +32,7 @@ const CACHE_BYTES: u64 = 4 << 20;
 
 impl PersistentKeyValueStore {
     /// Opens (creating if needed) the store `name` in `dir`.
-    pub fn open(name: impl Into<String>, dir: &Path) -> Result<Self, StoreError> {
+    pub(crate) fn open(name: impl Into<String>, dir: &Path) -> Result<Self, StoreError> {
         let name = name.into();
         let path = dir.to_owned();
         let err = |e: fjall::Error| StoreError::Backend {

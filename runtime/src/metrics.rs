@@ -1,0 +1,77 @@
+//! The counters of a stream thread, readable from any thread while it runs.
+//!
+//! Writes are relaxed atomic adds on the thread's own slot: no lock and no allocation on the
+//! record path. Readers get plain numbers through the getters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of one stream thread, readable while it runs ([`crate::StreamsApp::thread_metrics`]).
+#[derive(Debug, Default)]
+pub struct ThreadMetrics {
+    pub(crate) loops: AtomicU64,
+    pub(crate) records: AtomicU64,
+    pub(crate) commits: AtomicU64,
+    pub(crate) snapshot_changes: AtomicU64,
+    pub(crate) records_restored: AtomicU64,
+    pub(crate) snapshot_unchanged: AtomicU64,
+    pub(crate) snapshot_full_rebuilds: AtomicU64,
+    pub(crate) snapshot_incremental_updates: AtomicU64,
+    os_thread_id: AtomicU64,
+}
+
+impl ThreadMetrics {
+    /// Loop iterations so far.
+    pub fn loops(&self) -> u64 {
+        self.loops.load(Ordering::Relaxed)
+    }
+
+    /// Records processed so far.
+    pub fn records(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
+    }
+
+    /// Commits done so far.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Changelog records restored into this thread's stores so far.
+    pub fn records_restored(&self) -> u64 {
+        self.records_restored.load(Ordering::Relaxed)
+    }
+
+    /// Offset-sum snapshot refreshes that changed the snapshot.
+    pub fn snapshot_changes(&self) -> u64 {
+        self.snapshot_changes.load(Ordering::Relaxed)
+    }
+
+    /// Offset-sum snapshot refreshes that returned at once because nothing changed.
+    pub fn snapshot_unchanged(&self) -> u64 {
+        self.snapshot_unchanged.load(Ordering::Relaxed)
+    }
+
+    /// Offset-sum snapshot refreshes that rebuilt it from scratch.
+    pub fn snapshot_full_rebuilds(&self) -> u64 {
+        self.snapshot_full_rebuilds.load(Ordering::Relaxed)
+    }
+
+    /// Offset-sum snapshot refreshes that re-evaluated only the changed tasks.
+    pub fn snapshot_incremental_updates(&self) -> u64 {
+        self.snapshot_incremental_updates.load(Ordering::Relaxed)
+    }
+
+    /// The OS thread id (Linux tid), for reading the thread's CPU time; 0 until known.
+    pub fn os_thread_id(&self) -> u64 {
+        self.os_thread_id.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_os_thread_id(&self) {
+        // /proc/thread-self links to /proc/<pid>/task/<tid>.
+        let tid = std::fs::read_link("/proc/thread-self").ok().and_then(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.parse().ok())
+        });
+        self.os_thread_id.store(tid.unwrap_or(0), Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,55 @@
+//! What the stream threads of one application instance share: configuration, topology,
+//! backend, state directory, coordinator, the stop flag and per-thread slots.
+//!
+//! Its own module so the application (`app`) and the stream threads (`thread`) both depend on
+//! it and not on each other's internals.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use riffle_state_dir::StateDirectory;
+
+use crate::backend::Backend;
+use crate::collector::TopicTable;
+use crate::config::StreamsConfig;
+use crate::error::{Error, Result};
+use crate::group::{GroupCoordinator, GroupInfo};
+use crate::metrics::ThreadMetrics;
+use crate::topology::Topology;
+
+/// What to do when a stream thread dies (Kafka Streams'
+/// `StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamThreadExceptionResponse {
+    /// Start a new stream thread; the dead thread's tasks move to the live threads and resume
+    /// from their stores and checkpoints.
+    ReplaceThread,
+    /// Stop this application instance (the default).
+    ShutdownClient,
+}
+
+/// Decides what happens when a stream thread dies.
+pub(crate) type ExceptionHandler =
+    Arc<dyn Fn(&Error) -> StreamThreadExceptionResponse + Send + Sync>;
+
+/// What the threads of one application share.
+pub(crate) struct AppShared {
+    pub(crate) config: StreamsConfig,
+    pub(crate) topology: Topology,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) topics: Arc<TopicTable>,
+    pub(crate) state_dir: Arc<StateDirectory>,
+    pub(crate) coordinator: Arc<dyn GroupCoordinator>,
+    pub(crate) group: GroupInfo,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) records_processed: AtomicU64,
+    /// Per thread: the data version at which it was last idle, `u64::MAX` while busy.
+    pub(crate) idle_versions: Vec<AtomicU64>,
+    pub(crate) thread_metrics: Vec<Arc<ThreadMetrics>>,
+    pub(crate) handles: Mutex<Vec<JoinHandle<Result<()>>>>,
+    pub(crate) handler: Mutex<ExceptionHandler>,
+    pub(crate) thread_numbers: AtomicUsize,
+    pub(crate) threads_replaced: AtomicU64,
+}
