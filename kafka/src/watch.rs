@@ -161,15 +161,18 @@ impl Watch {
     pub(crate) fn wait(&self, seen: u64, timeout: Duration) -> u64 {
         let now = Instant::now();
         let elapsed = now.saturating_duration_since(self.started).as_nanos();
-        let to_tick = Duration::from_nanos(
-            (self.fallback.as_nanos() - elapsed % self.fallback.as_nanos()) as u64,
-        );
-        let deadline = now + timeout.min(to_tick);
+        let period = self.fallback.as_nanos();
+        let to_tick =
+            Duration::from_nanos(u64::try_from(period - elapsed % period).unwrap_or(u64::MAX));
+        // `None`: too far to represent, wait in long slices (the tick or a signal ends it).
+        let deadline = now.checked_add(timeout.min(to_tick));
         let mut journal = self.journal();
         loop {
             let now = Instant::now();
             journal.tick(self.ticks_at(now));
-            let left = deadline.saturating_duration_since(now);
+            let left = deadline.map_or(Duration::from_secs(3600), |d| {
+                d.saturating_duration_since(now)
+            });
             if journal.version != seen || left.is_zero() {
                 return journal.version;
             }
