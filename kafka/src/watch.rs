@@ -27,7 +27,9 @@ use crate::conn::Connection;
 
 /// How long the broker holds a watch fetch when nothing arrives.
 const LONG_POLL: Duration = Duration::from_millis(500);
-/// A watched partition nobody fetched for this long is forgotten (revoked tasks).
+/// A watched partition nobody fetched for this long (and for two fallback periods) is
+/// forgotten (revoked tasks). A thread that fetches only the changed partitions re-fetches an
+/// idle one only after a fallback tick, so the watch must outlive the fallback period.
 const FORGET_AFTER: Duration = Duration::from_secs(15);
 /// How many moves of the data version the journal remembers (as the embedded log's append
 /// journal); a reader further behind is told to fetch every partition.
@@ -198,7 +200,8 @@ impl Watch {
 
     fn watched(&self) -> Vec<(TopicPartition, u64)> {
         let mut map = self.empty.lock().unwrap_or_else(PoisonError::into_inner);
-        map.retain(|_, (_, at)| at.elapsed() < FORGET_AFTER);
+        let forget_after = FORGET_AFTER.max(self.fallback.saturating_mul(2));
+        map.retain(|_, (_, at)| at.elapsed() < forget_after);
         map.iter().map(|(tp, (o, _))| (tp.clone(), *o)).collect()
     }
 
