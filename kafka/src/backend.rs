@@ -8,13 +8,14 @@
 //! Fetches do not wait at the broker (`max_wait_ms` 0). An idle stream thread sleeps in
 //! [`Backend::wait_for_data`]; the data version moves on every local append, whenever the fetch
 //! watcher (`watch`) sees a partition that a fetch found empty grow, and, as a fallback, every
-//! [`KafkaConfig::fetch_poll_interval`].
+//! [`KafkaConfig::fetch_poll_interval`]. Each move is journaled with its partition (the
+//! fallback as "unknown"), which [`Backend::changed_partitions`] reports.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use kafka_protocol::error::ResponseError;
 use riffle::backend::{Backend, GroupCoordinator, GroupInfo, TopicKind};
 use riffle::log::{BatchBuilder, FetchedBatch, TopicPartition};
 
@@ -30,7 +31,6 @@ struct Inner {
     cluster: Arc<Cluster>,
     groups: Mutex<HashMap<String, Arc<StreamsGroup>>>,
     watch: Arc<Watch>,
-    started: Instant,
 }
 
 /// A Kafka cluster as a riffle backend. Cheap to clone (clones share connections and groups).
@@ -50,7 +50,7 @@ impl KafkaBackend {
             return Err(Error::Config("fetch_poll_interval must not be zero".into()));
         }
         let cluster = Arc::new(Cluster::connect(config)?);
-        let watch = Arc::new(Watch::default());
+        let watch = Arc::new(Watch::new(cluster.config().fetch_poll_interval));
         watch::spawn(cluster.clone(), &watch).map_err(|source| Error::Io {
             broker: cluster.config().bootstrap_servers.clone(),
             what: "spawning the fetch watcher thread".into(),
@@ -61,7 +61,6 @@ impl KafkaBackend {
                 cluster,
                 groups: Mutex::default(),
                 watch,
-                started: Instant::now(),
             }),
         })
     }
@@ -122,17 +121,6 @@ impl KafkaBackend {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn ticks(&self) -> u64 {
-        let poll = self
-            .inner
-            .cluster
-            .config()
-            .fetch_poll_interval
-            .as_nanos()
-            .max(1);
-        (self.inner.started.elapsed().as_nanos() / poll) as u64
-    }
-
     fn commit(&self, group: &str, member: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         if offsets.is_empty() {
             return Ok(());
@@ -164,10 +152,19 @@ impl KafkaBackend {
                     cluster.forget_coordinator(group);
                     std::thread::sleep(Duration::from_millis(100));
                 }
-                // UNKNOWN_MEMBER_ID, FENCED/STALE_MEMBER_EPOCH, GROUP_ID_NOT_FOUND: the member
-                // lost its tasks. Nothing is lost but progress: the next owner resumes from the
-                // last accepted commit (at-least-once), and the next heartbeat rejoins.
-                25 | 110 | 113 | 69 => {
+                // The member lost its tasks. Nothing is lost but progress: the next owner
+                // resumes from the last accepted commit (at-least-once), and the next heartbeat
+                // rejoins.
+                c if matches!(
+                    ResponseError::try_from_code(c),
+                    Some(
+                        ResponseError::UnknownMemberId
+                            | ResponseError::FencedMemberEpoch
+                            | ResponseError::StaleMemberEpoch
+                            | ResponseError::GroupIdNotFound
+                    )
+                ) =>
+                {
                     tracing::warn!(
                         group,
                         member = %member_id,
@@ -232,7 +229,7 @@ impl Backend for KafkaBackend {
         let encoded = encode_batch(tp, batch)?;
         let base = self.inner.cluster.produce(tp, encoded)?;
         batch.clear();
-        self.inner.watch.signal();
+        self.inner.watch.signal([tp.clone()]);
         Ok(base)
     }
 
@@ -255,22 +252,19 @@ impl Backend for KafkaBackend {
     }
 
     fn data_version(&self) -> u64 {
-        self.inner.watch.events.load(Ordering::Acquire) + self.ticks()
+        self.inner.watch.version()
     }
 
     fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
-        let poll = self.inner.cluster.config().fetch_poll_interval;
-        let next_tick = poll.saturating_sub(Duration::from_nanos(
-            (self.inner.started.elapsed().as_nanos() % poll.as_nanos().max(1)) as u64,
-        ));
-        self.inner
-            .watch
-            .wait(timeout.min(next_tick), || self.data_version() != seen);
-        self.data_version()
+        self.inner.watch.wait(seen, timeout)
+    }
+
+    fn changed_partitions(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
+        self.inner.watch.changed_since(seen, out)
     }
 
     fn wake_waiters(&self) {
-        self.inner.watch.signal();
+        self.inner.watch.wake();
     }
 
     fn group_coordinator(&self, group: &GroupInfo) -> riffle::Result<Arc<dyn GroupCoordinator>> {

@@ -45,6 +45,7 @@ mod cluster;
 mod conn;
 mod error;
 mod group;
+mod member;
 mod streams;
 mod watch;
 mod wire;

@@ -5,6 +5,8 @@
 //! Requests are written straight into a byte buffer; responses are decoded by a [`Reader`]
 //! that rejects truncated or trailing bytes. Nothing here does I/O.
 
+use kafka_protocol::error::ResponseError;
+
 use crate::error::Result;
 use crate::wire::{
     Reader, put_array_len, put_null_array, put_nullable_str, put_str, put_str_array, put_tags,
@@ -195,17 +197,91 @@ impl HeartbeatRequest<'_> {
     }
 }
 
+/// A group condition the broker reports in every heartbeat response (`StatusCode`, KIP-1071).
+/// None of them is an error; while the topics are missing no tasks are assigned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StatusCode {
+    /// The group runs a newer topology epoch than this member's.
+    StaleTopology,
+    /// Source topics do not exist (the detail names them).
+    MissingSourceTopics,
+    /// Co-partitioned topics or changelogs have the wrong partition counts.
+    IncorrectlyPartitionedTopics,
+    /// The broker is creating the internal topics (seen once on every first join).
+    MissingInternalTopics,
+    /// A member sent `ShutdownApplication`: every member must stop.
+    ShutdownApplication,
+    /// The (initial) assignment is delayed: `group.streams.initial.rebalance.delay.ms` or
+    /// `group.streams.assignment.interval.ms` is running.
+    AssignmentDelayed,
+    /// Rack-aware standby placement needs client tags this member did not send (v1).
+    MissingClientTags,
+    /// A code newer than Kafka 4.4.
+    Unknown(i8),
+}
+
+impl StatusCode {
+    /// The status of wire code `code`.
+    pub(crate) fn from_code(code: i8) -> Self {
+        match code {
+            0 => Self::StaleTopology,
+            1 => Self::MissingSourceTopics,
+            2 => Self::IncorrectlyPartitionedTopics,
+            3 => Self::MissingInternalTopics,
+            4 => Self::ShutdownApplication,
+            5 => Self::AssignmentDelayed,
+            6 => Self::MissingClientTags,
+            other => Self::Unknown(other),
+        }
+    }
+
+    /// The wire code.
+    pub(crate) fn code(self) -> i8 {
+        match self {
+            Self::StaleTopology => 0,
+            Self::MissingSourceTopics => 1,
+            Self::IncorrectlyPartitionedTopics => 2,
+            Self::MissingInternalTopics => 3,
+            Self::ShutdownApplication => 4,
+            Self::AssignmentDelayed => 5,
+            Self::MissingClientTags => 6,
+            Self::Unknown(code) => code,
+        }
+    }
+
+    /// Kafka's name for it.
+    fn name(self) -> &'static str {
+        match self {
+            Self::StaleTopology => "STALE_TOPOLOGY",
+            Self::MissingSourceTopics => "MISSING_SOURCE_TOPICS",
+            Self::IncorrectlyPartitionedTopics => "INCORRECTLY_PARTITIONED_TOPICS",
+            Self::MissingInternalTopics => "MISSING_INTERNAL_TOPICS",
+            Self::ShutdownApplication => "SHUTDOWN_APPLICATION",
+            Self::AssignmentDelayed => "ASSIGNMENT_DELAYED",
+            Self::MissingClientTags => "MISSING_CLIENT_TAGS",
+            Self::Unknown(_) => "unknown status",
+        }
+    }
+}
+
+impl std::fmt::Display for StatusCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name(), self.code())
+    }
+}
+
 /// A group condition the broker reports in every heartbeat response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Status {
-    pub(crate) code: i8,
+    pub(crate) code: StatusCode,
     pub(crate) detail: String,
 }
 
 /// A StreamsGroupHeartbeat response. `None` task lists mean "unchanged".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct HeartbeatResponse {
-    pub(crate) error_code: i16,
+    /// `None`: no error.
+    pub(crate) error: Option<ResponseError>,
     pub(crate) error_message: Option<String>,
     pub(crate) member_epoch: i32,
     pub(crate) heartbeat_interval_ms: i32,
@@ -261,7 +337,7 @@ impl HeartbeatResponse {
     pub(crate) fn decode(body: &[u8], version: i16) -> Result<Self> {
         let r = &mut Reader::new(body, "StreamsGroupHeartbeat response");
         r.i32("ThrottleTimeMs")?;
-        let error_code = r.i16("ErrorCode")?;
+        let error = ResponseError::try_from_code(r.i16("ErrorCode")?);
         let error_message = r.nullable_str("ErrorMessage")?;
         r.str("MemberId")?;
         let member_epoch = r.i32("MemberEpoch")?;
@@ -275,7 +351,7 @@ impl HeartbeatResponse {
             acceptable_recovery_lag = r.i64("AcceptableRecoveryLag")?;
         }
         let status = r.nullable_vec("Status", |r| {
-            let code = r.i8("Status.StatusCode")?;
+            let code = StatusCode::from_code(r.i8("Status.StatusCode")?);
             let detail = r.str("Status.StatusDetail")?;
             r.tags("Status tags")?;
             Ok(Status { code, detail })
@@ -296,7 +372,7 @@ impl HeartbeatResponse {
         r.tags("response tags")?;
         r.finish()?;
         Ok(HeartbeatResponse {
-            error_code,
+            error,
             error_message,
             member_epoch,
             heartbeat_interval_ms,
@@ -604,7 +680,7 @@ mod tests {
         assert_eq!(
             r.status,
             Some(vec![Status {
-                code: 3,
+                code: StatusCode::MissingInternalTopics,
                 detail: "Missing topics".into()
             }])
         );

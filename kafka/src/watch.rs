@@ -1,16 +1,21 @@
-//! The fetch watcher: one named thread per backend that long-polls the brokers for the
-//! partitions the stream threads found empty, and moves the backend's data version when one of
-//! them has new records — so an idle stream thread sleeps until there is something to fetch
-//! instead of re-fetching every partition on a timer (design.md §2: no work proportional to the
-//! number of tasks when nothing changed).
+//! The fetch watcher and the data version: one named thread per backend that long-polls the
+//! brokers for the partitions the stream threads found empty, and moves the backend's data
+//! version when one of them has new records — so an idle stream thread sleeps until there is
+//! something to fetch instead of re-fetching every partition on a timer (no work proportional
+//! to the number of tasks when nothing changed).
+//!
+//! The data version is one counter, and each of its moves is journaled with the partition that
+//! moved it (a watched partition that grew, a local append), so a stream thread can ask which
+//! partitions may have new data since a version it saw ([`Watch::changed_since`]) and fetch
+//! only those. The fallback tick every `fetch_poll_interval` (for anything the watcher cannot
+//! see) is journaled as "unknown": a reader whose range spans one fetches everything.
 //!
 //! It only signals: it asks for at most one byte and reads the partitions' high watermarks; the
 //! stream threads fetch the records themselves. It has its own connections, so its long polls
 //! never hold up a stream thread's request. It stops when the backend is dropped.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName, fetch_request};
@@ -22,20 +27,107 @@ use crate::conn::Connection;
 
 /// How long the broker holds a watch fetch when nothing arrives.
 const LONG_POLL: Duration = Duration::from_millis(500);
-/// A watched partition nobody fetched for this long is forgotten (revoked tasks).
+/// A watched partition nobody fetched for this long (and for two fallback periods) is
+/// forgotten (revoked tasks). A thread that fetches only the changed partitions re-fetches an
+/// idle one only after a fallback tick, so the watch must outlive the fallback period.
 const FORGET_AFTER: Duration = Duration::from_secs(15);
+/// How many moves of the data version the journal remembers (as the embedded log's append
+/// journal); a reader further behind is told to fetch every partition.
+const JOURNAL_LEN: usize = 4_096;
+
+/// The data version and what moved it, newest last.
+#[derive(Debug)]
+struct Journal {
+    version: u64,
+    /// `(version after the move, the partition that may have new data)`; `None` = unknown (a
+    /// fallback tick). Versions are consecutive; at most `capacity` entries.
+    recent: VecDeque<(u64, Option<TopicPartition>)>,
+    capacity: usize,
+    /// The fallback ticks (fetch-poll intervals since the start) already journaled.
+    ticks: u64,
+    /// Bumped by [`Watch::wake`]: ends every wait without claiming new data.
+    wakeups: u64,
+}
+
+impl Journal {
+    fn new(capacity: usize) -> Journal {
+        Journal {
+            version: 0,
+            wakeups: 0,
+            recent: VecDeque::new(),
+            capacity: capacity.max(1),
+            ticks: 0,
+        }
+    }
+
+    fn record(&mut self, tp: Option<TopicPartition>) {
+        self.version += 1;
+        if self.recent.len() == self.capacity {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.version, tp));
+    }
+
+    /// Journals one "unknown" move if the fallback clock reached a tick not journaled yet
+    /// (one move however many ticks passed: "unknown" once is enough).
+    fn tick(&mut self, ticks: u64) {
+        if ticks > self.ticks {
+            self.ticks = ticks;
+            self.record(None);
+        }
+    }
+
+    /// Pushes the partitions that moved the version after `seen` (duplicates possible) and
+    /// returns the version; `None`, pushing nothing, when a move in that range is unknown or
+    /// no longer journaled.
+    fn changed_since(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
+        if seen >= self.version {
+            return Some(self.version);
+        }
+        let oldest = self.recent.front().map_or(u64::MAX, |&(v, _)| v);
+        if oldest > seen + 1 {
+            return None;
+        }
+        let skip = usize::try_from(seen + 1 - oldest).unwrap_or(usize::MAX);
+        let start = out.len();
+        for (_, tp) in self.recent.iter().skip(skip) {
+            match tp {
+                Some(tp) => out.push(tp.clone()),
+                None => {
+                    out.truncate(start);
+                    return None;
+                }
+            }
+        }
+        Some(self.version)
+    }
+}
 
 /// What the stream threads and the watcher share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Watch {
     /// Partition → (the offset a fetch found nothing at, when).
     empty: Mutex<HashMap<TopicPartition, (u64, Instant)>>,
-    /// Moves on every local append and every partition the watcher saw grow.
-    pub(crate) events: AtomicU64,
-    wake: (Mutex<()>, Condvar),
+    journal: Mutex<Journal>,
+    /// Notified on every move of the version (its mutex is `journal`'s).
+    moved: Condvar,
+    started: Instant,
+    /// The fallback tick's period (`fetch_poll_interval`, not zero).
+    fallback: Duration,
 }
 
 impl Watch {
+    /// A watch whose version also moves every `fallback` (which must not be zero).
+    pub(crate) fn new(fallback: Duration) -> Watch {
+        Watch {
+            empty: Mutex::default(),
+            journal: Mutex::new(Journal::new(JOURNAL_LEN)),
+            moved: Condvar::new(),
+            started: Instant::now(),
+            fallback: fallback.max(Duration::from_nanos(1)),
+        }
+    }
+
     /// A fetch of `tp` at `offset` returned nothing (watch it) or something (stop watching).
     pub(crate) fn fetched(&self, tp: &TopicPartition, offset: u64, empty: bool) {
         let mut map = self.empty.lock().unwrap_or_else(PoisonError::into_inner);
@@ -46,34 +138,80 @@ impl Watch {
         }
     }
 
-    /// Something may be new: move the version and wake the waiters.
-    pub(crate) fn signal(&self) {
-        self.events.fetch_add(1, Ordering::AcqRel);
-        let (lock, cvar) = &self.wake;
-        drop(lock.lock().unwrap_or_else(PoisonError::into_inner));
-        cvar.notify_all();
+    /// The partitions `tps` may have new data: move the version (once per partition, each
+    /// move journaled with it) and wake the waiters.
+    pub(crate) fn signal(&self, tps: impl IntoIterator<Item = TopicPartition>) {
+        let mut journal = self.journal();
+        let before = journal.version;
+        for tp in tps {
+            journal.record(Some(tp));
+        }
+        if journal.version != before {
+            self.moved.notify_all();
+        }
     }
 
-    /// Waits until `changed()` or `timeout`.
-    pub(crate) fn wait(&self, timeout: Duration, changed: impl Fn() -> bool) {
-        let deadline = Instant::now() + timeout;
-        let (lock, cvar) = &self.wake;
-        let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Ends every [`Watch::wait`] under way now, without moving the version.
+    pub(crate) fn wake(&self) {
+        self.journal().wakeups += 1;
+        self.moved.notify_all();
+    }
+
+    /// The current data version.
+    pub(crate) fn version(&self) -> u64 {
+        self.journal().version
+    }
+
+    /// See [`Journal::changed_since`].
+    pub(crate) fn changed_since(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
+        self.journal().changed_since(seen, out)
+    }
+
+    /// Waits until the version differs from `seen`, or `timeout` passes, or the next fallback
+    /// tick (which moves it); returns the version.
+    pub(crate) fn wait(&self, seen: u64, timeout: Duration) -> u64 {
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(self.started).as_nanos();
+        let period = self.fallback.as_nanos();
+        let to_tick =
+            Duration::from_nanos(u64::try_from(period - elapsed % period).unwrap_or(u64::MAX));
+        // `None`: too far to represent, wait in long slices (the tick or a signal ends it).
+        let deadline = now.checked_add(timeout.min(to_tick));
+        let mut journal = self.journal();
+        let wakeups = journal.wakeups;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if changed() || left.is_zero() {
-                return;
+            let now = Instant::now();
+            journal.tick(self.ticks_at(now));
+            let left = deadline.map_or(Duration::from_secs(3600), |d| {
+                d.saturating_duration_since(now)
+            });
+            if journal.version != seen || journal.wakeups != wakeups || left.is_zero() {
+                return journal.version;
             }
-            guard = cvar
-                .wait_timeout(guard, left)
+            journal = self
+                .moved
+                .wait_timeout(journal, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
     }
 
+    /// The journal, with the fallback ticks that passed by now recorded.
+    fn journal(&self) -> MutexGuard<'_, Journal> {
+        let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        journal.tick(self.ticks_at(Instant::now()));
+        journal
+    }
+
+    fn ticks_at(&self, now: Instant) -> u64 {
+        let elapsed = now.saturating_duration_since(self.started).as_nanos();
+        (elapsed / self.fallback.as_nanos()) as u64
+    }
+
     fn watched(&self) -> Vec<(TopicPartition, u64)> {
         let mut map = self.empty.lock().unwrap_or_else(PoisonError::into_inner);
-        map.retain(|_, (_, at)| at.elapsed() < FORGET_AFTER);
+        let forget_after = FORGET_AFTER.max(self.fallback.saturating_mul(2));
+        map.retain(|_, (_, at)| at.elapsed() < forget_after);
         map.iter().map(|(tp, (o, _))| (tp.clone(), *o)).collect()
     }
 
@@ -111,7 +249,7 @@ fn run(cluster: &Cluster, watch: &Weak<Watch>) {
                 // The stream thread's own fetch will meet (and report) the problem.
                 Err(_) => {
                     w.forget(&tp, offset);
-                    w.signal();
+                    w.signal([tp]);
                 }
             }
         }
@@ -122,9 +260,7 @@ fn run(cluster: &Cluster, watch: &Weak<Watch>) {
                     for (tp, offset) in &grown {
                         w.forget(tp, *offset);
                     }
-                    if !grown.is_empty() {
-                        w.signal();
-                    }
+                    w.signal(grown.into_iter().map(|(tp, _)| tp));
                 }
                 None => std::thread::sleep(Duration::from_millis(100)),
             }
@@ -191,4 +327,186 @@ fn poll(
         }
     }
     Some(grown)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn tp(p: u32) -> TopicPartition {
+        TopicPartition::new("in", p)
+    }
+
+    fn changed(j: &Journal, seen: u64) -> Option<(u64, Vec<TopicPartition>)> {
+        let mut out = vec![tp(999)]; // what the caller already had stays
+        let version = j.changed_since(seen, &mut out)?;
+        assert_eq!(out.remove(0), tp(999));
+        Some((version, out))
+    }
+
+    #[test]
+    fn the_partitions_that_moved_the_version_are_named() {
+        let mut j = Journal::new(16);
+        assert_eq!(changed(&j, 0), Some((0, vec![])), "nothing new");
+        j.record(Some(tp(1)));
+        j.record(Some(tp(2)));
+        j.record(Some(tp(1)));
+        assert_eq!(j.version, 3);
+        assert_eq!(changed(&j, 0), Some((3, vec![tp(1), tp(2), tp(1)])));
+        assert_eq!(changed(&j, 2), Some((3, vec![tp(1)])));
+        assert_eq!(changed(&j, 3), Some((3, vec![])));
+        assert_eq!(
+            changed(&j, 7),
+            Some((3, vec![])),
+            "a version from the future: nothing"
+        );
+    }
+
+    #[test]
+    fn a_fallback_tick_is_unknown_to_whoever_spans_it() {
+        let mut j = Journal::new(16);
+        j.record(Some(tp(1)));
+        j.tick(0);
+        assert_eq!(j.version, 1, "no tick passed");
+        j.tick(3);
+        assert_eq!(j.version, 2, "one move however many ticks passed");
+        j.tick(3);
+        assert_eq!(j.version, 2, "each tick once");
+        j.record(Some(tp(2)));
+        assert_eq!(changed(&j, 0), None);
+        assert_eq!(changed(&j, 1), None);
+        assert_eq!(
+            changed(&j, 2),
+            Some((3, vec![tp(2)])),
+            "after the tick: known again"
+        );
+    }
+
+    #[test]
+    fn a_reader_further_behind_than_the_journal_is_told_to_fetch_everything() {
+        let mut j = Journal::new(4);
+        for p in 0..6 {
+            j.record(Some(tp(p)));
+        }
+        assert_eq!(changed(&j, 1), None, "moves 2 and 3 were forgotten");
+        assert_eq!(changed(&j, 2), Some((6, vec![tp(2), tp(3), tp(4), tp(5)])));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Moved(u32),
+        Tick(u64),
+        Ask(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u32..8).prop_map(Op::Moved),
+            1 => (0u64..4).prop_map(Op::Tick),
+            3 => (0u64..40).prop_map(Op::Ask),
+        ]
+    }
+
+    proptest! {
+        /// Against a model that keeps every move forever: the journal names exactly the
+        /// partitions after `seen` whenever it still remembers them all and none is unknown.
+        #[test]
+        fn the_journal_agrees_with_a_complete_history(
+            capacity in 1usize..12,
+            ops in proptest::collection::vec(op(), 0..120),
+        ) {
+            let mut j = Journal::new(capacity);
+            let mut history: Vec<Option<TopicPartition>> = Vec::new(); // index = version - 1
+            let mut ticks = 0;
+            for op in ops {
+                match op {
+                    Op::Moved(p) => {
+                        j.record(Some(tp(p)));
+                        history.push(Some(tp(p)));
+                    }
+                    Op::Tick(more) => {
+                        ticks += more;
+                        let before = j.version;
+                        j.tick(ticks);
+                        if j.version != before {
+                            history.push(None);
+                        }
+                        prop_assert!(j.version - before <= 1);
+                    }
+                    Op::Ask(seen) => {
+                        let version = history.len() as u64;
+                        prop_assert_eq!(j.version, version);
+                        let since = history.get(seen.min(version) as usize..).unwrap_or(&[]);
+                        let forgotten = version.saturating_sub(seen) > capacity as u64;
+                        let expected = if since.iter().any(Option::is_none) || forgotten {
+                            None
+                        } else {
+                            Some((version, since.iter().flatten().cloned().collect::<Vec<_>>()))
+                        };
+                        prop_assert_eq!(changed(&j, seen), expected);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wait_returns_at_once_when_the_version_moved_or_after_a_short_timeout() {
+        let w = Watch::new(Duration::from_secs(3600));
+        w.signal([tp(1)]);
+        let v = w.version();
+        let mut out = Vec::new();
+        assert_eq!(w.changed_since(v - 1, &mut out), Some(v));
+        assert_eq!(out, vec![tp(1)]);
+        let started = Instant::now();
+        assert_eq!(w.wait(v - 1, Duration::from_secs(10)), v, "already moved");
+        assert_eq!(
+            w.wait(v, Duration::from_millis(1)),
+            v,
+            "timed out, nothing moved"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn the_fallback_tick_ends_a_wait_and_makes_the_partitions_unknown() {
+        let w = Watch::new(Duration::from_millis(50));
+        let seen = w.version();
+        let started = Instant::now();
+        // Not the 10 s timeout: the next tick moves the version.
+        let moved = w.wait(seen, Duration::from_secs(10));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(moved > seen);
+        let mut out = Vec::new();
+        assert_eq!(w.changed_since(seen, &mut out), None, "fetch everything");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_signal_wakes_a_waiter_with_the_partition() {
+        let w = Arc::new(Watch::new(Duration::from_secs(3600)));
+        let seen = w.version();
+        let signaller = {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                w.signal([tp(4)]);
+            })
+        };
+        let started = Instant::now();
+        let version = w.wait(seen, Duration::from_secs(10));
+        signaller.join().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(version, seen + 1);
+        let mut out = Vec::new();
+        assert_eq!(w.changed_since(seen, &mut out), Some(version));
+        assert_eq!(out, vec![tp(4)]);
+        // An empty signal moves nothing.
+        w.signal([]);
+        assert_eq!(w.version(), version);
+    }
 }
