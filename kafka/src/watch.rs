@@ -1,8 +1,8 @@
 //! The fetch watcher: one named thread per backend that long-polls the brokers for the
 //! partitions the stream threads found empty, and moves the backend's data version when one of
 //! them has new records — so an idle stream thread sleeps until there is something to fetch
-//! instead of re-fetching every partition on a timer (design.md §2: no work proportional to the
-//! number of tasks when nothing changed).
+//! instead of re-fetching every partition on a timer (docs/design.md §3: no work proportional to
+//! the number of tasks when nothing changed).
 //!
 //! It only signals: it asks for at most one byte and reads the partitions' high watermarks; the
 //! stream threads fetch the records themselves. It has its own connections, so its long polls
