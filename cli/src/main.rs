@@ -38,7 +38,7 @@ enum Command {
     /// Look into a state directory.
     #[command(subcommand)]
     State(state::State),
-    /// Run a benchmark (design.md §6).
+    /// Run a benchmark (docs/design.md §6).
     #[command(subcommand)]
     Bench(bench::Bench),
 }

@@ -1,4 +1,4 @@
-//! Issue 5, point 5: a corrupt checkpoint. After a clean run with the persistent store, one
+//! A corrupt checkpoint. After a clean run with the persistent store, one
 //! task's `.checkpoint` is cut in half, another's is overwritten with garbage and a third's is
 //! deleted (its store is still on disk). The next run, over more input, warns naming the
 //! unreadable files, treats those tasks' state as unknown, wipes their stores and restores them

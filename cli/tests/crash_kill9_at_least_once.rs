@@ -1,4 +1,4 @@
-//! Issue 5, point 5: `kill -9` the groupByKey-count sample at random points and restart it until
+//! `kill -9` the groupByKey-count sample at random points and restart it until
 //! a run drains the input and exits normally. Every restart must succeed, and under
 //! at-least-once the final counts (the output topic, latest per key) are never lower than a
 //! plain count of the input — with the in-memory store (restored from the changelog on every

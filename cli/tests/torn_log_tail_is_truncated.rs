@@ -1,4 +1,4 @@
-//! Issue 5, point 5: torn log tails, as a crash mid-write leaves them. A batch cut in the middle
+//! Torn log tails, as a crash mid-write leaves them. A batch cut in the middle
 //! (its header promises more bytes than the file holds) or garbage after the last batch is
 //! truncated when the sample opens the log, with a warning naming the segment file and the
 //! offset, and the counts are right:

@@ -1,8 +1,8 @@
 //! The fetch watcher and the data version: one named thread per backend that long-polls the
 //! brokers for the partitions the stream threads found empty, and moves the backend's data
 //! version when one of them has new records — so an idle stream thread sleeps until there is
-//! something to fetch instead of re-fetching every partition on a timer (no work proportional
-//! to the number of tasks when nothing changed).
+//! something to fetch instead of re-fetching every partition on a timer (docs/design.md §3: no work
+//! proportional to the number of tasks when nothing changed).
 //!
 //! The data version is one counter, and each of its moves is journaled with the partition that
 //! moved it (a watched partition that grew, a local append), so a stream thread can ask which

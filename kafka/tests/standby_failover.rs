@@ -140,7 +140,7 @@ fn failover(standby_replicas: u32) -> Failover {
         (latest_counts(&backend, "counts") == expected).then_some(())
     });
     // What B has of A's tasks, as its heartbeats report it: standbys report their live
-    // changelog offsets (design.md §3 rule 2), next to the changelogs' end offsets.
+    // changelog offsets (docs/design.md §4 rule 2), next to the changelogs' end offsets.
     let a_tasks: Vec<(String, i32)> = partitions_a
         .iter()
         .map(|&p| ("0".into(), p as i32))

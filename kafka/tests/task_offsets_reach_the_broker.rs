@@ -1,7 +1,7 @@
 //! Scenario (c): the heartbeat's `TaskOffsets` are the offset-sum snapshot, as the broker sees
 //! it. Instance A counts everything alone with persistent stores (checkpointed), then B joins
 //! and takes two of the four tasks. A's snapshot now holds the two tasks it gave away — their
-//! checkpoints are still in A's state directory (design.md §3 rule 1; its running tasks are
+//! checkpoints are still in A's state directory (docs/design.md §4 rule 1; its running tasks are
 //! omitted by rule 2) — and StreamsGroupDescribe shows exactly those sums for A's member, with
 //! end offsets equal to them (A was caught up when it gave them away). B, whose tasks are all
 //! running, reports an empty snapshot.

@@ -155,7 +155,7 @@ fn rebalance(group: &mut Group) {
     }
 }
 
-/// When a heartbeat carries task offsets (design.md §3, "Sending"): on join, when the
+/// When a heartbeat carries task offsets (docs/design.md §4, "Sending"): on join, when the
 /// assignment changed, when the task-offset interval has passed — and only if the snapshot's
 /// version differs from the one last sent.
 #[derive(Debug)]

@@ -87,7 +87,7 @@ impl GroupInfo {
 pub struct Heartbeat<'a> {
     /// The member (the stream thread's name).
     pub member: &'a str,
-    /// The offset-sum snapshot, when the sending rules call for it (design.md §3).
+    /// The offset-sum snapshot, when the sending rules call for it (docs/design.md §4).
     pub task_offsets: Option<imbl::HashMap<TaskId, i64>>,
     /// The tasks the member owns now.
     pub owned: &'a Assignment,
@@ -100,7 +100,7 @@ pub struct Heartbeat<'a> {
 pub struct GroupIntervals {
     /// How often to heartbeat.
     pub heartbeat: Duration,
-    /// How often to resend the task offsets (design.md §3, "Sending").
+    /// How often to resend the task offsets (docs/design.md §4, "Sending").
     pub task_offsets: Duration,
     /// A warm-up task whose changelog lag is at most this is caught up: its offsets are sent at
     /// once, so the assignor can make it active (`acceptable.recovery.lag`). `None`: the

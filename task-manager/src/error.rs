@@ -15,7 +15,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A state transition outside design.md §1 — a bug in the caller.
+    /// A state transition outside docs/design.md §2 — a bug in the caller.
     #[error("task {task}: illegal transition {from} -> {to}")]
     IllegalTransition {
         /// The task.

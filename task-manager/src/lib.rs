@@ -1,5 +1,5 @@
 //! riffle's tasks: task states, the per-thread task registry, the state updater, and the
-//! incremental offset-sum snapshot that the heartbeat reports (design.md §1–3, KAFKA-21171).
+//! incremental offset-sum snapshot that the heartbeat reports (docs/design.md §2–4, KAFKA-21171).
 //!
 //! What this crate owns:
 //! - [`TaskKind`], [`TaskState`] and the legal transitions; an illegal one is an

@@ -1,4 +1,4 @@
-//! `OffsetSumSnapshot`: the heartbeat's task → offset-sum map (design.md §3), kept up to date
+//! `OffsetSumSnapshot`: the heartbeat's task → offset-sum map (docs/design.md §4), kept up to date
 //! incrementally.
 //!
 //! Pure state plus methods, raft-rs style: no threads, no I/O. A refresh reads three versioned
@@ -101,7 +101,7 @@ fn task_sum(
     }
 }
 
-/// The snapshot computed from scratch by the rules of design.md §3: every task of the local
+/// The snapshot computed from scratch by the rules of docs/design.md §4: every task of the local
 /// offset map that this thread does not own, plus each owned task's [`owned_task_sum`].
 pub fn full_rebuild(
     registry: &TaskRegistry,

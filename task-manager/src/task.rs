@@ -13,7 +13,7 @@ pub enum TaskKind {
     Standby,
 }
 
-/// The life cycle of a task (design.md §1).
+/// The life cycle of a task (docs/design.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TaskState {
     /// Created, not yet initialised; its offsets are whatever the checkpoint says.

@@ -1,4 +1,4 @@
-//! The offset-sum rules of design.md §3, one scenario each, checked on both strategies.
+//! The offset-sum rules of docs/design.md §4, one scenario each, checked on both strategies.
 
 use riffle_state_dir::{ChangelogPartition, SharedOffsetSums, TaskId};
 use riffle_task_manager::{

@@ -1,9 +1,9 @@
-//! The invariant of design.md §3: after every refresh, the incremental snapshot equals a
+//! The invariant of docs/design.md §4: after every refresh, the incremental snapshot equals a
 //! from-scratch full rebuild — over random operation sequences, with several simulated stream
 //! threads (one registry, live-offset map and snapshot each) sharing one `StateDirectory`.
 //!
 //! Journals are tiny (8 changes) so truncation, and the fallback rebuild, happen all the time.
-//! Case count: `PROPTEST_CASES`, default 10,000 (the floor for CI; about 10 s on 2 cores).
+//! Case count: `PROPTEST_CASES`, default 10,000 (the floor for CI; about 10 s on 2 cores).
 
 use std::path::Path;
 use std::sync::{Arc, Barrier};

@@ -1,5 +1,5 @@
-//! `riffle bench`: the measurements of design.md §6, each side by side with its baseline in the
-//! same run.
+//! `riffle bench`: the measurements of docs/design.md §6, each side by side with its baseline in
+//! the same run.
 //!
 //! - `riffle bench snapshot`: one offset-sum snapshot refresh by task count, task state and number
 //!   of changed tasks, incremental beside full rebuild (KAFKA-21171's benchmark);
