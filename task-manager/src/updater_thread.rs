@@ -89,9 +89,16 @@ impl StateUpdaterThread {
                             }
                         }
                     }
-                    // Busy tasks: just drain commands. Idle: wait for one.
+                    // Busy tasks: just drain commands. No tasks: sleep until a command comes
+                    // (an updater with nothing to restore or follow never wakes by itself).
+                    // Caught-up tasks (standbys): look at their changelogs every `idle_wait`.
                     let first = if progressed {
                         command_rx.try_recv().ok()
+                    } else if core.is_empty() {
+                        match command_rx.recv() {
+                            Ok(c) => Some(c),
+                            Err(_) => return,
+                        }
                     } else {
                         match command_rx.recv_timeout(config.idle_wait) {
                             Ok(c) => Some(c),
