@@ -50,7 +50,7 @@ fn write_checkpoints(
     Ok(())
 }
 
-/// `stream(input).groupByKey().count().toStream().to(output)`: the seed's profiled application.
+/// `stream(input).groupByKey().count().toStream().to(output)`: the application profiled in KAFKA-21171.
 /// Its count store is logged, so every task has a changelog partition.
 pub fn idle_topology(input: &str, output: &str) -> riffle::Result<Topology> {
     let builder = StreamsBuilder::new();

@@ -1,6 +1,6 @@
 //! The snapshot-refresh fixture of KAFKA-21171, and how one refresh is measured.
 //!
-//! Like the seed's JMH fixture: one stream thread owns every task; each task has one changelog
+//! Like KAFKA-21171's JMH fixture: one stream thread owns every task; each task has one changelog
 //! partition; the state directory's local offset map holds every task (seeded as opening the
 //! directory does from checkpoints, without writing the files); RUNNING tasks are active and
 //! omitted from the final snapshot; RESTORING tasks are held by a state updater that is never
@@ -157,7 +157,7 @@ impl SnapshotFixture {
             fixture.offsets.push(1_000 + u64::from(partition));
         }
         // The local offset map holds every task, as after opening a directory whose task
-        // directories all have checkpoints (one lock, no files: the seed's fixture does no I/O).
+        // directories all have checkpoints (one lock, no files: KAFKA-21171's JMH fixture does no I/O).
         fixture.state_dir.local_offsets().update(|map| {
             for (task, offset) in fixture.tasks.iter().zip(&fixture.offsets) {
                 map.set(*task, Some(*offset as i64));

@@ -2,8 +2,8 @@
 //!
 //! A stream-processing runtime in the class of Kafka Streams. Write an application with the DSL
 //! ([`StreamsBuilder`] → [`KStream`] → [`KGroupedStream`] → [`KTable`]), build it into a
-//! [`Topology`], and run it as a [`StreamsApp`] over a [`Backend`]: the embedded, durable log by
-//! default ([`EmbeddedBackend`]), or an Apache Kafka cluster.
+//! [`Topology`], and run it as a [`StreamsApp`] over a [`backend::Backend`]: the embedded,
+//! durable log by default ([`EmbeddedBackend`]), or an Apache Kafka cluster.
 //!
 //! ```
 //! use riffle::{Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig};

@@ -33,7 +33,7 @@ pub(crate) struct Args {
     )]
     strategy: Vec<Strategy>,
     /// Write a checkpoint for every task before starting (a process restarting with local
-    /// state), so the state directory's local offset map holds every task, as in the seed's
+    /// state), so the state directory's local offset map holds every task, as in KAFKA-21171's
     /// application with persistent stores.
     #[arg(long)]
     checkpoints: bool,

@@ -222,7 +222,7 @@ fn allocs(row: &Row) -> String {
 }
 
 /// One line per (tasks, state, changed): each strategy's ns/op, B/op and allocs/op, the ratio
-/// full rebuild / incremental, and the seed's Kafka figures where it has them.
+/// full rebuild / incremental, and KAFKA-21171's Kafka figures where it has them.
 fn print_table(rows: &[Row], strategies: &[Strategy]) {
     let mut header = format!("{:>7}  {:<9}  {:>7}", "tasks", "state", "changed");
     for s in strategies {
