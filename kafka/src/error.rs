@@ -127,7 +127,9 @@ impl ErrorCode {
                 | ResponseError::DelegationTokenAuthorizationFailed,
             ) => BackendErrorKind::Authorization,
             Some(e) if e.is_retriable() => BackendErrorKind::Unavailable,
-            Some(ResponseError::Unknown(_)) | None => BackendErrorKind::Other,
+            Some(ResponseError::Unknown(_) | ResponseError::UnknownServerError) | None => {
+                BackendErrorKind::Other
+            }
             Some(_) => BackendErrorKind::Rejected,
         }
     }
@@ -155,3 +157,82 @@ impl From<Error> for riffle::Error {
 
 /// The Kafka backend's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(code: i16) -> riffle::Error {
+        Error::Broker {
+            api: "StreamsGroupHeartbeat",
+            context: "group g".into(),
+            code: ErrorCode(code),
+            message: None,
+        }
+        .into()
+    }
+
+    #[test]
+    fn kafka_errors_reach_the_runtime_with_a_kind_to_match_on() {
+        let kind = |code| broker(code).backend_kind();
+        assert_eq!(
+            kind(110),
+            Some(BackendErrorKind::Fenced),
+            "FENCED_MEMBER_EPOCH"
+        );
+        assert_eq!(kind(90), Some(BackendErrorKind::Fenced), "PRODUCER_FENCED");
+        assert_eq!(
+            kind(47),
+            Some(BackendErrorKind::Fenced),
+            "INVALID_PRODUCER_EPOCH"
+        );
+        assert_eq!(
+            kind(30),
+            Some(BackendErrorKind::Authorization),
+            "GROUP_AUTHORIZATION_FAILED"
+        );
+        assert_eq!(
+            kind(29),
+            Some(BackendErrorKind::Authorization),
+            "TOPIC_AUTHORIZATION_FAILED"
+        );
+        assert_eq!(
+            kind(58),
+            Some(BackendErrorKind::Authorization),
+            "SASL_AUTHENTICATION_FAILED"
+        );
+        assert_eq!(
+            kind(6),
+            Some(BackendErrorKind::Unavailable),
+            "NOT_LEADER_OR_FOLLOWER"
+        );
+        assert_eq!(
+            kind(10),
+            Some(BackendErrorKind::Rejected),
+            "MESSAGE_TOO_LARGE"
+        );
+        assert_eq!(
+            kind(-1),
+            Some(BackendErrorKind::Other),
+            "UNKNOWN_SERVER_ERROR"
+        );
+        let io: riffle::Error = Error::Timeout {
+            what: "a fetch".into(),
+            millis: 30_000,
+        }
+        .into();
+        assert_eq!(io.backend_kind(), Some(BackendErrorKind::Unavailable));
+        let group: riffle::Error = Error::Group {
+            group: "g".into(),
+            reason: "topology changed".into(),
+        }
+        .into();
+        assert_eq!(group.backend_kind(), Some(BackendErrorKind::Group));
+        // The message is the backend's own.
+        assert!(
+            broker(110).to_string().contains("FencedMemberEpoch"),
+            "{}",
+            broker(110)
+        );
+    }
+}
