@@ -74,10 +74,16 @@ fn options() -> LogOptions {
     LogOptions::default().with_txn_journal_bytes(u64::MAX)
 }
 
-/// A log directory with topic `t` of three empty partitions and `journal`.
+/// A log directory with topic `t` of three empty partitions (one empty segment each) and
+/// `journal`.
 fn dir_with(journal: &[u8]) -> MemDir {
     let dir = MemDir::new();
     dir.write("topics/t/partitions", format!("{PARTITIONS}\n").as_bytes());
+    for p in 0..PARTITIONS {
+        for ext in ["log", "index"] {
+            dir.write(&format!("topics/t/{p}/00000000000000000000.{ext}"), b"");
+        }
+    }
     dir.write(JOURNAL, journal);
     dir
 }
