@@ -171,7 +171,8 @@ impl RecordIter {
         let offset_delta = get_varint(body, &mut pos).ok_or("bad offset delta")?;
         let offset_delta = u32::try_from(offset_delta)
             .ok()
-            .filter(|&d| d <= self.last_offset_delta)
+            // The records after this one need deltas of their own, up to the last one's.
+            .filter(|&d| d <= self.last_offset_delta.saturating_sub(self.left))
             .ok_or_else(|| format!("offset delta {offset_delta} outside the batch"))?;
         if u64::from(offset_delta) < self.min_delta {
             return Err(format!(
