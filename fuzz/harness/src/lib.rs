@@ -21,7 +21,7 @@ pub mod seeds;
 pub mod segment_reader;
 pub mod txn_journal;
 
-use riffle_log::{Compression, Error, LogOptions, TopicPartition};
+use riffle_log::{BatchBuilder, Compression, Error, LogOptions, TopicPartition};
 
 /// The topic every target's log has.
 pub const TOPIC: &str = "t";
@@ -99,4 +99,31 @@ pub fn fix_segment_crcs(seg: &mut [u8], base: u64) -> u64 {
         pos += len + 4;
     }
     next
+}
+
+thread_local! {
+    /// Builders kept between runs: a zstd builder's compression context costs more to create
+    /// than a whole run of most inputs.
+    static BUILDERS: std::cell::RefCell<Vec<BatchBuilder>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty builder for `c`, reused from an earlier run if one is free.
+pub fn builder(c: Compression) -> BatchBuilder {
+    let reused = BUILDERS.with(|b| {
+        let mut pool = b.borrow_mut();
+        let i = pool.iter().position(|b| b.compression() == c)?;
+        Some(pool.swap_remove(i))
+    });
+    reused.unwrap_or_else(|| BatchBuilder::new(c))
+}
+
+/// Returns `b` to the pool (cleared).
+pub fn give_back(mut b: BatchBuilder) {
+    b.clear();
+    BUILDERS.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        if pool.len() < 16 {
+            pool.push(b);
+        }
+    });
 }

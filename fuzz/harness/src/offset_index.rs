@@ -8,7 +8,6 @@
 //! trusted to point at the batch it names — and a second open changes no file.
 
 use arbitrary::{Arbitrary, Unstructured};
-use riffle_log::BatchBuilder;
 use riffle_log::fuzzing::MemDir;
 
 use crate::model::Rec;
@@ -46,11 +45,12 @@ pub fn run(data: &[u8]) {
     let tp = tp(0);
     let mut model: Vec<Rec> = Vec::new();
     for (sel, records) in input.appends.iter().take(64) {
-        let mut b = BatchBuilder::new(codec(*sel));
+        let mut b = crate::builder(codec(*sel));
         for r in records {
             r.push(&mut b);
         }
         log.append(&tp, &mut b).expect("append");
+        crate::give_back(b);
         model.extend(records.iter().cloned());
     }
     drop(log);

@@ -138,7 +138,7 @@ fn model(txns: &[Txn], edits: &[Edit], fix_crcs: bool) {
             if builders.iter().any(|(t, _)| t.partition == p) {
                 continue; // one batch per partition and transaction
             }
-            let mut b = BatchBuilder::new(codec(*c));
+            let mut b = crate::builder(codec(*c));
             for r in records {
                 r.push(&mut b);
             }
@@ -158,6 +158,9 @@ fn model(txns: &[Txn], edits: &[Edit], fix_crcs: bool) {
             builders.iter_mut().map(|(t, b)| (t.clone(), b)).collect();
         log.commit_transaction(group, &mut refs, &offsets)
             .expect("commit a transaction");
+        for (_, b) in builders {
+            crate::give_back(b);
+        }
         states.push(next);
         ends.push(source.read(JOURNAL).map_or(0, |j| j.len() as u64));
     }
