@@ -217,7 +217,7 @@ fn model(txns: &[Txn], edits: &[Edit], fix_crcs: bool) {
     } else if !fix_crcs {
         // A damaged record: the transactions before it, each whole, and nothing after.
         assert!(
-            states.iter().any(|s| *s == got),
+            states.contains(&got),
             "recovery redid something other than whole transactions from the start"
         );
     }
