@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use riffle_log::fuzzing::{decode_group_offsets, encode_group_offsets};
+use riffle_log::fuzzing::{MemDir, decode_group_offsets, encode_group_offsets};
 use riffle_log::{
-    BatchBuilder, BatchMeta, Compression, Error, FetchedBatch, TimestampType, TopicPartition,
+    BatchBuilder, BatchMeta, Compression, Error, FetchedBatch, LogOptions, TimestampType,
+    TopicPartition,
 };
 
 fn meta(count: u32) -> Arc<BatchMeta> {
@@ -116,6 +117,42 @@ fn group_offsets_out_of_order_or_repeated_are_corrupt() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn a_journaled_group_name_that_is_no_file_name_is_corrupt() {
+    // A transaction of group "gg-evil", its journal record's name then made "../evil" (same
+    // length) with the record's CRC fixed: replay would write `groups/../evil.offsets`.
+    let options = LogOptions::default().with_txn_journal_bytes(u64::MAX);
+    let source = MemDir::new();
+    let log = source.open(options.clone()).unwrap();
+    log.create_topic("t", 1).unwrap();
+    let mut b = BatchBuilder::default();
+    b.push(1, Some(b"k"), Some(b"v"));
+    let tp = TopicPartition::new("t", 0);
+    log.commit_transaction("gg-evil", &mut [(tp.clone(), &mut b)], &[(tp, 1)])
+        .unwrap();
+    drop(log);
+    let mut journal = source.read("txn/journal").unwrap();
+    // Record header (magic, length, CRC: 12 bytes), version (1), name length (2), name.
+    assert_eq!(&journal[15..22], b"gg-evil");
+    journal[15..22].copy_from_slice(b"../evil");
+    let crc = crc32c(&journal[12..]);
+    journal[8..12].copy_from_slice(&crc.to_be_bytes());
+    let dir = MemDir::new();
+    for (path, bytes) in source.snapshot() {
+        dir.write(
+            &path,
+            if path == "txn/journal" {
+                &journal
+            } else {
+                &bytes
+            },
+        );
+    }
+    let err = dir.open(options).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("invalid group name"), "{err}");
 }
 
 /// CRC32C (Castagnoli), bitwise: the test needs no dependency for one checksum.
