@@ -1,19 +1,19 @@
 //! Target `txn_journal`: the transaction journal read by recovery.
 //!
-//! - *Model*: random transactions (batches to three partitions, offsets of two groups) are
-//!   committed to an in-memory log; its journal is then put, damaged by random edits (cuts,
-//!   flips, overwrites), next to empty partitions — a crash after the commit points and before
-//!   any partition write was durable. An open must either fail with a corruption error naming the
-//!   journal, or redo exactly the first *k* transactions, each whole: the partitions hold those
-//!   batches and the groups those offsets. With only a cut, it must redo every transaction
-//!   wholly before the cut. Unedited, all of them.
-//!
 //! Input: one mode byte, then the rest: bit 0 clear, the rest describes the model's transactions
 //! and edits; set, the rest is a raw journal (bit 1: with each record's checksum fixed).
 //!
-//! - *Raw*: the fuzzer's bytes as the journal (optionally with each record's checksum fixed),
-//!   next to a topic of three partitions: no panic, an error is a corruption error, and a
-//!   second open agrees with the first.
+//! - *Model*: random transactions (batches to three partitions, offsets of two groups) are
+//!   committed to an in-memory log; its journal is then put, damaged by random edits (cuts,
+//!   flips, overwrites; optionally each record's checksum fixed afterwards), next to empty
+//!   partitions — a crash after the commit points and before any partition write was durable.
+//!   An open must either fail with a corruption error or redo exactly the first *k*
+//!   transactions, each whole: the partitions hold those batches and the groups those offsets.
+//!   With only a cut, it must redo every transaction wholly before the cut; unedited, all of
+//!   them. (With checksums fixed an edit can change what a record says, so only the error kind
+//!   and the second open are checked.) A second open changes no file and sees the same.
+//! - *Raw*: the fuzzer's bytes as the journal next to a topic of three partitions: no panic, an
+//!   error is a corruption error, and a second open agrees with the first and changes nothing.
 
 use std::collections::BTreeMap;
 
