@@ -172,6 +172,9 @@ fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<JournaledTxn> {
     };
     let group_len = r.array().map(u16::from_be_bytes).ok_or_else(truncated)?;
     let group = text(r.take(usize::from(group_len)).ok_or_else(truncated)?)?;
+    // Replay writes `groups/<group>.offsets`: a name no commit could have had is damage.
+    crate::types::validate_name(&group, false)
+        .map_err(|_| corrupt(format!("invalid group name {group:?}")))?;
     let batch_count = r.array().map(u32::from_be_bytes).ok_or_else(truncated)?;
     let mut batches = Vec::new();
     for _ in 0..batch_count {

@@ -82,6 +82,8 @@ mod batch;
 #[cfg(test)]
 mod crash_tests;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod journal;
 mod log;
 mod murmur;

@@ -188,6 +188,17 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<GroupOffsets> {
             .array()
             .map(u64::from_be_bytes)
             .ok_or_else(|| truncated(at))?;
+        // The writer writes each partition once, in order: anything else is damage, not a
+        // choice between two offsets.
+        if offsets
+            .last_key_value()
+            .is_some_and(|(last, _)| (&*last.topic, last.partition) >= (topic, partition))
+        {
+            return Err(corrupt(
+                at,
+                format!("entry for {topic}-{partition} out of order or repeated"),
+            ));
+        }
         offsets.insert(TopicPartition::new(topic, partition), offset);
     }
     if r.pos != body.len() {

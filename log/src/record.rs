@@ -132,6 +132,7 @@ impl FetchedBatch {
             pos: 0,
             left: self.meta.record_count,
             last_offset_delta: self.last_offset_delta,
+            min_delta: 0,
         }
     }
 }
@@ -144,6 +145,9 @@ pub struct RecordIter {
     pos: usize,
     left: u32,
     last_offset_delta: u32,
+    /// The smallest offset delta the next record may have: deltas strictly increase (they are
+    /// the record's index in a log batch, with gaps only in a compacted Kafka batch).
+    min_delta: u64,
 }
 
 impl RecordIter {
@@ -167,8 +171,14 @@ impl RecordIter {
         let offset_delta = get_varint(body, &mut pos).ok_or("bad offset delta")?;
         let offset_delta = u32::try_from(offset_delta)
             .ok()
-            .filter(|&d| d <= self.last_offset_delta)
+            // The records after this one need deltas of their own, up to the last one's.
+            .filter(|&d| d <= self.last_offset_delta.saturating_sub(self.left))
             .ok_or_else(|| format!("offset delta {offset_delta} outside the batch"))?;
+        if u64::from(offset_delta) < self.min_delta {
+            return Err(format!(
+                "offset delta {offset_delta} does not follow the previous record's"
+            ));
+        }
         let mut slice = |what: &str| -> Result<Option<Bytes>, String> {
             let n = get_varint(body, &mut pos).ok_or_else(|| format!("bad {what} length"))?;
             if n < 0 {
@@ -204,7 +214,15 @@ impl RecordIter {
         if pos != end {
             return Err(format!("{} trailing bytes in record", end - pos));
         }
+        if self.left == 0 && end != buf.len() {
+            // More bytes than the batch's record count accounts for: records would be lost.
+            return Err(format!(
+                "{} bytes after the batch's last record",
+                buf.len() - end
+            ));
+        }
         self.pos = end;
+        self.min_delta = u64::from(offset_delta) + 1;
         Ok(Record {
             meta: Arc::clone(&self.meta),
             offset_delta,

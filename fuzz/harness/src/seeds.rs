@@ -1,0 +1,132 @@
+//! Seed inputs for the targets that read raw files: real files written by the log (segments of
+//! each codec, a transaction journal, group-offsets files) and checkpoints as `Checkpoint`
+//! writes them, each behind the target's mode byte. The structured targets (`records`,
+//! `offset_index`, the model half of `txn_journal`) build valid files themselves and need none.
+
+use riffle_log::fuzzing::MemDir;
+use riffle_log::{BatchBuilder, Compression, LogOptions, TopicPartition};
+use riffle_state_dir::{ChangelogPartition, Checkpoint};
+
+use crate::{TOPIC, tp};
+
+/// `(target, seed name, bytes)` for every seed.
+pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
+    let mut out = Vec::new();
+    // Segments: a few batches of each codec, and one segment per codec.
+    let codecs = [Compression::None, Compression::Lz4, Compression::Zstd];
+    let mut segments = Vec::new();
+    let mixed = segment(&codecs);
+    segments.push(("mixed".to_owned(), mixed));
+    for c in codecs {
+        segments.push((format!("{c:?}").to_lowercase(), segment(&[c, c])));
+    }
+    for (name, seg) in &segments {
+        for (flags, what) in [(0u8, "raw"), (1, "fixed"), (9, "sealed")] {
+            let mut input = vec![flags];
+            input.extend_from_slice(seg);
+            out.push(("segment_reader", format!("{name}-{what}"), input));
+        }
+    }
+    // A journal of three transactions, as raw input (mode 1) and with CRCs fixed (mode 3).
+    let journal = journal();
+    for mode in [1u8, 3] {
+        let mut input = vec![mode];
+        input.extend_from_slice(&journal);
+        out.push(("txn_journal", format!("journal-{mode}"), input));
+    }
+    // Group offsets files, as the log writes them.
+    for (i, entries) in [
+        vec![],
+        vec![("t", 0, 5)],
+        vec![("orders", 0, 0), ("orders", 7, u64::MAX), ("t", 3, 42)],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = MemDir::new();
+        let log = dir.open(LogOptions::default()).expect("open");
+        for (t, _, _) in &entries {
+            log.create_topic(t, 8).expect("topic");
+        }
+        let offsets: Vec<_> = entries
+            .iter()
+            .map(|&(t, p, o)| (TopicPartition::new(t, p), o))
+            .collect();
+        log.commit_offsets("g", &offsets).expect("commit");
+        let mut input = vec![0u8];
+        input.extend_from_slice(&dir.read("groups/g.offsets").unwrap_or_default());
+        out.push(("group_offsets", format!("offsets-{i}"), input));
+    }
+    // Checkpoints, as `Checkpoint::to_text` renders them, and Kafka's unknown-offset sentinel.
+    let cp: Checkpoint = [
+        (ChangelogPartition::new("app-store-changelog", 3), 1200),
+        (ChangelogPartition::new("app-other-changelog", 0), 17),
+    ]
+    .into_iter()
+    .collect();
+    for (i, text) in [
+        cp.to_text(),
+        Checkpoint::new().to_text(),
+        "0\n2\na 0 -2\nb 1 5\n".to_owned(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut input = vec![0u8];
+        input.extend_from_slice(text.as_bytes());
+        out.push(("checkpoint", format!("checkpoint-{i}"), input));
+    }
+    out
+}
+
+fn batch(c: Compression, n: u32) -> BatchBuilder {
+    let mut b = BatchBuilder::new(c);
+    for i in 0..n {
+        let key = format!("key-{}", i % 3);
+        let value = format!("value {i} {}", "x".repeat(i as usize % 7));
+        let value = (i % 5 != 4).then_some(value);
+        b.push(
+            1_700_000_000_000 + i64::from(i),
+            Some(key.as_bytes()),
+            value.as_deref().map(str::as_bytes),
+        );
+    }
+    b
+}
+
+/// The active segment of a partition after one batch per codec in `codecs`.
+fn segment(codecs: &[Compression]) -> Vec<u8> {
+    let dir = MemDir::new();
+    let log = dir.open(LogOptions::default()).expect("open");
+    log.create_topic(TOPIC, 1).expect("topic");
+    for (i, c) in codecs.iter().enumerate() {
+        log.append(&tp(0), &mut batch(*c, 3 + i as u32))
+            .expect("append");
+    }
+    dir.read("topics/t/0/00000000000000000000.log")
+        .unwrap_or_default()
+}
+
+/// A journal of three transactions (no checkpoint empties it).
+fn journal() -> Vec<u8> {
+    let dir = MemDir::new();
+    let log = dir
+        .open(LogOptions::default().with_txn_journal_bytes(u64::MAX))
+        .expect("open");
+    log.create_topic(TOPIC, 3).expect("topic");
+    for (i, c) in [Compression::None, Compression::Lz4, Compression::Zstd]
+        .into_iter()
+        .enumerate()
+    {
+        let mut a = batch(c, 2);
+        let mut b = batch(Compression::None, 1);
+        let p = i as u32;
+        log.commit_transaction(
+            if i == 1 { "g2" } else { "g1" },
+            &mut [(tp(p), &mut a), (tp((p + 1) % 3), &mut b)],
+            &[(tp(0), 10 * i as u64 + 1)],
+        )
+        .expect("commit");
+    }
+    dir.read("txn/journal").unwrap_or_default()
+}

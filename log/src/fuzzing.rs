@@ -1,0 +1,118 @@
+//! Entry points for the fuzz targets in `fuzz/` (hidden from the docs; not a stable API).
+//!
+//! What it owns: a log directory held in memory ([`MemDir`]) whose files a fuzz target writes
+//! byte by byte and reads back after [`MemDir::open`] — so the targets drive the real readers
+//! (segment recovery, the offset index, batch and record decoding, journal replay) through
+//! [`Log`]'s own entry points, whatever their internals become — and thin wrappers around the
+//! group-offsets codec, which has no public entry point of its own.
+//!
+//! What it must never do: hold logic of its own. Everything here forwards to the code the log
+//! runs, so a fuzz finding is a finding in that code.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{IoContext, Result};
+use crate::log::Log;
+use crate::options::LogOptions;
+use crate::storage::{MemStorage, Storage};
+use crate::types::TopicPartition;
+
+/// A log directory in memory. Paths are relative to its root, `/` separated, as in `FORMAT.md`
+/// (`topics/t/partitions`, `topics/t/0/00000000000000000000.log`, `txn/journal`, …).
+#[derive(Debug, Clone)]
+pub struct MemDir {
+    storage: Arc<dyn Storage>,
+    root: PathBuf,
+}
+
+impl Default for MemDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemDir {
+    /// An empty directory.
+    pub fn new() -> Self {
+        Self {
+            storage: Arc::new(MemStorage::default()),
+            root: PathBuf::from("/fuzz"),
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Creates (or replaces) the file `rel` with `bytes`, creating its directories.
+    pub fn write(&self, rel: &str, bytes: &[u8]) {
+        let path = self.path(rel);
+        if let Some(dir) = path.parent() {
+            // Memory storage: these cannot fail.
+            let _ = self.storage.create_dir_all(dir);
+        }
+        let _ = self.storage.write_atomic(&path, bytes);
+    }
+
+    /// The content of the file `rel`, `None` if it does not exist.
+    pub fn read(&self, rel: &str) -> Option<Vec<u8>> {
+        self.storage.read(&self.path(rel)).ok().flatten()
+    }
+
+    /// The names of the entries of directory `rel`, sorted.
+    pub fn list(&self, rel: &str) -> Vec<String> {
+        let mut names = self.storage.list(&self.path(rel)).unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// Every file under the root, with its content: `(relative path, bytes)`, sorted by path.
+    pub fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut dirs = vec![String::new()];
+        while let Some(dir) = dirs.pop() {
+            for name in self.list(&dir) {
+                let rel = if dir.is_empty() {
+                    name
+                } else {
+                    format!("{dir}/{name}")
+                };
+                match self.read(&rel) {
+                    Some(bytes) => out.push((rel, bytes)),
+                    None => dirs.push(rel),
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Opens the log in this directory as [`Log::open`] opens one on disk: recovery, index
+    /// loading and journal replay run on the files as they are.
+    pub fn open(&self, options: LogOptions) -> Result<Log> {
+        for sub in ["topics", "groups", "txn"] {
+            let path = self.path(sub);
+            self.storage.create_dir_all(&path).at(&path)?;
+        }
+        let log = Log::with_storage(Arc::clone(&self.storage), self.root.clone(), None, options);
+        log.load_topics()?;
+        Ok(log)
+    }
+
+    /// The directory's path as the log names it in errors (`Error::Corrupt { path, .. }`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// Decodes a group-offsets file (`groups/<group>.offsets`) as the log reads it.
+pub fn decode_group_offsets(bytes: &[u8]) -> Result<BTreeMap<TopicPartition, u64>> {
+    crate::offsets::decode(Path::new("g.offsets"), bytes)
+}
+
+/// Encodes group offsets as the log writes them.
+pub fn encode_group_offsets(offsets: &BTreeMap<TopicPartition, u64>) -> Vec<u8> {
+    crate::offsets::encode(offsets)
+}
