@@ -105,43 +105,130 @@ pub(crate) fn encode(
     Ok(())
 }
 
-/// Reads every intact record of a journal; stops at the first torn or corrupt one (a record
-/// whose write did not finish never committed). A record with a valid checksum that does not
-/// parse is an [`Error::Corrupt`] naming `path`.
-pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Replay> {
+/// Where the unbroken run of intact records of a journal stops although the file goes on.
+#[derive(Debug, Clone)]
+pub(crate) struct JournalDamage {
+    /// Byte position where the run stops.
+    pub(crate) position: u64,
+    /// Bytes from there to the end of the file.
+    pub(crate) bytes: u64,
+    /// Why the bytes there are not an intact record.
+    pub(crate) reason: String,
+    /// `(position, length)` of the intact records found after it (resynchronising past
+    /// damaged bytes), header included.
+    pub(crate) intact_after: Vec<(u64, u64)>,
+}
+
+impl JournalDamage {
+    /// A torn tail: nothing intact follows, so it is the last record's write cut short.
+    pub(crate) fn is_torn_tail(&self) -> bool {
+        self.intact_after.is_empty()
+    }
+}
+
+/// The length of the intact record at the front of `rest`, header included; `Err(reason)`
+/// if there is none.
+fn intact_record(rest: &[u8]) -> Result<usize, String> {
+    let Some((header, after)) = rest.split_first_chunk::<RECORD_HEADER_LEN>() else {
+        return Err(format!(
+            "{} trailing bytes, too few for a record",
+            rest.len()
+        ));
+    };
+    if &header[..4] != MAGIC {
+        return Err("not a transaction record (bad magic)".to_owned());
+    }
+    let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
+    let crc = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+    let Some(body) = after.get(..len) else {
+        return Err(format!(
+            "record of {len} bytes cut off after {}",
+            after.len()
+        ));
+    };
+    if crc32c::crc32c(body) != crc {
+        return Err(format!(
+            "checksum mismatch in the record of {len} bytes there"
+        ));
+    }
+    Ok(RECORD_HEADER_LEN + len)
+}
+
+/// The intact records of `bytes` from byte `from` on, trying every position and continuing
+/// right after each record found.
+pub(crate) fn find_intact_records(bytes: &[u8], from: usize) -> Vec<(u64, u64)> {
+    let mut found = Vec::new();
+    let mut at = from;
+    while at + RECORD_HEADER_LEN <= bytes.len() {
+        let rest = bytes.get(at..).unwrap_or_default();
+        match rest.starts_with(MAGIC).then(|| intact_record(rest)) {
+            Some(Ok(len)) => {
+                found.push((at as u64, len as u64));
+                at += len;
+            }
+            _ => at += 1,
+        }
+    }
+    found
+}
+
+/// Reads the unbroken run of intact records from the start of a journal and, if the file goes
+/// on after it, the damage that stops it. A record with a valid checksum that does not parse is
+/// an [`Error::Corrupt`] naming `path`. Changes nothing.
+pub(crate) fn scan(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(Vec<JournaledTxn>, Option<JournalDamage>)> {
     let mut txns = Vec::new();
     let mut pos = 0usize;
-    let torn = loop {
+    let damage = loop {
         let Some(rest) = bytes.get(pos..).filter(|r| !r.is_empty()) else {
             break None;
         };
-        let Some((header, after)) = rest.split_first_chunk::<RECORD_HEADER_LEN>() else {
-            break Some(format!(
-                "{} trailing bytes, too few for a record",
-                rest.len()
-            ));
-        };
-        if &header[..4] != MAGIC {
-            break Some("not a transaction record (bad magic)".to_owned());
+        match intact_record(rest) {
+            Ok(len) => {
+                let body = rest.get(RECORD_HEADER_LEN..len).unwrap_or_default();
+                txns.push(parse_body(path, pos as u64, body)?);
+                pos += len;
+            }
+            Err(reason) => {
+                break Some(JournalDamage {
+                    position: pos as u64,
+                    bytes: rest.len() as u64,
+                    reason,
+                    intact_after: find_intact_records(bytes, pos + 1),
+                });
+            }
         }
-        let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
-        let crc = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
-        let Some(body) = after.get(..len) else {
-            break Some(format!(
-                "record of {len} bytes cut off after {} (torn write)",
-                after.len()
-            ));
-        };
-        if crc32c::crc32c(body) != crc {
-            break Some("checksum mismatch".to_owned());
-        }
-        txns.push(parse_body(path, pos as u64, body)?);
-        pos += RECORD_HEADER_LEN + len;
     };
-    Ok(Replay {
-        txns,
-        torn: torn.map(|reason| (pos as u64, reason)),
-    })
+    Ok((txns, damage))
+}
+
+/// Reads every intact record of a journal for replay. Damage with nothing intact after it is a
+/// torn tail (the last record's write did not finish), reported in [`Replay::torn`]; damage
+/// followed by intact records is an [`Error::Corrupt`] naming `path` and the position — the
+/// transactions of those records did commit, and dropping them would be silent loss.
+pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Replay> {
+    let (txns, damage) = scan(path, bytes)?;
+    let torn = match damage {
+        None => None,
+        Some(d) if d.is_torn_tail() => Some((d.position, d.reason)),
+        Some(d) => {
+            let (first, _) = d.intact_after.first().copied().unwrap_or_default();
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                position: d.position,
+                reason: format!(
+                    "damaged transaction record ({}), followed by {} intact records from byte \
+                     {first}: committed transactions would be lost if it were dropped as a torn \
+                     tail; `riffle log repair` cuts the damaged bytes explicitly",
+                    d.reason,
+                    d.intact_after.len()
+                ),
+            });
+        }
+    };
+    Ok(Replay { txns, torn })
 }
 
 fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<JournaledTxn> {

@@ -82,6 +82,7 @@ mod batch;
 #[cfg(test)]
 mod crash_tests;
 mod error;
+mod handles;
 mod journal;
 mod log;
 mod murmur;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::batch::BatchBuilder;
 use crate::error::{Error, IoContext, Result};
+use crate::handles::BoundedHandles;
 use crate::journal::Journal;
 use crate::offsets::OffsetStore;
 use crate::options::{FsyncPolicy, LogOptions};
@@ -130,12 +131,16 @@ impl Log {
         dir: Option<PathBuf>,
         options: LogOptions,
     ) -> Log {
+        // Every file of the log goes through the handle cache: open files stay bounded.
+        let options = options.normalized();
+        let storage: Arc<dyn Storage> =
+            Arc::new(BoundedHandles::new(storage, options.max_open_files));
         Log {
             shared: Arc::new(Shared {
                 storage,
                 root: root.clone(),
                 dir,
-                options: options.normalized(),
+                options,
                 topics: RwLock::default(),
                 unsynced: Mutex::default(),
                 syncing: Mutex::default(),

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crate::batch::{BatchBuilder, BatchHeader, HEADER_LEN, batch_crc};
 use crate::error::{Error, IoContext, Result};
 use crate::options::{FsyncPolicy, LogOptions};
-use crate::segment::{Segment, parse_segment_file_name};
+use crate::segment::{Segment, parse_segment_file_name, segment_file_name};
 use crate::storage::Storage;
 use crate::types::TopicPartition;
 
@@ -32,6 +32,8 @@ pub(crate) struct Partition {
     next_offset: u64,
     /// Files were created in `dir` since the last sync.
     dir_dirty: bool,
+    /// Sealed segments (by index) whose seal waits for the next directory sync (`Never`).
+    unsealed: Vec<usize>,
     /// Plain appends are not yet durable (and not in the transaction journal either). Batches
     /// written by transactions leave it alone: the journal holds them until a checkpoint.
     pub(crate) unsynced: bool,
@@ -40,13 +42,25 @@ pub(crate) struct Partition {
 }
 
 impl Partition {
-    /// Opens the partition in `dir` (creating it if missing), recovering its active segment.
+    /// Opens the partition in `dir`, recovering its active segment and checking that the
+    /// sealed ones are whole and contiguous (see `segment.rs`). `existing`: the partition
+    /// belongs to a topic whose creation finished, so its directory and its segments must be
+    /// there — a missing directory or segment is an [`Error::Corrupt`], not a new partition.
     pub(crate) fn open(
         storage: Arc<dyn Storage>,
         dir: PathBuf,
         tp: TopicPartition,
         options: LogOptions,
+        existing: bool,
     ) -> Result<Self> {
+        let missing = |what: String| Error::Corrupt {
+            path: dir.clone(),
+            position: 0,
+            reason: format!(
+                "{what}: partition {tp} of a complete topic lost its data (every offset it had \
+                 is gone); `riffle log repair` recreates it empty explicitly"
+            ),
+        };
         storage.create_dir_all(&dir).at(&dir)?;
         let mut bases: Vec<u64> = storage
             .list(&dir)
@@ -60,16 +74,32 @@ impl Partition {
         let mut next_offset = 0;
         let created = bases.is_empty();
         if created {
+            if existing {
+                return Err(missing(
+                    "the partition directory is missing or holds no segment".to_owned(),
+                ));
+            }
             segments.push(Segment::create(&storage, &dir, 0)?);
             storage.sync_dir(&dir).at(&dir)?;
         }
-        let last = bases.len().saturating_sub(1);
-        for (i, base) in bases.into_iter().enumerate() {
+        if let Some(&first) = bases.first().filter(|&&b| b != 0) {
+            // The log keeps every offset (no retention yet): the first segment starts at 0.
+            return Err(Error::Corrupt {
+                path: dir.join(segment_file_name(first)),
+                position: 0,
+                reason: format!(
+                    "the partition's first segment starts at offset {first}, not 0: offsets \
+                     0..{first} are in no segment (a deleted segment file?)"
+                ),
+            });
+        }
+        for (i, &base) in bases.iter().enumerate() {
             let mut segment = Segment::open(&storage, &dir, base)?;
-            if i == last {
-                next_offset = segment.recover(interval)?;
-            } else {
-                segment.load_index(interval)?;
+            match bases.get(i + 1) {
+                None => next_offset = segment.recover(interval)?,
+                Some(&next_base) => {
+                    segment.check_sealed(next_base, interval)?;
+                }
             }
             segments.push(segment);
         }
@@ -81,6 +111,7 @@ impl Partition {
             segments,
             next_offset,
             dir_dirty: false,
+            unsealed: Vec::new(),
             unsynced: false,
             poisoned: false,
         })
@@ -172,22 +203,30 @@ impl Partition {
 
     /// Starts a new segment at `base`. Unless the policy is `Never`, the sealed segment and the
     /// directory entries are synced first, so only the active segment can ever have a torn tail
-    /// and a sealed segment never disappears in a crash.
+    /// and a sealed segment never disappears in a crash; then the sealed segment's index gets
+    /// its seal (where it ends), durably, so a missing successor is detected. The seal always
+    /// follows the directory sync: a crash never leaves a seal whose successor is not durable.
     fn roll(&mut self, base: u64) -> Result<()> {
         let segment = Segment::create(&self.storage, &self.dir, base)?;
+        let sealed = self.segments.len().checked_sub(1);
         if self.options.fsync == FsyncPolicy::Never {
             self.dir_dirty = true;
+            self.unsealed.extend(sealed);
         } else {
             if let Some(sealed) = self.segments.last_mut() {
                 sealed.sync()?;
             }
             self.storage.sync_dir(&self.dir).at(&self.dir)?;
+            if let Some(sealed) = self.segments.last_mut() {
+                sealed.seal(base)?;
+            }
         }
         self.segments.push(segment);
         Ok(())
     }
 
-    /// Makes every append durable: dirty segments, then the directory if files were created.
+    /// Makes every append durable: dirty segments, then the directory if files were created,
+    /// then the seals that waited for it.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.check_poisoned()?;
         for segment in self.segments.iter_mut().filter(|s| s.dirty) {
@@ -196,6 +235,12 @@ impl Partition {
         if self.dir_dirty {
             self.storage.sync_dir(&self.dir).at(&self.dir)?;
             self.dir_dirty = false;
+        }
+        for i in std::mem::take(&mut self.unsealed) {
+            let next = self.segments.get(i + 1).map(|s| s.base);
+            if let (Some(segment), Some(next)) = (self.segments.get_mut(i), next) {
+                segment.seal(next)?;
+            }
         }
         self.unsynced = false;
         Ok(())
@@ -223,7 +268,19 @@ impl Partition {
         let Some(seg) = self.segments.get(si) else {
             return Ok(out);
         };
-        let mut pos = seg.position_for(offset);
+        // Every batch must start at the offset the one before it ended at (an index entry
+        // says where the first one starts): anything else is damage, never skipped over.
+        let (mut pos, mut expected) = seg.position_for(offset);
+        let unexpected =
+            |seg: &Segment, position: u64, h: &BatchHeader, expected: u64| Error::Corrupt {
+                path: seg.path.clone(),
+                position,
+                reason: format!(
+                    "the batch there holds offsets {}..{} where offset {expected} was expected",
+                    h.base_offset,
+                    h.next_offset()
+                ),
+            };
         // Skip the batches that end before `offset`, reading headers only.
         while let Some(seg) = self.segments.get_mut(si) {
             if pos >= seg.size() {
@@ -232,10 +289,14 @@ impl Partition {
                 continue;
             }
             let h = seg.read_header(pos)?;
+            if h.base_offset != expected {
+                return Err(unexpected(seg, pos, &h, expected));
+            }
             if h.next_offset() > offset {
                 break;
             }
             pos += h.total_len();
+            expected = h.next_offset();
         }
         let mut used = 0usize;
         while let Some(seg) = self.segments.get_mut(si) {
@@ -261,7 +322,7 @@ impl Partition {
                 let corrupt = |reason: String| Error::Corrupt {
                     path: seg.path.clone(),
                     position,
-                    reason,
+                    reason: format!("{reason} (offset {expected} expected there)"),
                 };
                 let h = BatchHeader::parse(rest).map_err(corrupt)?;
                 let total = h.total_len() as usize;
@@ -274,10 +335,13 @@ impl Partition {
                 let batch = buf.slice(at..at + total);
                 if batch_crc(&batch) != h.crc {
                     return Err(corrupt(format!(
-                        "checksum mismatch in batch at offset {}",
-                        h.base_offset
+                        "checksum mismatch in the batch of {total} bytes there"
                     )));
                 }
+                if h.base_offset != expected {
+                    return Err(unexpected(seg, position, &h, expected));
+                }
+                expected = h.next_offset();
                 out.push(StoredBatch {
                     header: h,
                     bytes: batch,

@@ -32,13 +32,15 @@ impl Topic {
         name: &Arc<str>,
         count: u32,
         options: &LogOptions,
+        existing: bool,
     ) -> Result<Self> {
         let dir = topics_dir(root).join(&**name);
         let partitions = (0..count)
             .map(|p| {
                 let tp = TopicPartition::new(Arc::clone(name), p);
                 let pdir = dir.join(p.to_string());
-                Partition::open(Arc::clone(storage), pdir, tp, options.clone()).map(Mutex::new)
+                Partition::open(Arc::clone(storage), pdir, tp, options.clone(), existing)
+                    .map(Mutex::new)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self { partitions })
@@ -58,7 +60,7 @@ impl Topic {
                 requested: 0,
             });
         }
-        let topic = Self::open(storage, root, name, count, options)?;
+        let topic = Self::open(storage, root, name, count, options, false)?;
         let dir = topics_dir(root).join(&**name);
         let meta = dir.join(TOPIC_META);
         // Partition directories must be durable entries before the count says they exist.
@@ -101,7 +103,7 @@ impl Topic {
                 });
             };
             let name: Arc<str> = name.into();
-            let topic = Self::open(storage, root, &name, count, options)?;
+            let topic = Self::open(storage, root, &name, count, options, true)?;
             topics.insert(name, Arc::new(topic));
         }
         Ok(topics)

@@ -216,8 +216,9 @@ impl Log {
                 file = %path.display(),
                 position,
                 %reason,
-                "ignoring the torn or corrupt tail of transaction journal {} at byte {position} (that transaction never committed): {reason}",
-                path.display()
+                "dropping the torn tail of transaction journal {} at byte {position} ({} bytes, no intact record among them: the last record's write did not finish): {reason}",
+                path.display(),
+                bytes.len() as u64 - position
             );
         }
         for txn in &replay.txns {
