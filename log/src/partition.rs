@@ -61,7 +61,9 @@ impl Partition {
                  is gone); `riffle log repair` recreates it empty explicitly"
             ),
         };
-        storage.create_dir_all(&dir).at(&dir)?;
+        if !existing {
+            storage.create_dir_all(&dir).at(&dir)?;
+        }
         let mut bases: Vec<u64> = storage
             .list(&dir)
             .at(&dir)?
@@ -281,17 +283,29 @@ impl Partition {
                     h.next_offset()
                 ),
             };
+        // An index entry that does not point at its batch is a stale index (derived data), not
+        // damage: the walk starts over from the segment's first batch.
+        let mut at_index_entry = pos != 0;
         // Skip the batches that end before `offset`, reading headers only.
         while let Some(seg) = self.segments.get_mut(si) {
             if pos >= seg.size() {
                 si += 1;
                 pos = 0;
+                at_index_entry = false;
                 continue;
             }
-            let h = seg.read_header(pos)?;
-            if h.base_offset != expected {
-                return Err(unexpected(seg, pos, &h, expected));
-            }
+            let h = match seg.read_header(pos) {
+                Ok(h) if h.base_offset == expected => h,
+                Err(e @ Error::Io { .. }) => return Err(e),
+                _ if at_index_entry => {
+                    tracing::warn!(file = %seg.path.display(), position = pos, "an index entry does not point at its batch; reading the segment from its start");
+                    (pos, expected, at_index_entry) = (0, seg.base, false);
+                    continue;
+                }
+                Ok(h) => return Err(unexpected(seg, pos, &h, expected)),
+                Err(e) => return Err(e),
+            };
+            at_index_entry = false;
             if h.next_offset() > offset {
                 break;
             }

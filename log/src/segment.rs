@@ -401,59 +401,45 @@ impl Segment {
     pub(crate) fn check_sealed(&mut self, next_base: u64, index_interval: u64) -> Result<u64> {
         let index = self.read_index_file()?;
         let size = self.size();
-        let end = if index.consistent {
+        let walked = match index.consistent {
+            true => self.walk_from(&index.entries)?,
+            false => None,
+        };
+        let fits = |end: u64| {
+            end == next_base
+                && index
+                    .seal
+                    .is_none_or(|s| s.size == size && s.end_offset == end)
+        };
+        if let Some(end) = walked.filter(|&end| fits(end)) {
             self.index = index.entries;
             self.bytes_since_index = 0;
-            let (mut pos, mut expected) = self.index.last().map_or((0, self.base), |&(r, p)| {
-                (u64::from(p), self.base + u64::from(r))
-            });
-            while pos < size {
-                let h = match self.read_header(pos) {
-                    Ok(h) => h,
-                    Err(Error::Corrupt { reason, .. }) => {
-                        return Err(self.sealed_damage(pos, expected, next_base, reason));
-                    }
-                    Err(e) => return Err(e),
-                };
-                if h.base_offset != expected {
-                    let reason = format!(
-                        "the batch there holds offsets {}..{}",
-                        h.base_offset,
-                        h.next_offset()
-                    );
-                    return Err(self.sealed_damage(pos, expected, next_base, reason));
-                }
-                pos += h.total_len();
-                expected = h.next_offset();
-            }
-            expected
-        } else {
+            return Ok(end);
+        }
+        // The cheap check failed: read the whole segment, to tell a stale index (rebuilt) from
+        // damaged or missing data (an error).
+        if !index.consistent {
             tracing::warn!(file = %self.index_path.display(), "rebuilding an inconsistent offset index");
-            let scan = self.scan(index_interval)?;
-            if let Some(damage) = scan.damage {
-                // Not a torn tail, whatever follows: a sealed segment was complete.
-                let mut damage = damage;
-                if damage.intact_after.is_empty() && next_base > damage.offset {
-                    damage.reason.push_str(&format!(
-                        " in a sealed segment; the next segment starts at offset {next_base}"
-                    ));
-                }
-                return Err(damage.to_error());
+        }
+        let scan = self.scan(index_interval)?;
+        if let Some(mut damage) = scan.damage {
+            // Not a torn tail, whatever follows: a sealed segment was complete when rolled.
+            if damage.intact_after.is_empty() {
+                damage.reason.push_str(&format!(
+                    " in a sealed segment, which the next segment continues at offset {next_base}"
+                ));
             }
-            let seal = (scan.next_offset == next_base).then_some(Seal {
-                end_offset: next_base,
-                size,
-            });
-            self.write_index(seal)?;
-            scan.next_offset
-        };
+            return Err(damage.to_error());
+        }
+        let end = scan.next_offset;
         if let Some(seal) = index.seal
             && (seal.size != size || seal.end_offset != end)
         {
             return Err(self.corrupt(
                 size.min(seal.size),
                 format!(
-                    "the segment was sealed with {} bytes ending at offset {}, but has {size}                      bytes ending at offset {end}: offsets {}..{} are lost",
+                    "the segment was sealed with {} bytes ending at offset {}, but has {size} \
+                     bytes ending at offset {end}: offsets {}..{} are lost",
                     seal.size,
                     seal.end_offset,
                     end.min(seal.end_offset),
@@ -465,26 +451,48 @@ impl Segment {
             let next = segment_file_name(next_base);
             let reason = if end < next_base {
                 format!(
-                    "the segment ends at offset {end}, but the next segment, {next}, starts at                      offset {next_base}: offsets {end}..{next_base} are in no segment (a                      missing segment file?)"
+                    "the segment ends at offset {end}, but the next segment, {next}, starts at \
+                     offset {next_base}: offsets {end}..{next_base} are in no segment (a \
+                     missing segment file?)"
                 )
             } else {
                 format!(
-                    "the segment ends at offset {end}, past offset {next_base} where the next                      segment, {next}, starts"
+                    "the segment ends at offset {end}, past offset {next_base} where the next \
+                     segment, {next}, starts"
                 )
             };
             return Err(self.corrupt(size, reason));
         }
+        if index.consistent {
+            tracing::warn!(file = %self.index_path.display(), "rebuilding an offset index that does not match its segment");
+        }
+        self.write_index(Some(Seal {
+            end_offset: end,
+            size,
+        }))?;
         Ok(end)
     }
 
-    /// The error for damage at `pos` of a sealed segment found by the header walk.
-    fn sealed_damage(&self, pos: u64, expected: u64, next_base: u64, reason: String) -> Error {
-        self.corrupt(
-            pos,
-            format!(
-                "{reason} (offset {expected} expected there) in a sealed segment, which the next                  segment continues at offset {next_base}: offsets {expected}..{next_base} cannot                  be read; `riffle log repair` cuts the damaged data explicitly"
-            ),
-        )
+    /// Walks the batch headers from the last of `entries` to the end of the file; the offset
+    /// after the last batch, or `None` if a header is not the expected one.
+    fn walk_from(&mut self, entries: &[(u32, u32)]) -> Result<Option<u64>> {
+        let size = self.size();
+        let (mut pos, mut expected) = entries.last().map_or((0, self.base), |&(r, p)| {
+            (u64::from(p), self.base + u64::from(r))
+        });
+        while pos < size {
+            let h = match self.read_header(pos) {
+                Ok(h) => h,
+                Err(Error::Corrupt { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            if h.base_offset != expected {
+                return Ok(None);
+            }
+            pos += h.total_len();
+            expected = h.next_offset();
+        }
+        Ok(Some(expected))
     }
 
     /// Rewrites the index file from the in-memory entries (and `seal`) if it differs, so a
