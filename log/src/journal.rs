@@ -19,7 +19,7 @@ use crate::types::TopicPartition;
 const MAGIC: &[u8; 4] = b"RFTX";
 const VERSION: u8 = 1;
 /// Magic, body length, body CRC.
-const RECORD_HEADER_LEN: usize = 12;
+pub(crate) const RECORD_HEADER_LEN: usize = 12;
 
 /// `<root>/txn/journal`.
 pub(crate) fn journal_path(root: &Path) -> PathBuf {
@@ -110,8 +110,6 @@ pub(crate) fn encode(
 pub(crate) struct JournalDamage {
     /// Byte position where the run stops.
     pub(crate) position: u64,
-    /// Bytes from there to the end of the file.
-    pub(crate) bytes: u64,
     /// Why the bytes there are not an intact record.
     pub(crate) reason: String,
     /// `(position, length)` of the intact records found after it (resynchronising past
@@ -172,14 +170,11 @@ pub(crate) fn find_intact_records(bytes: &[u8], from: usize) -> Vec<(u64, u64)> 
     found
 }
 
-/// Reads the unbroken run of intact records from the start of a journal and, if the file goes
-/// on after it, the damage that stops it. A record with a valid checksum that does not parse is
-/// an [`Error::Corrupt`] naming `path`. Changes nothing.
-pub(crate) fn scan(
-    path: &Path,
-    bytes: &[u8],
-) -> Result<(Vec<JournaledTxn>, Option<JournalDamage>)> {
-    let mut txns = Vec::new();
+/// The `(position, length)` of the unbroken run of intact records from the start of a journal
+/// (checksums checked, bodies not parsed) and, if the file goes on after it, the damage that
+/// stops it.
+pub(crate) fn scan_records(bytes: &[u8]) -> (Vec<(u64, u64)>, Option<JournalDamage>) {
+    let mut records = Vec::new();
     let mut pos = 0usize;
     let damage = loop {
         let Some(rest) = bytes.get(pos..).filter(|r| !r.is_empty()) else {
@@ -187,20 +182,36 @@ pub(crate) fn scan(
         };
         match intact_record(rest) {
             Ok(len) => {
-                let body = rest.get(RECORD_HEADER_LEN..len).unwrap_or_default();
-                txns.push(parse_body(path, pos as u64, body)?);
+                records.push((pos as u64, len as u64));
                 pos += len;
             }
             Err(reason) => {
                 break Some(JournalDamage {
                     position: pos as u64,
-                    bytes: rest.len() as u64,
                     reason,
                     intact_after: find_intact_records(bytes, pos + 1),
                 });
             }
         }
     };
+    (records, damage)
+}
+
+/// Reads the unbroken run of intact records from the start of a journal and, if the file goes
+/// on after it, the damage that stops it. A record with a valid checksum that does not parse is
+/// an [`Error::Corrupt`] naming `path`. Changes nothing.
+pub(crate) fn scan(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(Vec<JournaledTxn>, Option<JournalDamage>)> {
+    let (records, damage) = scan_records(bytes);
+    let mut txns = Vec::with_capacity(records.len());
+    for (pos, len) in records {
+        let body = bytes
+            .get(pos as usize + RECORD_HEADER_LEN..(pos + len) as usize)
+            .unwrap_or_default();
+        txns.push(parse_body(path, pos, body)?);
+    }
     Ok((txns, damage))
 }
 
@@ -231,7 +242,7 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Replay> {
     Ok(Replay { txns, torn })
 }
 
-fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<JournaledTxn> {
+pub(crate) fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<JournaledTxn> {
     let corrupt = |reason: String| Error::Corrupt {
         path: path.to_path_buf(),
         position,

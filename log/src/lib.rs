@@ -90,6 +90,7 @@ mod offsets;
 mod options;
 mod partition;
 mod record;
+mod repair;
 mod segment;
 mod storage;
 mod topic;
@@ -108,5 +109,6 @@ pub use crate::{
     murmur::{murmur2, partition_for_key},
     options::{FsyncPolicy, LogOptions},
     record::{FetchedBatch, Record, RecordIter},
+    repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
     types::{BatchMeta, Compression, TimestampType, TopicPartition, UnknownCompression},
 };

@@ -117,8 +117,6 @@ pub(crate) fn parse_index(raw: &[u8], base: u64, size: u64) -> IndexFile {
 /// and the damage that ends it before the end of the file, if any.
 #[derive(Debug)]
 pub(crate) struct Scan {
-    /// Byte position after the run (the whole file if there is no damage).
-    pub(crate) valid_len: u64,
     /// The offset after the run's last record (the segment's base offset if the run is empty).
     pub(crate) next_offset: u64,
     /// Records in the run.
@@ -233,6 +231,82 @@ pub(crate) fn find_intact(tail: &[u8], start: u64, first: usize) -> Vec<IntactBa
     found
 }
 
+/// Reads every batch of the segment file at `base` from the start, checksums included, calling
+/// `on_batch` with the position and header of each batch of the intact run; the run and the
+/// damage after it. Reads only.
+pub(crate) fn scan_file(
+    file: &mut dyn StorageFile,
+    path: &Path,
+    base: u64,
+    mut on_batch: impl FnMut(u64, &BatchHeader),
+) -> Result<Scan> {
+    let len = file.len();
+    let (mut pos, mut expected, mut records) = (0u64, base, 0u64);
+    let mut header = [0u8; HEADER_LEN];
+    let mut batch = Vec::new();
+    let problem = loop {
+        let left = len - pos;
+        if left == 0 {
+            break None;
+        }
+        if left < HEADER_LEN as u64 {
+            break Some(format!("{left} trailing bytes, too few for a batch header"));
+        }
+        file.read_exact_at(pos, &mut header).at(path)?;
+        let h = match BatchHeader::parse(&header) {
+            Ok(h) => h,
+            Err(reason) => break Some(reason),
+        };
+        if h.total_len() > left {
+            break Some(format!(
+                "batch of {} bytes cut off after {left}",
+                h.total_len()
+            ));
+        }
+        batch.resize(h.total_len() as usize, 0);
+        file.read_exact_at(pos, &mut batch).at(path)?;
+        if batch_crc(&batch) != h.crc {
+            break Some(format!(
+                "checksum mismatch in the batch of {} bytes there",
+                h.total_len()
+            ));
+        }
+        if h.base_offset != expected {
+            break Some(format!(
+                "the intact batch there holds offsets {}..{}",
+                h.base_offset,
+                h.next_offset()
+            ));
+        }
+        on_batch(pos, &h);
+        pos += h.total_len();
+        expected = h.next_offset();
+        records += u64::from(h.record_count);
+    };
+    let damage = match problem {
+        None => None,
+        Some(reason) => {
+            let mut tail = vec![0u8; (len - pos) as usize];
+            file.read_exact_at(pos, &mut tail).at(path)?;
+            // An intact batch at the damaged position itself (one at the wrong offset) counts.
+            let intact_after = find_intact(&tail, pos, 0);
+            Some(Damage {
+                path: path.to_path_buf(),
+                position: pos,
+                offset: expected,
+                bytes: len - pos,
+                reason,
+                intact_after,
+            })
+        }
+    };
+    Ok(Scan {
+        next_offset: expected,
+        records,
+        damage,
+    })
+}
+
 impl Segment {
     /// Opens (creating if missing) the segment at `base` in `dir`; its index is not loaded yet.
     pub(crate) fn open(storage: &Arc<dyn Storage>, dir: &Path, base: u64) -> Result<Self> {
@@ -284,74 +358,16 @@ impl Segment {
     /// Reads every batch from the start, checksums included, and rebuilds the in-memory index
     /// of the intact run. Changes no file.
     pub(crate) fn scan(&mut self, index_interval: u64) -> Result<Scan> {
-        let len = self.size();
-        let (mut pos, mut expected, mut records) = (0u64, self.base, 0u64);
         self.index.clear();
         self.bytes_since_index = 0;
-        let mut header = [0u8; HEADER_LEN];
-        let mut batch = Vec::new();
-        let problem = loop {
-            let left = len - pos;
-            if left == 0 {
-                break None;
-            }
-            if left < HEADER_LEN as u64 {
-                break Some(format!("{left} trailing bytes, too few for a batch header"));
-            }
-            self.file.read_exact_at(pos, &mut header).at(&self.path)?;
-            let h = match BatchHeader::parse(&header) {
-                Ok(h) => h,
-                Err(reason) => break Some(reason),
-            };
-            if h.total_len() > left {
-                break Some(format!(
-                    "batch of {} bytes cut off after {left}",
-                    h.total_len()
-                ));
-            }
-            batch.resize(h.total_len() as usize, 0);
-            self.file.read_exact_at(pos, &mut batch).at(&self.path)?;
-            if batch_crc(&batch) != h.crc {
-                break Some(format!(
-                    "checksum mismatch in the batch of {} bytes there",
-                    h.total_len()
-                ));
-            }
-            if h.base_offset != expected {
-                break Some(format!(
-                    "the intact batch there holds offsets {}..{}",
-                    h.base_offset,
-                    h.next_offset()
-                ));
-            }
-            self.note_batch(pos, h.base_offset, h.total_len(), index_interval);
-            pos += h.total_len();
-            expected = h.next_offset();
-            records += u64::from(h.record_count);
-        };
-        let damage = match problem {
-            None => None,
-            Some(reason) => {
-                let mut tail = vec![0u8; (len - pos) as usize];
-                self.file.read_exact_at(pos, &mut tail).at(&self.path)?;
-                // An intact batch at the damaged position itself (one at the wrong offset) counts.
-                let intact_after = find_intact(&tail, pos, 0);
-                Some(Damage {
-                    path: self.path.clone(),
-                    position: pos,
-                    offset: expected,
-                    bytes: len - pos,
-                    reason,
-                    intact_after,
-                })
-            }
-        };
-        Ok(Scan {
-            valid_len: pos,
-            next_offset: expected,
-            records,
-            damage,
-        })
+        let mut noted = Vec::new();
+        let scan = scan_file(&mut *self.file, &self.path, self.base, |pos, h| {
+            noted.push((pos, h.base_offset, h.total_len()));
+        })?;
+        for (pos, base_offset, len) in noted {
+            self.note_batch(pos, base_offset, len, index_interval);
+        }
+        Ok(scan)
     }
 
     /// Recovers the active (last) segment; returns the offset after its last intact batch.
