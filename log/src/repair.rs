@@ -105,7 +105,7 @@ impl fmt::Display for RepairCut {
                 write!(f, "cut {file} at byte {at} (of {len} bytes)")?;
             }
             CutAction::Delete { len } => write!(f, "delete {file} ({len} bytes)")?,
-            CutAction::Missing => write!(f, "{file} is missing")?,
+            CutAction::Missing => write!(f, "give up the missing {file}")?,
             CutAction::DropBytes { from, to } => {
                 write!(f, "drop bytes {from}..{to} of {file}")?;
             }
