@@ -307,6 +307,13 @@ impl Journal {
         Ok(())
     }
 
+    /// Re-reads the file's length: another process sharing the log may have appended records
+    /// or emptied it. The caller holds the transaction lock.
+    pub(crate) fn refresh(&mut self, storage: &Arc<dyn Storage>) -> Result<u64> {
+        let file = Self::file(&mut self.file, &self.path, self.poisoned, storage)?;
+        file.refresh_len().at(&self.path)
+    }
+
     /// Empties the journal durably (its transactions are all in their partitions and groups).
     pub(crate) fn clear(&mut self, storage: &Arc<dyn Storage>) -> Result<()> {
         let file = Self::file(&mut self.file, &self.path, self.poisoned, storage)?;

@@ -36,6 +36,11 @@ pub struct LogOptions {
     /// every partition is fsynced, transactional offsets are written to their group files, and
     /// the journal is emptied.
     pub txn_journal_bytes: u64,
+    /// Open the log only to read it: nothing is created, locked exclusively, cut or rewritten
+    /// (no torn tail is truncated, no journal replayed); appends, commits and topic creation
+    /// fail with [`Error::ReadOnly`](crate::Error::ReadOnly). What `consume`, `topics` and
+    /// `state inspect` use, so that looking at a log never changes it.
+    pub read_only: bool,
 }
 
 impl Default for LogOptions {
@@ -46,6 +51,7 @@ impl Default for LogOptions {
             segment_bytes: 64 << 20,
             index_interval_bytes: 4096,
             txn_journal_bytes: 32 << 20,
+            read_only: false,
         }
     }
 }
@@ -72,6 +78,12 @@ impl LogOptions {
     /// These options with `txn_journal_bytes` as the journal size that triggers a checkpoint.
     pub fn with_txn_journal_bytes(mut self, txn_journal_bytes: u64) -> Self {
         self.txn_journal_bytes = txn_journal_bytes;
+        self
+    }
+
+    /// These options, read-only or not (see [`read_only`](Self::read_only)).
+    pub fn with_read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 

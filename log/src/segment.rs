@@ -30,6 +30,20 @@ pub(crate) struct Segment {
     pub(crate) dirty: bool,
 }
 
+/// Where a [`Segment::scan`] stopped.
+#[derive(Debug, Clone)]
+pub(crate) struct Scan {
+    /// Byte position after the last whole, valid batch.
+    pub(crate) end_pos: u64,
+    /// The offset after that batch.
+    pub(crate) end_offset: u64,
+    /// Why the bytes after `end_pos` are not a batch; `None` if the file ends there.
+    pub(crate) problem: Option<String>,
+    /// The bytes after `end_pos` are the start of a batch that is not all there yet: torn, or
+    /// still being written by another process.
+    pub(crate) incomplete: bool,
+}
+
 /// File name of the segment at `base`: the base offset, zero-padded to 20 digits, as Kafka does.
 pub(crate) fn segment_file_name(base: u64) -> String {
     format!("{base:020}.log")
@@ -51,6 +65,38 @@ impl Segment {
         let index_path = path.with_extension("index");
         let file = storage.open(&path).at(&path)?;
         let index_file = storage.open(&index_path).at(&index_path)?;
+        Ok(Self {
+            base,
+            path,
+            index_path,
+            file,
+            index_file,
+            index: Vec::new(),
+            bytes_since_index: 0,
+            dirty: false,
+        })
+    }
+
+    /// Opens the existing segment at `base` without creating or changing anything (a read-only
+    /// log); a missing index is an empty one (the index is derived data).
+    pub(crate) fn open_read_only(
+        storage: &Arc<dyn Storage>,
+        dir: &Path,
+        base: u64,
+    ) -> Result<Self> {
+        let path = dir.join(segment_file_name(base));
+        let index_path = path.with_extension("index");
+        let file = storage
+            .open_existing(&path, false)
+            .at(&path)?
+            .ok_or_else(|| Error::Io {
+                path: path.clone(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })?;
+        let index_file = match storage.open_existing(&index_path, false).at(&index_path)? {
+            Some(f) => f,
+            None => crate::storage::empty_file(),
+        };
         Ok(Self {
             base,
             path,
@@ -96,85 +142,153 @@ impl Segment {
             entries.push((rel, pos));
         }
         if !valid || (entries.is_empty() && self.size() > index_interval) {
-            tracing::warn!(file = %self.index_path.display(), "rebuilding an inconsistent offset index");
-            self.recover(index_interval)?;
+            // Rebuilt in memory only: a read-only open writes nothing, and the data is not cut.
+            tracing::warn!(file = %self.index_path.display(), "rebuilding an inconsistent offset index (in memory)");
+            let scan = self.scan(index_interval)?;
+            if let Some(reason) = scan.problem {
+                return Err(Error::Corrupt {
+                    path: self.path.clone(),
+                    position: scan.end_pos,
+                    reason: format!("sealed segment, at offset {}: {reason}", scan.end_offset),
+                });
+            }
             return Ok(());
         }
         self.index = entries;
         Ok(())
     }
 
-    /// Validates every batch, truncates the first invalid one and everything after it, rebuilds
-    /// the index; returns the offset after the last valid batch.
-    pub(crate) fn recover(&mut self, index_interval: u64) -> Result<u64> {
-        let len = self.size();
-        let (mut pos, mut expected) = (0u64, self.base);
+    /// Validates every batch from the start, rebuilding the in-memory index; modifies nothing
+    /// (a read-only open, or a writer that does not hold the partition's lock, calls this).
+    pub(crate) fn scan(&mut self, index_interval: u64) -> Result<Scan> {
         self.index.clear();
         self.bytes_since_index = 0;
+        self.scan_from(0, self.base, index_interval)
+    }
+
+    /// [`scan`](Self::scan) continued from `pos`, where the batch at offset `expected` starts
+    /// (the end of an earlier scan): how a partition catches up with batches another process
+    /// appended. Stops at the first batch that is not whole and valid.
+    pub(crate) fn scan_from(
+        &mut self,
+        mut pos: u64,
+        mut expected: u64,
+        index_interval: u64,
+    ) -> Result<Scan> {
+        let len = self.size();
         let mut header = [0u8; HEADER_LEN];
         let mut batch = Vec::new();
-        let problem = loop {
-            let left = len - pos;
+        let (problem, incomplete) = loop {
+            let left = len.saturating_sub(pos);
             if left == 0 {
-                break None;
+                break (None, false);
             }
             if left < HEADER_LEN as u64 {
-                break Some(format!("{left} trailing bytes, too few for a batch header"));
+                break (
+                    Some(format!("{left} trailing bytes, too few for a batch header")),
+                    true,
+                );
             }
             self.file.read_exact_at(pos, &mut header).at(&self.path)?;
             let h = match BatchHeader::parse(&header) {
                 Ok(h) => h,
-                Err(reason) => break Some(reason),
+                Err(reason) => break (Some(reason), false),
             };
             if h.total_len() > left {
-                break Some(format!(
-                    "batch of {} bytes cut off after {left} (torn write)",
-                    h.total_len()
-                ));
+                break (
+                    Some(format!(
+                        "batch of {} bytes cut off after {left} (torn write)",
+                        h.total_len()
+                    )),
+                    true,
+                );
             }
             if h.base_offset != expected {
-                break Some(format!(
-                    "batch starts at offset {} where {expected} was expected",
-                    h.base_offset
-                ));
+                break (
+                    Some(format!(
+                        "batch starts at offset {} where {expected} was expected",
+                        h.base_offset
+                    )),
+                    false,
+                );
             }
             batch.resize(h.total_len() as usize, 0);
             self.file.read_exact_at(pos, &mut batch).at(&self.path)?;
             if batch_crc(&batch) != h.crc {
-                break Some("checksum mismatch".to_owned());
+                break (Some("checksum mismatch".to_owned()), false);
             }
             self.note_batch(pos, h.base_offset, h.total_len(), index_interval);
             pos += h.total_len();
             expected = h.next_offset();
         };
-        if let Some(reason) = problem {
-            tracing::warn!(
-                file = %self.path.display(),
-                position = pos,
-                offset = expected,
-                %reason,
-                "truncating torn or corrupt tail of log segment {} at byte {pos} (offset {expected}): {reason}",
-                self.path.display()
-            );
-            self.file.truncate(pos).at(&self.path)?;
-            self.file.sync().at(&self.path)?;
-        }
+        Ok(Scan {
+            end_pos: pos,
+            end_offset: expected,
+            problem,
+            incomplete,
+        })
+    }
+
+    /// Cuts what follows the scan's end (a torn tail), with a `warn!` naming the file, byte
+    /// position and offset, and makes the index file match the in-memory index. Only a writer
+    /// holding the partition's lock calls this: no other process can be writing that tail.
+    pub(crate) fn cut_tail(&mut self, scan: &Scan) -> Result<()> {
+        let Scan {
+            end_pos: pos,
+            end_offset: offset,
+            ..
+        } = *scan;
+        let reason = scan.problem.as_deref().unwrap_or("trailing bytes");
+        tracing::warn!(
+            file = %self.path.display(),
+            position = pos,
+            offset,
+            %reason,
+            "truncating torn or corrupt tail of log segment {} at byte {pos} (offset {offset}): {reason}",
+            self.path.display()
+        );
+        self.file.truncate(pos).at(&self.path)?;
+        self.file.sync().at(&self.path)?;
+        self.write_index()
+    }
+
+    /// The in-memory index as the index file would hold it.
+    fn index_bytes(&self) -> Vec<u8> {
         let mut raw = Vec::with_capacity(self.index.len() * INDEX_ENTRY_LEN);
         for &(rel, p) in &self.index {
             raw.extend_from_slice(&rel.to_be_bytes());
             raw.extend_from_slice(&p.to_be_bytes());
         }
-        // Rewrite the index only if it differs: a clean open writes (and fsyncs) nothing.
+        raw
+    }
+
+    /// Whether the index file holds exactly the in-memory index.
+    pub(crate) fn index_file_matches(&mut self) -> Result<bool> {
+        let raw = self.index_bytes();
+        self.index_file.refresh_len().at(&self.index_path)?;
         let mut old = vec![0u8; self.index_file.len() as usize];
         self.index_file
             .read_exact_at(0, &mut old)
             .at(&self.index_path)?;
-        if old != raw {
+        Ok(old == raw)
+    }
+
+    /// Rewrites the index file from the in-memory index if they differ: a clean open writes
+    /// (and fsyncs) nothing.
+    pub(crate) fn write_index(&mut self) -> Result<()> {
+        let raw = self.index_bytes();
+        if !self.index_file_matches()? {
             self.index_file.truncate(0).at(&self.index_path)?;
             self.index_file.append(&raw).at(&self.index_path)?;
             self.index_file.sync().at(&self.index_path)?;
         }
-        Ok(expected)
+        Ok(())
+    }
+
+    /// Re-reads the data and index files' lengths (another process may have appended).
+    pub(crate) fn refresh_size(&mut self) -> Result<u64> {
+        self.index_file.refresh_len().at(&self.index_path)?;
+        self.file.refresh_len().at(&self.path)
     }
 
     /// Index bookkeeping for a batch at `pos`; returns the entry to persist, if one is due.
