@@ -65,10 +65,12 @@ impl TxnState {
         };
         let len = file.refresh_len().at(&self.lock_path)?;
         let mut raw = [0u8; 9];
-        if len < raw.len() as u64 {
+        let have = usize::try_from(len).unwrap_or(raw.len()).min(raw.len());
+        if have < 8 {
             return Ok((0, false));
         }
-        file.read_exact_at(0, &mut raw).at(&self.lock_path)?;
+        file.read_exact_at(0, &mut raw[..have])
+            .at(&self.lock_path)?;
         let generation = u64::from_be_bytes([
             raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
         ]);
@@ -394,6 +396,10 @@ impl Log {
             return Ok(());
         };
         let len = reader.refresh_len().at(&path)?;
+        if exclusive && writable {
+            // This process appends its next record at the end other processes left.
+            txn.journal.refresh(&shared.storage)?;
+        }
         if len < groups.journal_len {
             let generation = groups.generation;
             groups.invalidate(generation);
