@@ -109,6 +109,32 @@ impl HandleCache {
 }
 
 impl BoundedHandles {
+    /// `file`, just opened, as a lazy file: its handle is kept for the first use, which
+    /// usually follows (recovery reads the file), and closed when the cache needs the room.
+    fn lazy(
+        &self,
+        path: &Path,
+        file: Box<dyn StorageFile>,
+        reopen: Reopen,
+    ) -> Box<dyn StorageFile> {
+        let len = file.len();
+        let id = {
+            let mut state = self.cache.state();
+            state.next_id += 1;
+            state.next_id
+        };
+        self.cache.insert(id, Arc::new(Mutex::new(file)));
+        Box::new(LazyFile {
+            path: path.to_path_buf(),
+            id,
+            len,
+            reopen,
+            pinned: None,
+            inner: Arc::clone(&self.inner),
+            cache: Arc::clone(&self.cache),
+        })
+    }
+
     /// `inner`'s files, with at most `capacity` (at least 1) open at once.
     pub(crate) fn new(inner: Arc<dyn Storage>, capacity: usize) -> Self {
         Self {
@@ -137,23 +163,38 @@ impl Storage for BoundedHandles {
     }
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        // Opening creates a missing file and tells its length; the handle is kept for the
-        // first use, which usually follows (recovery reads the file).
         let file = self.inner.open(path)?;
-        let len = file.len();
-        let id = {
-            let mut state = self.cache.state();
-            state.next_id += 1;
-            state.next_id
-        };
-        self.cache.insert(id, Arc::new(Mutex::new(file)));
-        Ok(Box::new(LazyFile {
-            path: path.to_path_buf(),
-            id,
-            len,
-            inner: Arc::clone(&self.inner),
-            cache: Arc::clone(&self.cache),
-        }))
+        Ok(self.lazy(path, file, Reopen::Create))
+    }
+
+    fn open_existing(
+        &self,
+        path: &Path,
+        writable: bool,
+    ) -> io::Result<Option<Box<dyn StorageFile>>> {
+        let file = self.inner.open_existing(path, writable)?;
+        Ok(file.map(|f| self.lazy(path, f, Reopen::Existing { writable })))
+    }
+
+    fn open_shared_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        // One file per log (the change file), kept open: not worth a cache slot.
+        self.inner.open_shared_append(path)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.remove_dir_all(dir)
+    }
+
+    fn shared_between_processes(&self) -> bool {
+        self.inner.shared_between_processes()
     }
 
     fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
@@ -178,12 +219,23 @@ impl Storage for BoundedHandles {
     }
 }
 
+/// How a closed file is opened again: as it was first.
+#[derive(Debug, Clone, Copy)]
+enum Reopen {
+    Create,
+    Existing { writable: bool },
+}
+
 /// A file whose handle lives in the cache, reopened on use when it was closed.
 struct LazyFile {
     path: PathBuf,
     id: u64,
     /// The length as of the last operation (kept while the handle is closed).
     len: u64,
+    reopen: Reopen,
+    /// The handle, kept here while it holds an OS file lock: closing it would release the
+    /// lock, so the cache may drop its reference but the descriptor stays open.
+    pinned: Option<Handle>,
     inner: Arc<dyn Storage>,
     cache: Arc<HandleCache>,
 }
@@ -199,15 +251,27 @@ impl fmt::Debug for LazyFile {
 
 impl LazyFile {
     /// Runs `op` on the open handle, opening the file first if its handle was closed.
-    fn with<T>(&mut self, op: impl FnOnce(&mut dyn StorageFile) -> io::Result<T>) -> io::Result<T> {
-        let handle = match self.cache.get(self.id) {
-            Some(h) => h,
-            None => {
-                let h: Handle = Arc::new(Mutex::new(self.inner.open(&self.path)?));
-                self.cache.insert(self.id, Arc::clone(&h));
-                h
-            }
+    fn handle(&mut self) -> io::Result<Handle> {
+        if let Some(pinned) = &self.pinned {
+            return Ok(Arc::clone(pinned));
+        }
+        if let Some(h) = self.cache.get(self.id) {
+            return Ok(h);
+        }
+        let file = match self.reopen {
+            Reopen::Create => self.inner.open(&self.path)?,
+            Reopen::Existing { writable } => self
+                .inner
+                .open_existing(&self.path, writable)?
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?,
         };
+        let h: Handle = Arc::new(Mutex::new(file));
+        self.cache.insert(self.id, Arc::clone(&h));
+        Ok(h)
+    }
+
+    fn with<T>(&mut self, op: impl FnOnce(&mut dyn StorageFile) -> io::Result<T>) -> io::Result<T> {
+        let handle = self.handle()?;
         // Only this file's owner uses the handle (under its partition's or journal's lock).
         let mut file = handle.lock().unwrap_or_else(PoisonError::into_inner);
         let result = op(&mut **file);
@@ -235,6 +299,36 @@ impl StorageFile for LazyFile {
 
     fn sync(&mut self) -> io::Result<()> {
         self.with(|f| f.sync())
+    }
+
+    fn refresh_len(&mut self) -> io::Result<u64> {
+        self.with(|f| f.refresh_len())
+    }
+
+    fn write_at(&mut self, pos: u64, data: &[u8]) -> io::Result<()> {
+        self.with(|f| f.write_at(pos, data))
+    }
+
+    fn lock(&mut self, exclusive: bool) -> io::Result<()> {
+        let handle = self.handle()?;
+        self.with(|f| f.lock(exclusive))?;
+        self.pinned = Some(handle);
+        Ok(())
+    }
+
+    fn try_lock(&mut self) -> io::Result<bool> {
+        let handle = self.handle()?;
+        let locked = self.with(|f| f.try_lock())?;
+        if locked {
+            self.pinned = Some(handle);
+        }
+        Ok(locked)
+    }
+
+    fn unlock(&mut self) -> io::Result<()> {
+        let unlocked = self.with(|f| f.unlock());
+        self.pinned = None;
+        unlocked
     }
 }
 

@@ -197,44 +197,40 @@ pub(crate) fn scan_records(bytes: &[u8]) -> (Vec<(u64, u64)>, Option<JournalDama
     (records, damage)
 }
 
-/// Reads the unbroken run of intact records from the start of a journal and, if the file goes
-/// on after it, the damage that stops it. A record with a valid checksum that does not parse is
-/// an [`Error::Corrupt`] naming `path`. Changes nothing.
-pub(crate) fn scan(
-    path: &Path,
-    bytes: &[u8],
-) -> Result<(Vec<JournaledTxn>, Option<JournalDamage>)> {
+/// Reads every intact record of a journal for replay. Damage with nothing intact after it is a
+/// torn tail (the last record's write did not finish), reported in [`Replay::torn`]; damage
+/// followed by intact records is an [`Error::Corrupt`] naming `path` and the position — the
+/// transactions of those records did commit, and dropping them would be silent loss.
+pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Replay> {
+    decode_from(path, bytes, 0)
+}
+
+/// [`decode`] of the journal's bytes from byte `start` on (`bytes`): every position in the
+/// result and in errors is a position in the file.
+pub(crate) fn decode_from(path: &Path, bytes: &[u8], start: u64) -> Result<Replay> {
     let (records, damage) = scan_records(bytes);
     let mut txns = Vec::with_capacity(records.len());
     for (pos, len) in records {
         let body = bytes
             .get(pos as usize + RECORD_HEADER_LEN..(pos + len) as usize)
             .unwrap_or_default();
-        txns.push(parse_body(path, pos, body)?);
+        txns.push(parse_body(path, start + pos, body)?);
     }
-    Ok((txns, damage))
-}
-
-/// Reads every intact record of a journal for replay. Damage with nothing intact after it is a
-/// torn tail (the last record's write did not finish), reported in [`Replay::torn`]; damage
-/// followed by intact records is an [`Error::Corrupt`] naming `path` and the position — the
-/// transactions of those records did commit, and dropping them would be silent loss.
-pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Replay> {
-    let (txns, damage) = scan(path, bytes)?;
     let torn = match damage {
         None => None,
-        Some(d) if d.is_torn_tail() => Some((d.position, d.reason)),
+        Some(d) if d.is_torn_tail() => Some((start + d.position, d.reason)),
         Some(d) => {
             let (first, _) = d.intact_after.first().copied().unwrap_or_default();
             return Err(Error::Corrupt {
                 path: path.to_path_buf(),
-                position: d.position,
+                position: start + d.position,
                 reason: format!(
                     "damaged transaction record ({}), followed by {} intact records from byte \
-                     {first}: committed transactions would be lost if it were dropped as a torn \
+                     {}: committed transactions would be lost if it were dropped as a torn \
                      tail; `riffle log repair` cuts the damaged bytes explicitly",
                     d.reason,
-                    d.intact_after.len()
+                    d.intact_after.len(),
+                    start + first
                 ),
             });
         }
@@ -403,6 +399,13 @@ impl Journal {
         synced.at(&self.path)?;
         self.unsynced = false;
         Ok(())
+    }
+
+    /// Re-reads the file's length: another process sharing the log may have appended records
+    /// or emptied it. The caller holds the transaction lock.
+    pub(crate) fn refresh(&mut self, storage: &Arc<dyn Storage>) -> Result<u64> {
+        let file = Self::file(&mut self.file, &self.path, self.poisoned, storage)?;
+        file.refresh_len().at(&self.path)
     }
 
     /// Empties the journal durably (its transactions are all in their partitions and groups).

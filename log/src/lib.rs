@@ -79,6 +79,7 @@
 //! ```
 
 mod batch;
+mod changes;
 #[cfg(test)]
 mod crash_tests;
 mod error;

@@ -39,6 +39,11 @@ pub struct LogOptions {
     /// At most this many segment, index and journal files are open at once (least recently
     /// used ones are closed and reopened on their next use), whatever the partition count.
     pub max_open_files: usize,
+    /// Open the log only to read it: nothing is created, locked exclusively, cut or rewritten
+    /// (no torn tail is truncated, no journal replayed); appends, commits and topic creation
+    /// fail with [`Error::ReadOnly`](crate::Error::ReadOnly). What `consume`, `topics` and
+    /// `state inspect` use, so that looking at a log never changes it.
+    pub read_only: bool,
 }
 
 impl Default for LogOptions {
@@ -51,6 +56,7 @@ impl Default for LogOptions {
             index_interval_bytes: 4096,
             txn_journal_bytes: 32 << 20,
             max_open_files: 256,
+            read_only: false,
         }
     }
 }
@@ -83,6 +89,12 @@ impl LogOptions {
     /// These options with `max_open_files` as the bound on open files (at least 1).
     pub fn with_max_open_files(mut self, max_open_files: usize) -> Self {
         self.max_open_files = max_open_files;
+        self
+    }
+
+    /// These options, read-only or not (see [`read_only`](Self::read_only)).
+    pub fn with_read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 

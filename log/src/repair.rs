@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::journal;
-use crate::segment::{Seal, parse_index, parse_segment_file_name, scan_file, segment_file_name};
+use crate::segment::{
+    Seal, parse_index, parse_segment_file_name, scan_file_from, segment_file_name,
+};
 use crate::storage::StorageFile;
 use crate::types::{TopicPartition, validate_name};
 
@@ -163,6 +165,55 @@ impl StorageFile for Loaded {
     fn sync(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    fn refresh_len(&mut self) -> io::Result<u64> {
+        Ok(self.len())
+    }
+
+    fn write_at(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    fn lock(&mut self, _: bool) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn try_lock(&mut self) -> io::Result<bool> {
+        Ok(true)
+    }
+
+    fn unlock(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Takes the OS lock of an existing lock file (`<partition>/lock`, `txn/lock`) without waiting,
+/// so no running writer is cut under; `None` if there is no such file (nobody wrote there yet).
+fn lock_exclusively(path: &Path, what: &str) -> Result<Option<std::fs::File>> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
+    };
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{what} is locked by a running process; stop it before repairing"),
+            ),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
 }
 
 fn read_or_empty(path: &Path) -> Result<Vec<u8>> {
@@ -214,11 +265,13 @@ pub fn repair(dir: &Path, options: &RepairOptions) -> Result<RepairReport> {
         for p in 0..count {
             let tp = TopicPartition::new(name.as_str(), p);
             let pdir = topics_dir.join(name).join(p.to_string());
+            let _lock = lock_exclusively(&pdir.join("lock"), &format!("partition {tp}"))?;
             let end = repair_partition(&pdir, &tp, options.dry_run, &mut report.cuts)?;
             ends.insert(tp, end);
         }
     }
     if options.topic.is_none() {
+        let _lock = lock_exclusively(&dir.join("txn").join("lock"), "the transaction journal")?;
         repair_journal(dir, &ends, options.dry_run, &mut report.cuts)?;
     }
     Ok(report)
@@ -273,10 +326,10 @@ fn repair_partition(
         let index_path = path.with_extension("index");
         let mut file = Loaded(read_or_empty(&path)?);
         let len = file.len();
-        let scan = scan_file(&mut file, &path, base, |_, _| {})?;
+        let scan = scan_file_from(&mut file, &path, 0, base, |_, _| {})?;
         let (end, records) = match &scan.damage {
             Some(d) => (d.known_end(), scan.records + d.records_after()),
-            None => (scan.next_offset, scan.records),
+            None => (scan.end_offset, scan.records),
         };
         if let Some(reason) = &cut_from {
             cuts.push(RepairCut {
@@ -316,7 +369,7 @@ fn repair_partition(
         let seal = parse_index(&read_or_empty(&index_path)?, base, len).seal;
         match &scan.damage {
             None => {
-                expected = scan.next_offset;
+                expected = scan.end_offset;
                 last_kept = Some((path, seal, false));
             }
             Some(d) => {
@@ -345,7 +398,7 @@ fn repair_partition(
                     path.display(),
                     d.offset
                 ));
-                expected = scan.next_offset;
+                expected = scan.end_offset;
                 last_kept = Some((path, seal, true));
             }
         }

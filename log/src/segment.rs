@@ -2,20 +2,22 @@
 //! (relative offset → byte position, one entry per `index_interval_bytes` of batches, and a
 //! *seal* once the segment was rolled: where it ends, so a later segment is known to exist).
 //!
-//! A segment owns the classification of its own bytes, which recovery (in `partition.rs`) acts
-//! on:
-//! - [`Segment::scan`] reads every batch and reports the unbroken run of intact batches from the
-//!   start and, if the file goes on after it, the [`Damage`]: where, why, and which intact
-//!   batches still follow it. It changes nothing.
-//! - [`Segment::recover`] is for the active (last) segment: damage with nothing intact after it
-//!   is a torn tail, truncated with a `warn!` naming the file, the byte position and the offset;
-//!   damage followed by intact data is an [`Error::Corrupt`], never truncated.
-//! - [`Segment::check_sealed`] is for sealed segments: cheaply (from the last index entry on)
-//!   checks that the segment ends where its seal and the next segment say; any damage is an
-//!   [`Error::Corrupt`].
+//! A segment owns the classification of its own bytes; the partition (`partition.rs`) acts on
+//! it, under its lock:
+//! - [`Segment::scan`] / [`Segment::scan_from`] read batches and report the unbroken run of
+//!   intact batches and, if the file goes on after it, the [`Damage`]: where, why, and which
+//!   intact batches still follow it. They change nothing.
+//! - damage with nothing intact after it in the active segment is a *torn tail* (a write a
+//!   crash cut short, or one another process is still making): [`Segment::cut_tail`] cuts it,
+//!   with a `warn!` naming the file, the byte position and the offset, for a writer holding the
+//!   lock; damage followed by intact data ([`Scan::corruption`]) is an [`Error::Corrupt`] and
+//!   is never cut;
+//! - [`Segment::check_sealed`] checks a sealed segment cheaply (from its last index entry on)
+//!   against its seal and the next segment's base offset; any damage is an [`Error::Corrupt`].
 //!
 //! It never trusts an index entry that points past the data, and never cuts a byte of a sealed
-//! segment: only `riffle log repair` (see `repair.rs`) cuts corrupt data, and only when asked.
+//! segment or of damage followed by intact data: only `riffle log repair` (`repair.rs`) cuts
+//! those, and only when asked.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -113,15 +115,28 @@ pub(crate) fn parse_index(raw: &[u8], base: u64, size: u64) -> IndexFile {
     }
 }
 
-/// What reading a segment's batches found: the unbroken run of intact batches from the start,
-/// and the damage that ends it before the end of the file, if any.
+/// What reading a segment's batches found: the unbroken run of intact batches from where the
+/// read started, and the damage that ends it before the end of the file, if any.
 #[derive(Debug)]
 pub(crate) struct Scan {
-    /// The offset after the run's last record (the segment's base offset if the run is empty).
-    pub(crate) next_offset: u64,
+    /// Byte position after the last whole, valid batch of the run.
+    pub(crate) end_pos: u64,
+    /// The offset after that batch (where the read started if the run is empty).
+    pub(crate) end_offset: u64,
     /// Records in the run.
     pub(crate) records: u64,
+    /// Why the bytes after `end_pos` are not a batch; `None` if the file ends there.
+    pub(crate) problem: Option<String>,
+    /// With a problem: where, and which intact batches follow it (then it is corruption, not
+    /// a torn tail or a batch still being written).
     pub(crate) damage: Option<Damage>,
+}
+
+impl Scan {
+    /// Damage followed by intact data: an error whoever reads it, with or without the lock.
+    pub(crate) fn corruption(&self) -> Option<&Damage> {
+        self.damage.as_ref().filter(|d| !d.is_torn_tail())
+    }
 }
 
 /// Where the intact run of a segment stops although the file goes on.
@@ -133,8 +148,6 @@ pub(crate) struct Damage {
     pub(crate) position: u64,
     /// The offset that was expected there.
     pub(crate) offset: u64,
-    /// Bytes from `position` to the end of the file.
-    pub(crate) bytes: u64,
     /// Why the bytes at `position` are not the expected batch.
     pub(crate) reason: String,
     /// The intact batches found after `position` (resynchronising past damaged bytes).
@@ -231,26 +244,29 @@ pub(crate) fn find_intact(tail: &[u8], start: u64, first: usize) -> Vec<IntactBa
     found
 }
 
-/// Reads every batch of the segment file at `base` from the start, checksums included, calling
-/// `on_batch` with the position and header of each batch of the intact run; the run and the
-/// damage after it. Reads only.
-pub(crate) fn scan_file(
+/// Reads the batches of a segment file from byte `pos`, where the batch at offset `expected`
+/// starts (0 and the base offset: the whole file), checksums included, calling `on_batch` with
+/// the position and header of each batch of the intact run; the run and the damage after it.
+/// Reads only.
+pub(crate) fn scan_file_from(
     file: &mut dyn StorageFile,
     path: &Path,
-    base: u64,
+    mut pos: u64,
+    mut expected: u64,
     mut on_batch: impl FnMut(u64, &BatchHeader),
 ) -> Result<Scan> {
     let len = file.len();
-    let (mut pos, mut expected, mut records) = (0u64, base, 0u64);
+    let mut records = 0u64;
     let mut header = [0u8; HEADER_LEN];
     let mut batch = Vec::new();
     let problem = loop {
-        let left = len - pos;
+        let left = len.saturating_sub(pos);
         if left == 0 {
             break None;
         }
         if left < HEADER_LEN as u64 {
-            break Some(format!("{left} trailing bytes, too few for a batch header"));
+            let reason = format!("{left} trailing bytes, too few for a batch header");
+            break Some(reason);
         }
         file.read_exact_at(pos, &mut header).at(path)?;
         let h = match BatchHeader::parse(&header) {
@@ -258,32 +274,32 @@ pub(crate) fn scan_file(
             Err(reason) => break Some(reason),
         };
         if h.total_len() > left {
-            break Some(format!(
-                "batch of {} bytes cut off after {left}",
-                h.total_len()
-            ));
+            let reason = format!("batch of {} bytes cut off after {left}", h.total_len());
+            break Some(reason);
         }
         batch.resize(h.total_len() as usize, 0);
         file.read_exact_at(pos, &mut batch).at(path)?;
         if batch_crc(&batch) != h.crc {
-            break Some(format!(
+            let reason = format!(
                 "checksum mismatch in the batch of {} bytes there",
                 h.total_len()
-            ));
+            );
+            break Some(reason);
         }
         if h.base_offset != expected {
-            break Some(format!(
+            let reason = format!(
                 "the intact batch there holds offsets {}..{}",
                 h.base_offset,
                 h.next_offset()
-            ));
+            );
+            break Some(reason);
         }
         on_batch(pos, &h);
         pos += h.total_len();
         expected = h.next_offset();
         records += u64::from(h.record_count);
     };
-    let damage = match problem {
+    let damage = match &problem {
         None => None,
         Some(reason) => {
             let mut tail = vec![0u8; (len - pos) as usize];
@@ -294,15 +310,16 @@ pub(crate) fn scan_file(
                 path: path.to_path_buf(),
                 position: pos,
                 offset: expected,
-                bytes: len - pos,
-                reason,
+                reason: reason.clone(),
                 intact_after,
             })
         }
     };
     Ok(Scan {
-        next_offset: expected,
+        end_pos: pos,
+        end_offset: expected,
         records,
+        problem,
         damage,
     })
 }
@@ -314,6 +331,38 @@ impl Segment {
         let index_path = path.with_extension("index");
         let file = storage.open(&path).at(&path)?;
         let index_file = storage.open(&index_path).at(&index_path)?;
+        Ok(Self {
+            base,
+            path,
+            index_path,
+            file,
+            index_file,
+            index: Vec::new(),
+            bytes_since_index: 0,
+            dirty: false,
+        })
+    }
+
+    /// Opens the existing segment at `base` without creating or changing anything (a read-only
+    /// log); a missing index is an empty one (the index is derived data).
+    pub(crate) fn open_read_only(
+        storage: &Arc<dyn Storage>,
+        dir: &Path,
+        base: u64,
+    ) -> Result<Self> {
+        let path = dir.join(segment_file_name(base));
+        let index_path = path.with_extension("index");
+        let file = storage
+            .open_existing(&path, false)
+            .at(&path)?
+            .ok_or_else(|| Error::Io {
+                path: path.clone(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })?;
+        let index_file = match storage.open_existing(&index_path, false).at(&index_path)? {
+            Some(f) => f,
+            None => crate::storage::empty_file(),
+        };
         Ok(Self {
             base,
             path,
@@ -355,13 +404,26 @@ impl Segment {
         }
     }
 
-    /// Reads every batch from the start, checksums included, and rebuilds the in-memory index
-    /// of the intact run. Changes no file.
+    /// Validates every batch from the start, rebuilding the in-memory index of the intact run;
+    /// modifies nothing (a read-only open, or a writer that does not hold the partition's lock,
+    /// calls this). What the damage is, if any, is the caller's call: see [`Scan`].
     pub(crate) fn scan(&mut self, index_interval: u64) -> Result<Scan> {
         self.index.clear();
         self.bytes_since_index = 0;
+        self.scan_from(0, self.base, index_interval)
+    }
+
+    /// [`scan`](Self::scan) continued from `pos`, where the batch at offset `expected` starts
+    /// (the end of an earlier scan): how a partition catches up with batches another process
+    /// appended. Stops at the first batch that is not whole and valid.
+    pub(crate) fn scan_from(
+        &mut self,
+        pos: u64,
+        expected: u64,
+        index_interval: u64,
+    ) -> Result<Scan> {
         let mut noted = Vec::new();
-        let scan = scan_file(&mut *self.file, &self.path, self.base, |pos, h| {
+        let scan = scan_file_from(&mut *self.file, &self.path, pos, expected, |pos, h| {
             noted.push((pos, h.base_offset, h.total_len()));
         })?;
         for (pos, base_offset, len) in noted {
@@ -370,43 +432,51 @@ impl Segment {
         Ok(scan)
     }
 
-    /// Recovers the active (last) segment; returns the offset after its last intact batch.
-    ///
-    /// Damage with nothing intact after it is a torn tail (a write a crash cut short): it is
-    /// truncated, fsynced, and a `warn!` names the file, the byte position and the offset.
-    /// Damage followed by intact data is an [`Error::Corrupt`] and nothing is cut. So is a seal
-    /// in the index: the segment was rolled, so the segment after it is missing. The index
-    /// file is rewritten if it does not match the data.
-    pub(crate) fn recover(&mut self, index_interval: u64) -> Result<u64> {
-        if let Some(seal) = self.read_index_file()?.seal {
-            return Err(self.corrupt(
-                seal.size.min(self.size()),
-                format!(
-                    "this segment was rolled at offset {} (its index holds the seal), but no                      segment starts there: offsets from {} on are missing (a deleted last                      segment?); `riffle log repair` makes this segment the last one explicitly",
-                    seal.end_offset, seal.end_offset
-                ),
-            ));
+    /// The seal in the index file, if the segment was rolled. In the active segment it means
+    /// the segment after it is missing (or is being created by another process right now).
+    pub(crate) fn read_seal(&mut self) -> Result<Option<Seal>> {
+        self.index_file.refresh_len().at(&self.index_path)?;
+        Ok(self.read_index_file()?.seal)
+    }
+
+    /// The error for an active segment whose index holds a seal at `seal` while no segment
+    /// starts there.
+    pub(crate) fn missing_successor(&self, seal: Seal) -> Error {
+        self.corrupt(
+            seal.size.min(self.size()),
+            format!(
+                "this segment was rolled at offset {} (its index holds the seal), but no \
+                 segment starts there: offsets from {} on are missing (a deleted last \
+                 segment?); `riffle log repair` makes this segment the last one explicitly",
+                seal.end_offset, seal.end_offset
+            ),
+        )
+    }
+
+    /// Cuts a torn tail — what follows the scan's end when nothing intact follows it — with a
+    /// `warn!` naming the file, byte position and offset, and makes the index file match the
+    /// in-memory index. Only a writer holding the partition's lock calls this: no other
+    /// process can be writing that tail. Damage followed by intact data is never cut: it is
+    /// [`Error::Corrupt`] (only `riffle log repair` cuts it, when asked).
+    pub(crate) fn cut_tail(&mut self, scan: &Scan) -> Result<()> {
+        if let Some(damage) = scan.corruption() {
+            return Err(damage.to_error());
         }
-        let scan = self.scan(index_interval)?;
-        if let Some(damage) = &scan.damage {
-            if !damage.is_torn_tail() {
-                return Err(damage.to_error());
-            }
-            let (pos, offset, reason) = (damage.position, damage.offset, &damage.reason);
-            tracing::warn!(
-                file = %self.path.display(),
-                position = pos,
-                offset,
-                %reason,
-                "truncating the torn tail of log segment {} at byte {pos} (offset {offset}; {}                  bytes, no intact batch among them): {reason}",
-                self.path.display(),
-                damage.bytes,
-            );
-            self.file.truncate(pos).at(&self.path)?;
-            self.file.sync().at(&self.path)?;
-        }
-        self.write_index(None)?;
-        Ok(scan.next_offset)
+        let (pos, offset) = (scan.end_pos, scan.end_offset);
+        let reason = scan.problem.as_deref().unwrap_or("trailing bytes");
+        let bytes = self.size().saturating_sub(pos);
+        tracing::warn!(
+            file = %self.path.display(),
+            position = pos,
+            offset,
+            %reason,
+            "truncating the torn tail of log segment {} at byte {pos} (offset {offset}; {bytes} \
+             bytes, no intact batch among them): {reason}",
+            self.path.display(),
+        );
+        self.file.truncate(pos).at(&self.path)?;
+        self.file.sync().at(&self.path)?;
+        self.write_index()
     }
 
     /// Checks a sealed segment against its seal and against `next_base`, the base offset of
@@ -435,7 +505,7 @@ impl Segment {
         // The cheap check failed: read the whole segment, to tell a stale index (rebuilt) from
         // damaged or missing data (an error).
         if !index.consistent {
-            tracing::warn!(file = %self.index_path.display(), "rebuilding an inconsistent offset index");
+            tracing::warn!(file = %self.index_path.display(), "rebuilding an inconsistent offset index (in memory)");
         }
         let scan = self.scan(index_interval)?;
         if let Some(mut damage) = scan.damage {
@@ -447,7 +517,7 @@ impl Segment {
             }
             return Err(damage.to_error());
         }
-        let end = scan.next_offset;
+        let end = scan.end_offset;
         if let Some(seal) = index.seal
             && (seal.size != size || seal.end_offset != end)
         {
@@ -479,13 +549,10 @@ impl Segment {
             };
             return Err(self.corrupt(size, reason));
         }
+        // Rebuilt in memory only: a read-only open writes nothing (a clean open neither).
         if index.consistent {
-            tracing::warn!(file = %self.index_path.display(), "rebuilding an offset index that does not match its segment");
+            tracing::warn!(file = %self.index_path.display(), "rebuilding an offset index that does not match its segment (in memory)");
         }
-        self.write_index(Some(Seal {
-            end_offset: end,
-            size,
-        }))?;
         Ok(end)
     }
 
@@ -511,31 +578,43 @@ impl Segment {
         Ok(Some(expected))
     }
 
-    /// Rewrites the index file from the in-memory entries (and `seal`) if it differs, so a
-    /// clean open writes (and fsyncs) nothing.
-    fn write_index(&mut self, seal: Option<Seal>) -> Result<()> {
-        let mut raw = Vec::with_capacity((self.index.len() + 2) * INDEX_ENTRY_LEN);
-        let mut put = |(rel, p): (u32, u32)| {
+    /// The in-memory index as the index file would hold it.
+    fn index_bytes(&self) -> Vec<u8> {
+        let mut raw = Vec::with_capacity(self.index.len() * INDEX_ENTRY_LEN);
+        for &(rel, p) in &self.index {
             raw.extend_from_slice(&rel.to_be_bytes());
             raw.extend_from_slice(&p.to_be_bytes());
-        };
-        for &entry in &self.index {
-            put(entry);
         }
-        if let Some(seal) = seal {
-            put(SEAL_MARKER);
-            put(seal_entry(self.base, seal));
-        }
+        raw
+    }
+
+    /// Whether the index file holds exactly the in-memory index.
+    pub(crate) fn index_file_matches(&mut self) -> Result<bool> {
+        let raw = self.index_bytes();
+        self.index_file.refresh_len().at(&self.index_path)?;
         let mut old = vec![0u8; self.index_file.len() as usize];
         self.index_file
             .read_exact_at(0, &mut old)
             .at(&self.index_path)?;
-        if old != raw {
+        Ok(old == raw)
+    }
+
+    /// Rewrites the index file from the in-memory index if they differ: a clean open writes
+    /// (and fsyncs) nothing.
+    pub(crate) fn write_index(&mut self) -> Result<()> {
+        let raw = self.index_bytes();
+        if !self.index_file_matches()? {
             self.index_file.truncate(0).at(&self.index_path)?;
             self.index_file.append(&raw).at(&self.index_path)?;
             self.index_file.sync().at(&self.index_path)?;
         }
         Ok(())
+    }
+
+    /// Re-reads the data and index files' lengths (another process may have appended).
+    pub(crate) fn refresh_size(&mut self) -> Result<u64> {
+        self.index_file.refresh_len().at(&self.index_path)?;
+        self.file.refresh_len().at(&self.path)
     }
 
     /// Records in the index that the segment ends at `end_offset`, with its current size, and
