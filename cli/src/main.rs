@@ -24,6 +24,10 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Append `key<TAB>value` lines to a topic of the embedded log.
+    ///
+    /// Not atomic: records are appended as lines are read. A line that is not `key<TAB>value`
+    /// or not UTF-8 stops it with an error naming the line; every record before that line is
+    /// then written and fsynced, none from it on, and the error says how many were written.
     Produce(produce::Args),
     /// Print a topic's records as `key<TAB>value`.
     Consume(consume::Args),

@@ -7,11 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 
-/// Arguments of `riffle produce`.
-///
-/// Not atomic: records are appended as lines are read. A line that is not `key<TAB>value` or not
-/// UTF-8 stops it with an error naming the line; every record before that line is then written
-/// and fsynced, none from it on, and the error says how many were written.
+/// Arguments of `riffle produce` (its `--help` text, in `main.rs`, says it is not atomic).
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The embedded log's directory (created if missing).
