@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -33,7 +35,8 @@ pub(crate) struct Args {
     /// Read from the start, print everything up to the current end and exit (unless --follow).
     #[arg(long)]
     from_beginning: bool,
-    /// Keep waiting for new records (the default without --from-beginning).
+    /// Keep printing records as any process appends them, until Ctrl-C (the default without
+    /// --from-beginning).
     #[arg(long)]
     follow: bool,
     /// Print only the latest value of each key, sorted by key, once the end is reached.
@@ -73,6 +76,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         )
     })?;
     let follow = args.follow || !args.from_beginning;
+    // Ctrl-C ends a follow cleanly: what was read is printed (and the latest values, with
+    // --latest-per-key), and the exit status is 0.
+    let stop = Arc::new(AtomicBool::new(false));
+    if follow {
+        let stop = Arc::clone(&stop);
+        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
+            .context("installing the Ctrl-C handler")?;
+    }
     let mut positions = Vec::new();
     for p in 0..partitions {
         let tp = TopicPartition::new(args.topic.as_str(), p);
@@ -91,7 +102,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let mut got = false;
         for (tp, position) in &mut positions {
             let batches = log.fetch(tp, *position, 1 << 20)?;
-            for batch in batches {
+            let mut expected = *position;
+            for (i, batch) in batches.into_iter().enumerate() {
+                // The first batch holds the position; each next one starts where it ended.
+                let (first, next) = (batch.base_offset(), batch.last_offset() + 1);
+                if first > expected || next <= expected || (i > 0 && first != expected) {
+                    anyhow::bail!(
+                        "{tp}: the log returned a batch of offsets {first}..{next} where offset \
+                         {expected} was expected"
+                    );
+                }
+                expected = next;
                 for record in batch.records() {
                     let record = record.with_context(|| {
                         format!("decoding {tp} near offset {}", batch.base_offset())
@@ -116,14 +137,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 }
             }
         }
-        if got {
+        if got && !stop.load(Ordering::Relaxed) {
             continue;
         }
-        if !follow {
+        if !follow || stop.load(Ordering::Relaxed) {
             break;
         }
         out.flush()?;
-        log.wait_for_append(version, Duration::from_millis(500));
+        log.wait_for_append(version, Duration::from_millis(200));
     }
     for (key, value) in &latest {
         writeln!(

@@ -4,6 +4,7 @@
 mod bench;
 mod consume;
 mod produce;
+mod repair;
 mod sample;
 mod state;
 mod topics;
@@ -23,6 +24,10 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Append `key<TAB>value` lines to a topic of the embedded log.
+    ///
+    /// Not atomic: records are appended as lines are read. A line that is not `key<TAB>value`
+    /// or not UTF-8 stops it with an error naming the line; every record before that line is
+    /// then written and fsynced, none from it on, and the error says how many were written.
     Produce(produce::Args),
     /// Print a topic's records as `key<TAB>value`.
     Consume(consume::Args),
@@ -32,6 +37,9 @@ enum Command {
         #[arg(long)]
         log_dir: PathBuf,
     },
+    /// Maintain the embedded log.
+    #[command(subcommand)]
+    Log(repair::LogCommand),
     /// Run a bundled sample application.
     #[command(subcommand)]
     Sample(sample::Sample),
@@ -55,6 +63,7 @@ fn main() -> std::process::ExitCode {
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
         Command::Topics { log_dir } => topics::run(&log_dir),
+        Command::Log(command) => repair::run(command),
         Command::Sample(sample) => sample::run(sample),
         Command::State(state) => state::run(state),
         Command::Bench(bench) => bench::run(bench),
@@ -62,8 +71,47 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", render_error(&e));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes, joined by `: `, each said once: a cause whose text its parent's
+/// message already shows (an I/O error's message names the file and quotes the OS error, which
+/// is also its source) is left out.
+fn render_error(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_error;
+
+    #[test]
+    fn an_io_error_is_said_once() {
+        let io = std::io::Error::from_raw_os_error(24);
+        let io = riffle_log::Error::Io {
+            path: "/l/x".into(),
+            source: io,
+        };
+        let e = anyhow::Error::new(io).context("opening the log at /l");
+        let text = render_error(&e);
+        assert_eq!(text.matches("os error 24").count(), 1, "{text}");
+        assert!(
+            text.starts_with("opening the log at /l: I/O error on /l/x: "),
+            "{text}"
+        );
     }
 }

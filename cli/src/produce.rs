@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 
-/// Arguments of `riffle produce`.
+/// Arguments of `riffle produce` (its `--help` text, in `main.rs`, says it is not atomic).
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The embedded log's directory (created if missing).
@@ -16,9 +16,10 @@ pub(crate) struct Args {
     /// The topic to append to.
     #[arg(long)]
     topic: String,
-    /// Partitions of the topic if it has to be created.
-    #[arg(long, default_value_t = 1)]
-    partitions: u32,
+    /// Partitions of the topic: created with this many (1 if not given) if missing; an
+    /// existing topic with another count is an error.
+    #[arg(long)]
+    partitions: Option<u32>,
     /// Compression of the written batches: none, lz4 or zstd.
     #[arg(long, default_value = "none")]
     compression: String,
@@ -36,14 +37,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("unknown compression {:?}", args.compression))?;
     let log = Log::open(&args.log_dir, LogOptions::default())
         .with_context(|| format!("opening the log at {}", args.log_dir.display()))?;
-    let partitions = match log.partitions(&args.topic) {
-        Some(p) => p,
-        None => {
-            log.create_topic(&args.topic, args.partitions)?;
-            args.partitions
+    let partitions = match (log.partitions(&args.topic), args.partitions) {
+        (Some(existing), None) => existing,
+        (_, requested) => {
+            // Creates it, or fails naming both counts if it exists with another.
+            let requested = requested.unwrap_or(1);
+            log.create_topic(&args.topic, requested)?;
+            requested
         }
     };
-    let input: Box<dyn BufRead> = match &args.file {
+    let mut input: Box<dyn BufRead> = match &args.file {
         Some(path) => Box::new(std::io::BufReader::new(
             std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
         )),
@@ -62,35 +65,61 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         }
         Ok(())
     };
+    let flush_all = |log: &Log, builders: &mut [BatchBuilder]| -> anyhow::Result<()> {
+        for p in 0..builders.len() {
+            flush(log, builders, p)?;
+        }
+        log.sync()?;
+        Ok(())
+    };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
     let mut written = 0u64;
-    for (index, line) in input.lines().enumerate() {
-        let number = index + 1;
-        let line = line.with_context(|| format!("reading line {number}"))?;
-        let Some((key, value)) = line.split_once('\t') else {
-            // Everything before this line is appended whole; nothing of it or after it is.
-            for p in 0..builders.len() {
-                flush(&log, &mut builders, p)?;
+    let mut raw = Vec::new();
+    for number in 1.. {
+        raw.clear();
+        let read = input.read_until(b'\n', &mut raw);
+        let problem = match read {
+            Ok(0) => break,
+            Ok(_) => {
+                let line = raw.strip_suffix(b"\n").unwrap_or(&raw);
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                match std::str::from_utf8(line) {
+                    Err(e) => Some(format!("not UTF-8 ({e})")),
+                    Ok(line) => match line.split_once('\t') {
+                        None => Some("expected `key<TAB>value`, found no tab".to_owned()),
+                        Some((key, value)) => {
+                            let p = partition_for_key(key.as_bytes(), partitions) as usize;
+                            builders[p].push(now, Some(key.as_bytes()), Some(value.as_bytes()));
+                            written += 1;
+                            if builders[p].size_bytes() >= BATCH_BYTES {
+                                flush(&log, &mut builders, p)?;
+                            }
+                            None
+                        }
+                    },
+                }
             }
-            log.commit_offsets("riffle-produce", &[])?;
-            bail!(
-                "line {number}: expected `key<TAB>value`, found no tab; the {written} records before it were written, nothing after"
-            );
+            Err(e) => Some(format!("cannot be read ({e})")),
         };
-        let p = partition_for_key(key.as_bytes(), partitions) as usize;
-        builders[p].push(now, Some(key.as_bytes()), Some(value.as_bytes()));
-        written += 1;
-        if builders[p].size_bytes() >= BATCH_BYTES {
-            flush(&log, &mut builders, p)?;
+        if let Some(problem) = problem {
+            // Everything before this line is appended whole and made durable; nothing of it
+            // or after it is.
+            flush_all(&log, &mut builders).with_context(|| {
+                format!(
+                    "line {number}: {problem}; writing the {written} records before it failed too"
+                )
+            })?;
+            bail!(
+                "line {number}: {problem}; the {written} records before it were written to {} \
+                 (and fsynced), nothing from line {number} on",
+                args.topic
+            );
         }
     }
-    for p in 0..builders.len() {
-        flush(&log, &mut builders, p)?;
-    }
-    log.sync()?;
+    flush_all(&log, &mut builders)?;
     eprintln!(
         "wrote {written} records to {} ({partitions} partitions)",
         args.topic

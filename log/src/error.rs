@@ -105,6 +105,12 @@ pub enum Error {
         /// The batch's encoded size.
         size: u64,
     },
+    /// A write was asked of a log opened read-only ([`LogOptions::read_only`](crate::LogOptions)).
+    #[error("cannot {what}: the log was opened read-only")]
+    ReadOnly {
+        /// What was asked.
+        what: String,
+    },
     /// An earlier failure (a panic while a lock was held, or a write that could not be rolled
     /// back) left this partition in an unknown state; it refuses further work until reopened.
     #[error("{what} is poisoned by an earlier failure; reopen the log")]

@@ -19,7 +19,7 @@ use crate::types::TopicPartition;
 const MAGIC: &[u8; 4] = b"RFTX";
 const VERSION: u8 = 1;
 /// Magic, body length, body CRC.
-const RECORD_HEADER_LEN: usize = 12;
+pub(crate) const RECORD_HEADER_LEN: usize = 12;
 
 /// `<root>/txn/journal`.
 pub(crate) fn journal_path(root: &Path) -> PathBuf {
@@ -105,46 +105,140 @@ pub(crate) fn encode(
     Ok(())
 }
 
-/// Reads every intact record of a journal; stops at the first torn or corrupt one (a record
-/// whose write did not finish never committed). A record with a valid checksum that does not
-/// parse is an [`Error::Corrupt`] naming `path`.
-pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Replay> {
-    let mut txns = Vec::new();
+/// Where the unbroken run of intact records of a journal stops although the file goes on.
+#[derive(Debug, Clone)]
+pub(crate) struct JournalDamage {
+    /// Byte position where the run stops.
+    pub(crate) position: u64,
+    /// Why the bytes there are not an intact record.
+    pub(crate) reason: String,
+    /// `(position, length)` of the intact records found after it (resynchronising past
+    /// damaged bytes), header included.
+    pub(crate) intact_after: Vec<(u64, u64)>,
+}
+
+impl JournalDamage {
+    /// A torn tail: nothing intact follows, so it is the last record's write cut short.
+    pub(crate) fn is_torn_tail(&self) -> bool {
+        self.intact_after.is_empty()
+    }
+}
+
+/// The length of the intact record at the front of `rest`, header included; `Err(reason)`
+/// if there is none.
+fn intact_record(rest: &[u8]) -> Result<usize, String> {
+    let Some((header, after)) = rest.split_first_chunk::<RECORD_HEADER_LEN>() else {
+        return Err(format!(
+            "{} trailing bytes, too few for a record",
+            rest.len()
+        ));
+    };
+    if &header[..4] != MAGIC {
+        return Err("not a transaction record (bad magic)".to_owned());
+    }
+    let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
+    let crc = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+    let Some(body) = after.get(..len) else {
+        return Err(format!(
+            "record of {len} bytes cut off after {}",
+            after.len()
+        ));
+    };
+    if crc32c::crc32c(body) != crc {
+        return Err(format!(
+            "checksum mismatch in the record of {len} bytes there"
+        ));
+    }
+    Ok(RECORD_HEADER_LEN + len)
+}
+
+/// The intact records of `bytes` from byte `from` on, trying every position and continuing
+/// right after each record found.
+pub(crate) fn find_intact_records(bytes: &[u8], from: usize) -> Vec<(u64, u64)> {
+    let mut found = Vec::new();
+    let mut at = from;
+    while at + RECORD_HEADER_LEN <= bytes.len() {
+        let rest = bytes.get(at..).unwrap_or_default();
+        match rest.starts_with(MAGIC).then(|| intact_record(rest)) {
+            Some(Ok(len)) => {
+                found.push((at as u64, len as u64));
+                at += len;
+            }
+            _ => at += 1,
+        }
+    }
+    found
+}
+
+/// The `(position, length)` of the unbroken run of intact records from the start of a journal
+/// (checksums checked, bodies not parsed) and, if the file goes on after it, the damage that
+/// stops it.
+pub(crate) fn scan_records(bytes: &[u8]) -> (Vec<(u64, u64)>, Option<JournalDamage>) {
+    let mut records = Vec::new();
     let mut pos = 0usize;
-    let torn = loop {
+    let damage = loop {
         let Some(rest) = bytes.get(pos..).filter(|r| !r.is_empty()) else {
             break None;
         };
-        let Some((header, after)) = rest.split_first_chunk::<RECORD_HEADER_LEN>() else {
-            break Some(format!(
-                "{} trailing bytes, too few for a record",
-                rest.len()
-            ));
-        };
-        if &header[..4] != MAGIC {
-            break Some("not a transaction record (bad magic)".to_owned());
+        match intact_record(rest) {
+            Ok(len) => {
+                records.push((pos as u64, len as u64));
+                pos += len;
+            }
+            Err(reason) => {
+                break Some(JournalDamage {
+                    position: pos as u64,
+                    reason,
+                    intact_after: find_intact_records(bytes, pos + 1),
+                });
+            }
         }
-        let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
-        let crc = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
-        let Some(body) = after.get(..len) else {
-            break Some(format!(
-                "record of {len} bytes cut off after {} (torn write)",
-                after.len()
-            ));
-        };
-        if crc32c::crc32c(body) != crc {
-            break Some("checksum mismatch".to_owned());
-        }
-        txns.push(parse_body(path, pos as u64, body)?);
-        pos += RECORD_HEADER_LEN + len;
     };
-    Ok(Replay {
-        txns,
-        torn: torn.map(|reason| (pos as u64, reason)),
-    })
+    (records, damage)
 }
 
-fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<JournaledTxn> {
+/// Reads every intact record of a journal for replay. Damage with nothing intact after it is a
+/// torn tail (the last record's write did not finish), reported in [`Replay::torn`]; damage
+/// followed by intact records is an [`Error::Corrupt`] naming `path` and the position — the
+/// transactions of those records did commit, and dropping them would be silent loss.
+pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Replay> {
+    decode_from(path, bytes, 0)
+}
+
+/// [`decode`] of the journal's bytes from byte `start` on (`bytes`): every position in the
+/// result and in errors is a position in the file.
+pub(crate) fn decode_from(path: &Path, bytes: &[u8], start: u64) -> Result<Replay> {
+    let (records, damage) = scan_records(bytes);
+    let mut txns = Vec::with_capacity(records.len());
+    for (pos, len) in records {
+        let body = bytes
+            .get(pos as usize + RECORD_HEADER_LEN..(pos + len) as usize)
+            .unwrap_or_default();
+        txns.push(parse_body(path, start + pos, body)?);
+    }
+    let torn = match damage {
+        None => None,
+        Some(d) if d.is_torn_tail() => Some((start + d.position, d.reason)),
+        Some(d) => {
+            let (first, _) = d.intact_after.first().copied().unwrap_or_default();
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                position: start + d.position,
+                reason: format!(
+                    "damaged transaction record ({}), followed by {} intact records from byte \
+                     {}: committed transactions would be lost if it were dropped as a torn \
+                     tail; `riffle log repair` cuts the damaged bytes explicitly",
+                    d.reason,
+                    d.intact_after.len(),
+                    start + first
+                ),
+            });
+        }
+    };
+    Ok(Replay { txns, torn })
+}
+
+pub(crate) fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<JournaledTxn> {
     let corrupt = |reason: String| Error::Corrupt {
         path: path.to_path_buf(),
         position,
@@ -308,6 +402,13 @@ impl Journal {
         synced.at(&self.path)?;
         self.unsynced = false;
         Ok(())
+    }
+
+    /// Re-reads the file's length: another process sharing the log may have appended records
+    /// or emptied it. The caller holds the transaction lock.
+    pub(crate) fn refresh(&mut self, storage: &Arc<dyn Storage>) -> Result<u64> {
+        let file = Self::file(&mut self.file, &self.path, self.poisoned, storage)?;
+        file.refresh_len().at(&self.path)
     }
 
     /// Empties the journal durably (its transactions are all in their partitions and groups).

@@ -7,12 +7,20 @@
 //!   length-prefixed, CRC32C-checked **record batches** (Kafka's record format inside, optionally
 //!   compressed with LZ4 or Zstandard), with a sparse **offset index** per segment that fetches
 //!   seek with. The byte layout is in `FORMAT.md` next to this crate's `Cargo.toml`.
-//! - **Durable**: on [`Log::open`] a torn or corrupt tail is detected by length and checksum and
-//!   truncated, with a `tracing` warning naming the file, the byte position and the offset;
-//!   the index is rebuilt to match. Nothing that was fsynced is lost. When data is fsynced is the
-//!   [`FsyncPolicy`]: by default at every [`Log::commit_offsets`], which fsyncs every partition
-//!   with unsynced appends *before* writing the group's offsets, so a committed offset never
-//!   points past durable data.
+//! - **Durable, and never silently wrong**: on [`Log::open`] a *torn tail* — damage at the end
+//!   of a partition's active segment with no intact batch after it, what a crash mid-write
+//!   leaves — is truncated, with a `tracing` warning naming the file, the byte position and the
+//!   offset. Any other damage (a damaged batch followed by intact ones, a missing, short or
+//!   damaged sealed segment, a gap between segments, a deleted last segment, a damaged journal
+//!   record followed by intact ones, a fetched batch at an unexpected offset) is an
+//!   [`Error::Corrupt`] naming the file, the byte position and the offsets; only [`repair`]
+//!   (`riffle log repair`) cuts it, and reports what it cut. Nothing that was fsynced is lost.
+//!   When data is fsynced is the [`FsyncPolicy`]: by default at every [`Log::commit_offsets`],
+//!   which fsyncs every partition with unsynced appends *before* writing the group's offsets, so
+//!   a committed offset never points past durable data.
+//! - **Bounded open files**: segment, index and lock files are opened lazily and closed least
+//!   recently used first past [`LogOptions::max_open_files`] (256), whatever the partition count
+//!   (20,000 partitions run under `ulimit -n 1024`).
 //! - **Consumer-group offsets**, one file per group, replaced atomically (temp file, fsync,
 //!   rename, directory fsync).
 //! - **Zero-copy reads**: a [`FetchedBatch`] holds its metadata once, in an `Arc<`[`BatchMeta`]`>`,
@@ -29,7 +37,8 @@
 //!   all of it to a redo journal (`txn/journal`) and fsyncs it — the commit point — and only
 //!   then writes the batches into their partitions, under their locks, so readers never see an
 //!   uncommitted batch. [`Log::open`] replays the journal's intact records (a torn tail never
-//!   committed and is ignored with a warning). One fsync per transaction; the offsets and the
+//!   committed and is dropped with a warning; a damaged record with intact ones after it is an
+//!   [`Error::Corrupt`]). One fsync per transaction; the offsets and the
 //!   partitions are made durable at checkpoints, which also empty the journal.
 //! - **Kafka's partitioner**: [`murmur2`] and [`partition_for_key`] place keys exactly where
 //!   Kafka's Java client does (`Utils.murmur2`, `toPositive(hash) % partitions`).
@@ -79,11 +88,13 @@
 //! ```
 
 mod batch;
+mod changes;
 #[cfg(test)]
 mod crash_tests;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+mod handles;
 mod journal;
 mod log;
 mod murmur;
@@ -91,6 +102,7 @@ mod offsets;
 mod options;
 mod partition;
 mod record;
+mod repair;
 mod segment;
 mod storage;
 mod topic;
@@ -101,6 +113,7 @@ mod txn_crash_tests;
 mod txn_model_tests;
 mod types;
 mod varint;
+mod wakeup;
 
 pub use crate::{
     batch::BatchBuilder,
@@ -109,5 +122,6 @@ pub use crate::{
     murmur::{murmur2, partition_for_key},
     options::{FsyncPolicy, LogOptions},
     record::{FetchedBatch, Record, RecordIter},
+    repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
     types::{BatchMeta, Compression, TimestampType, TopicPartition, UnknownCompression},
 };

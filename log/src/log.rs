@@ -1,27 +1,33 @@
 //! [`Log`]: the topic map, the group offsets and the append notification, over partitions that
 //! each have their own lock.
 //!
-//! Locks, in the order they may be taken: the transaction journal (held for a whole transaction,
-//! a checkpoint, or a plain offset commit); the sync lock (held while partitions are fsynced for
-//! a commit or [`Log::sync`]); the topic map (only long enough to clone a topic's `Arc`); one
-//! partition, or — only under the journal lock — several in [`TopicPartition`] order; the
-//! unsynced-partition list (briefly, never while taking another); the group offsets. The append
-//! counter is taken alone. An idle consumer only touches the append counter.
+//! Locks, in the order they may be taken: the transaction lock (the journal's mutex, then the
+//! OS lock of `txn/lock`; held for a whole transaction, a checkpoint, or a plain offset
+//! commit); the sync lock (held while partitions are fsynced for a commit or [`Log::sync`]);
+//! the topic map (only long enough to clone a topic's `Arc`); one partition (its mutex, then
+//! the OS lock of its `lock` file), or — only under the transaction lock — several in
+//! [`TopicPartition`] order; the unsynced-partition list (briefly, never while taking another);
+//! the group offsets. The append counter is taken alone. An idle consumer only touches the
+//! append counter (and, on a file-backed log, the change file). The cross-process protocol is
+//! in log/FORMAT.md, *Many processes*.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::batch::BatchBuilder;
+use crate::changes::Changes;
 use crate::error::{Error, IoContext, Result};
-use crate::journal::Journal;
+use crate::handles::BoundedHandles;
 use crate::offsets::OffsetStore;
 use crate::options::{FsyncPolicy, LogOptions};
-use crate::partition::Partition;
+use crate::partition::{Locked, Partition};
 use crate::record::FetchedBatch;
 use crate::storage::{FileStorage, MemStorage, Storage};
 use crate::topic::Topic;
+use crate::txn::TxnState;
 use crate::types::{TopicPartition, validate_name};
 
 /// An embedded, durable, partitioned log. Cheap to clone; all clones share the same log.
@@ -45,18 +51,47 @@ pub(crate) struct Shared {
     pub(crate) root: PathBuf,
     dir: Option<PathBuf>,
     pub(crate) options: LogOptions,
-    topics: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
+    topics: RwLock<Topics>,
+    /// Partition lock files kept open (bounded by `partition::LOCK_FILES_KEPT_OPEN`).
+    pub(crate) locks_open: Arc<AtomicUsize>,
+    /// The change file, on a log other processes may share; `None` in memory.
+    changes: Option<Changes>,
     /// Partitions with plain appends that are not durable yet (each listed once).
     unsynced: Mutex<Vec<TopicPartition>>,
     /// Held while partitions are synced, so a commit cannot write its offsets while another
     /// thread is still syncing data it took off the unsynced list.
     pub(crate) syncing: Mutex<()>,
     pub(crate) groups: Mutex<OffsetStore>,
-    /// The transaction journal; its lock is the transaction lock.
-    pub(crate) journal: Mutex<Journal>,
+    /// The transaction journal and the handle of `txn/lock`; this mutex, then that file's OS
+    /// lock, is the transaction lock.
+    pub(crate) journal: Mutex<TxnState>,
     appends: Mutex<AppendJournal>,
     appended: Condvar,
+    /// Whether the change watcher runs (set at the first wait on a shared log).
+    watcher: std::sync::OnceLock<bool>,
 }
+
+/// The topic map, and the topics by the hash the change file names them by.
+#[derive(Debug, Default)]
+struct Topics {
+    by_name: HashMap<Arc<str>, Arc<Topic>>,
+    by_hash: HashMap<u32, Vec<Arc<str>>>,
+}
+
+impl Topics {
+    fn insert(&mut self, name: Arc<str>, topic: Arc<Topic>) {
+        let names = self.by_hash.entry(Changes::hash_of(&name)).or_default();
+        if !names.contains(&name) {
+            names.push(Arc::clone(&name));
+        }
+        self.by_name.insert(name, topic);
+    }
+}
+
+/// How often a consumer waiting in [`Log::wait_for_append`] looks at the change file for
+/// appends of other processes when inotify cannot watch it (appends of its own process wake
+/// it at once; with inotify, so do other processes').
+const CHANGE_POLL: Duration = Duration::from_millis(1);
 
 /// How many appended partitions [`Log::appended_since`] remembers; a reader further behind is
 /// told to look at every partition.
@@ -68,11 +103,18 @@ struct AppendJournal {
     version: u64,
     /// Bumped by [`Log::wake_waiters`]: ends every wait without claiming new data.
     wakeups: u64,
+    /// Bumped by the change watcher when another process may have appended.
+    external: u64,
     /// `(version after the append, partition)`; at most [`APPEND_JOURNAL_LEN`] entries.
     recent: std::collections::VecDeque<(u64, TopicPartition)>,
 }
 
 impl AppendJournal {
+    /// Moves by anything that may end a wait.
+    fn moves(&self) -> (u64, u64, u64) {
+        (self.version, self.external, self.wakeups)
+    }
+
     fn record(&mut self, tp: &TopicPartition) {
         self.version += 1;
         if self.recent.len() == APPEND_JOURNAL_LEN {
@@ -102,17 +144,40 @@ impl Log {
     /// corrupt tail is truncated with a `warn!` naming the file, byte position and offset.
     /// Then the transaction journal is replayed (see
     /// [`commit_transaction`](Self::commit_transaction)).
+    ///
+    /// Any number of processes may open the same directory at once (log/FORMAT.md, *Many
+    /// processes*): each sees the others' appends, transactions and offsets; recovery runs only
+    /// under the lock writers hold. With [`LogOptions::read_only`] nothing is created or
+    /// changed: no tail is cut, no journal replayed.
     pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
         let dir = dir.as_ref().to_path_buf();
         let storage: Arc<dyn Storage> = Arc::new(FileStorage);
-        for sub in ["topics", "groups", "txn"] {
-            let path = dir.join(sub);
-            storage.create_dir_all(&path).at(&path)?;
+        if options.read_only {
+            if !storage.exists(&dir.join("topics")) {
+                return Err(Error::Io {
+                    path: dir.join("topics"),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no log here (opened read-only, so it was not created)",
+                    ),
+                });
+            }
+        } else {
+            for sub in ["topics", "groups", "txn"] {
+                let path = dir.join(sub);
+                storage.create_dir_all(&path).at(&path)?;
+            }
+            storage.sync_dir(&dir).at(&dir)?;
         }
-        storage.sync_dir(&dir).at(&dir)?;
         let log = Self::with_storage(storage, dir.clone(), Some(dir), options);
         log.load_topics()?;
         Ok(log)
+    }
+
+    /// [`open`](Self::open) with [`LogOptions::read_only`] set: a log to look at, never
+    /// changed.
+    pub fn open_read_only(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
+        Self::open(dir, options.with_read_only(true))
     }
 
     /// A log kept in memory, through the same code paths as a file-backed one.
@@ -132,19 +197,29 @@ impl Log {
         dir: Option<PathBuf>,
         options: LogOptions,
     ) -> Log {
+        let changes = storage
+            .shared_between_processes()
+            .then(|| Changes::new(Arc::clone(&storage), &root, options.read_only));
+        // Every file of the log goes through the handle cache: open files stay bounded.
+        let options = options.normalized();
+        let storage: Arc<dyn Storage> =
+            Arc::new(BoundedHandles::new(storage, options.max_open_files));
         Log {
             shared: Arc::new(Shared {
                 storage,
                 root: root.clone(),
                 dir,
-                options: options.normalized(),
+                options,
                 topics: RwLock::default(),
+                locks_open: Arc::default(),
+                changes,
                 unsynced: Mutex::default(),
                 syncing: Mutex::default(),
                 groups: Mutex::default(),
-                journal: Mutex::new(Journal::new(&root)),
+                journal: Mutex::new(TxnState::new(&root)),
                 appends: Mutex::new(AppendJournal::default()),
                 appended: Condvar::new(),
+                watcher: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -156,50 +231,127 @@ impl Log {
 
     pub(crate) fn load_topics(&self) -> Result<()> {
         let shared = &self.shared;
-        let map = Topic::load_all(&shared.storage, &shared.root, &shared.options)?;
-        *shared.topics.write().map_err(|_| poisoned_topics())? = map;
+        if !shared.options.read_only {
+            Topic::remove_abandoned_stagings(&shared.storage, &shared.root)?;
+        }
+        let map = Topic::load_all(
+            &shared.storage,
+            &shared.root,
+            &shared.options,
+            &shared.locks_open,
+        )?;
+        let mut topics = Topics::default();
+        for (name, topic) in map {
+            topics.insert(name, topic);
+        }
+        *shared.topics.write().map_err(|_| poisoned_topics())? = topics;
+        if shared.options.read_only {
+            return Ok(());
+        }
         self.recover_journal()
     }
 
-    /// Creates `topic` with `partitions` partitions (at least 1). Ok if it exists with that
-    /// count; [`Error::PartitionCountMismatch`] if with another.
-    pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
-        validate_name(topic, true)?;
-        let mut topics = self.shared.topics.write().map_err(|_| poisoned_topics())?;
-        if let Some(existing) = topics.get(topic) {
-            let existing = existing.partitions.len() as u32;
-            if existing == partitions {
-                return Ok(());
-            }
-            return Err(Error::PartitionCountMismatch {
-                topic: topic.to_owned(),
-                existing,
-                requested: partitions,
-            });
-        }
-        let name: Arc<str> = topic.into();
+    /// `name` as another process may have created it since this log loaded its topics.
+    fn load_topic(&self, name: &str) -> Result<Option<Arc<Topic>>> {
         let shared = &self.shared;
-        let created = Topic::create(
+        let mut topics = shared.topics.write().map_err(|_| poisoned_topics())?;
+        if let Some(topic) = topics.by_name.get(name) {
+            return Ok(Some(Arc::clone(topic)));
+        }
+        if validate_name(name, true).is_err() {
+            return Ok(None);
+        }
+        let name: Arc<str> = name.into();
+        let loaded = Topic::load(
             &shared.storage,
             &shared.root,
             &name,
-            partitions,
             &shared.options,
+            &shared.locks_open,
         )?;
-        topics.insert(name, Arc::new(created));
+        Ok(loaded.map(|topic| {
+            let topic = Arc::new(topic);
+            topics.insert(name, Arc::clone(&topic));
+            topic
+        }))
+    }
+
+    /// Loads every topic another process created since this log loaded its topics.
+    fn refresh_topics(&self) -> Result<()> {
+        let dir = self.shared.root.join("topics");
+        for name in self.shared.storage.list(&dir).at(&dir)? {
+            let known = self
+                .shared
+                .topics
+                .read()
+                .map_err(|_| poisoned_topics())?
+                .by_name
+                .contains_key(name.as_str());
+            if !known {
+                self.load_topic(&name)?;
+            }
+        }
         Ok(())
+    }
+
+    /// Creates `topic` with `partitions` partitions (at least 1). Ok if it exists with that
+    /// count; [`Error::PartitionCountMismatch`] if with another. The topic is created whole or
+    /// not at all, and two processes creating it at once get one topic (log/FORMAT.md).
+    pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+        validate_name(topic, true)?;
+        if self.shared.options.read_only {
+            return Err(Error::ReadOnly {
+                what: format!("create topic {topic:?}"),
+            });
+        }
+        let existing = match self.load_topic(topic)? {
+            Some(existing) => existing,
+            None => {
+                let name: Arc<str> = topic.into();
+                let shared = &self.shared;
+                let mut topics = shared.topics.write().map_err(|_| poisoned_topics())?;
+                match topics.by_name.get(topic) {
+                    Some(existing) => Arc::clone(existing),
+                    None => {
+                        let created = Arc::new(Topic::create(
+                            &shared.storage,
+                            &shared.root,
+                            &name,
+                            partitions,
+                            &shared.options,
+                            &shared.locks_open,
+                        )?);
+                        topics.insert(name, Arc::clone(&created));
+                        created
+                    }
+                }
+            }
+        };
+        let existing = existing.partition_count();
+        if existing == partitions {
+            return Ok(());
+        }
+        Err(Error::PartitionCountMismatch {
+            topic: topic.to_owned(),
+            existing,
+            requested: partitions,
+        })
     }
 
     /// The topic's partition count, `None` if it does not exist.
     pub fn partitions(&self, topic: &str) -> Option<u32> {
-        let topics = self.shared.topics.read().ok()?;
-        topics.get(topic).map(|t| t.partition_count())
+        self.load_topic(topic).ok()?.map(|t| t.partition_count())
     }
 
-    /// Every topic and its partition count, sorted by name.
+    /// Every topic and its partition count, sorted by name (including topics other processes
+    /// created since this log was opened).
     pub fn topics(&self) -> Vec<(String, u32)> {
+        if let Err(e) = self.refresh_topics() {
+            tracing::warn!(error = %e, "could not look for topics created by other processes");
+        }
         let mut all: Vec<(String, u32)> = match self.shared.topics.read() {
             Ok(topics) => topics
+                .by_name
                 .iter()
                 .map(|(n, t)| (n.to_string(), t.partition_count()))
                 .collect(),
@@ -211,17 +363,25 @@ impl Log {
 
     /// The topic of `tp`, checking that it has that partition.
     pub(crate) fn topic(&self, tp: &TopicPartition) -> Result<Arc<Topic>> {
-        let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
-        let topic = topics.get(&*tp.topic).ok_or_else(|| Error::UnknownTopic {
-            topic: tp.topic.to_string(),
-        })?;
+        let known = {
+            let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
+            topics.by_name.get(&*tp.topic).cloned()
+        };
+        let topic = match known {
+            Some(topic) => topic,
+            None => self
+                .load_topic(&tp.topic)?
+                .ok_or_else(|| Error::UnknownTopic {
+                    topic: tp.topic.to_string(),
+                })?,
+        };
         if tp.partition >= topic.partition_count() {
             return Err(Error::UnknownPartition {
                 topic: tp.topic.to_string(),
                 partition: tp.partition,
             });
         }
-        Ok(Arc::clone(topic))
+        Ok(topic)
     }
 
     /// Runs `f` on `tp`'s partition under its lock (the topic map's lock is not held).
@@ -251,13 +411,25 @@ impl Log {
         if batch.is_empty() {
             return self.end_offset(tp);
         }
-        let base = self.with_partition(tp, |p| {
-            let (base, newly_unsynced) = p.append(batch)?;
-            if newly_unsynced {
-                lock(&self.shared.unsynced, &"the unsynced-partition list")?.push(tp.clone());
+        let base = loop {
+            let appended = self.with_partition(tp, |p| {
+                if p.lock_for_write(false)? == Locked::TxnPending {
+                    return Ok(None);
+                }
+                let appended = p.append(batch);
+                p.unlock();
+                let (base, newly_unsynced) = appended?;
+                if newly_unsynced {
+                    lock(&self.shared.unsynced, &"the unsynced-partition list")?.push(tp.clone());
+                }
+                Ok(Some(base))
+            })?;
+            match appended {
+                Some(base) => break base,
+                // A transaction's process died holding offsets here: recover it first.
+                None => self.recover_dead_transaction(tp)?,
             }
-            Ok(base)
-        })?;
+        };
         batch.clear();
         self.notify_append([tp]);
         Ok(base)
@@ -271,8 +443,17 @@ impl Log {
             .appends
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for tp in appended {
-            journal.record(tp);
+        match &self.shared.changes {
+            Some(changes) => {
+                let appended: Vec<&TopicPartition> = appended.into_iter().collect();
+                changes.record(appended.iter().copied());
+                journal.version += appended.len() as u64;
+            }
+            None => {
+                for tp in appended {
+                    journal.record(tp);
+                }
+            }
         }
         self.shared.appended.notify_all();
     }
@@ -297,7 +478,7 @@ impl Log {
 
     /// The offset the next append gets.
     pub fn end_offset(&self, tp: &TopicPartition) -> Result<u64> {
-        self.with_partition(tp, |p| Ok(p.end_offset()))
+        self.with_partition(tp, Partition::latest_end_offset)
     }
 
     /// The first offset still in the log (0: the log keeps everything for now).
@@ -330,43 +511,54 @@ impl Log {
     /// replaying the journal can never roll these offsets back).
     pub fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         validate_name(group, false)?;
+        if self.shared.options.read_only {
+            return Err(Error::ReadOnly {
+                what: format!("commit offsets of group {group:?}"),
+            });
+        }
         for (tp, _) in offsets {
             self.topic(tp)?;
         }
-        let mut journal = lock(&self.shared.journal, &"the transaction journal")?;
+        let mut txn = self.txn_lock(true)?;
         if lock(&self.shared.groups, &"the group offsets")?.is_pending(group) {
-            self.checkpoint(&mut journal)?;
+            self.checkpoint(&mut txn)?;
         }
         if self.shared.options.fsync == FsyncPolicy::EveryCommit {
             let _syncing = lock(&self.shared.syncing, &"the sync lock")?;
             self.sync_unsynced()?;
         }
         let mut groups = lock(&self.shared.groups, &"the group offsets")?;
-        groups.commit(&self.shared.storage, &self.shared.root, group, offsets)
+        groups.commit(&self.shared.storage, &self.shared.root, group, offsets)?;
+        drop(groups);
+        txn.files_changed()
     }
 
-    /// The group's committed offset for `tp`, `None` if it never committed one.
+    /// The group's committed offset for `tp`, `None` if it never committed one (as committed
+    /// by any process: read under the shared transaction lock).
     pub fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
         validate_name(group, false)?;
+        let _txn = self.txn_lock(false)?;
         let mut groups = lock(&self.shared.groups, &"the group offsets")?;
-        let offsets = groups.group(&self.shared.storage, &self.shared.root, group)?;
-        Ok(offsets.get(tp).copied())
+        groups.get(&self.shared.storage, &self.shared.root, group, tp)
     }
 
     /// Fsyncs every partition (whatever the policy), and before them the transaction journal.
     pub fn sync(&self) -> Result<()> {
-        let mut journal = lock(&self.shared.journal, &"the transaction journal")?;
-        self.sync_all(&mut journal)
+        if self.shared.options.read_only {
+            return Ok(());
+        }
+        let mut txn = lock(&self.shared.journal, &"the transaction journal")?;
+        self.sync_all(&mut txn)
     }
 
     /// [`sync`](Self::sync) for a caller that holds the journal lock.
-    pub(crate) fn sync_all(&self, journal: &mut Journal) -> Result<()> {
+    pub(crate) fn sync_all(&self, txn: &mut TxnState) -> Result<()> {
         // Write-ahead: a transaction's record is durable before any of its batches is.
-        journal.sync(&self.shared.storage)?;
+        txn.journal.sync(&self.shared.storage)?;
         let _syncing = lock(&self.shared.syncing, &"the sync lock")?;
         let topics: Vec<Arc<Topic>> = {
             let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
-            topics.values().cloned().collect()
+            topics.by_name.values().cloned().collect()
         };
         let pending = std::mem::take(&mut *lock(
             &self.shared.unsynced,
@@ -388,22 +580,54 @@ impl Log {
         result
     }
 
-    /// A counter bumped by every append to this log (all partitions), so an idle consumer can
-    /// tell "nothing new" without touching a partition.
+    /// A counter bumped by every append to this log (all partitions, by any process sharing
+    /// the directory), so an idle consumer can tell "nothing new" without touching a partition.
     pub fn append_version(&self) -> u64 {
-        self.shared
-            .appends
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .version
+        match &self.shared.changes {
+            Some(changes) => changes.version(),
+            None => {
+                self.shared
+                    .appends
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .version
+            }
+        }
     }
 
     /// Pushes onto `out` the partitions appended to after [`append_version`](Self::append_version)
     /// was `seen` (a partition may appear more than once), and returns the current version —
     /// or `None`, pushing nothing, when `seen` is too far behind for the log to remember them
-    /// all: the caller then looks at every partition it reads. Costs O(appends since `seen`),
-    /// nothing when nothing was appended.
+    /// all (or names a topic this log cannot resolve): the caller then looks at every partition
+    /// it reads. Appends of other processes sharing the directory are included (from the change
+    /// file). Costs O(appends since `seen`), nothing when nothing was appended.
     pub fn appended_since(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
+        if let Some(changes) = &self.shared.changes {
+            let (now, records) = changes.since(seen, APPEND_JOURNAL_LEN as u64);
+            let records = records?;
+            if records.is_empty() {
+                return Some(now);
+            }
+            let mut found = Vec::with_capacity(records.len());
+            let resolve = |found: &mut Vec<TopicPartition>| -> Option<()> {
+                let topics = self.shared.topics.read().ok()?;
+                for &(hash, partition) in &records {
+                    let names = topics.by_hash.get(&hash)?;
+                    for name in names {
+                        found.push(TopicPartition::new(Arc::clone(name), partition));
+                    }
+                }
+                Some(())
+            };
+            if resolve(&mut found).is_none() {
+                // A topic created since this log loaded its topics: load them and try again.
+                self.refresh_topics().ok()?;
+                found.clear();
+                resolve(&mut found)?;
+            }
+            out.extend(found);
+            return Some(now);
+        }
         let journal = self
             .shared
             .appends
@@ -426,38 +650,95 @@ impl Log {
     /// without moving [`append_version`](Self::append_version): for a waiter that has something
     /// else to look at (its group changed, it was asked to stop).
     pub fn wake_waiters(&self) {
-        let mut journal = self
-            .shared
+        self.appends().wakeups += 1;
+        self.shared.appended.notify_all();
+    }
+
+    fn appends(&self) -> MutexGuard<'_, AppendJournal> {
+        self.shared
             .appends
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        journal.wakeups += 1;
-        self.shared.appended.notify_all();
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Blocks until [`append_version`](Self::append_version) differs from `seen`, `timeout`
     /// elapses or [`wake_waiters`](Self::wake_waiters) is called; returns the current version.
+    /// An append of this process wakes the waiter at once; one of another process as soon as
+    /// the change watcher sees the change file written (inotify, in a thread that sleeps in
+    /// the kernel: `wakeup.rs`) — or, where inotify cannot start, within [`CHANGE_POLL`].
+    /// Nothing wakes a waiter when nothing is appended.
     pub fn wait_for_append(&self, seen: u64, timeout: Duration) -> u64 {
         let deadline = Instant::now().checked_add(timeout);
-        let mut journal = self
-            .shared
-            .appends
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let wakeups = journal.wakeups;
-        while journal.version == seen && journal.wakeups == wakeups {
-            let left = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
-                None => Duration::from_secs(3600),
-            };
-            if left.is_zero() {
-                break;
+        let left = || match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => Duration::from_secs(3600),
+        };
+        let Some(changes) = &self.shared.changes else {
+            let mut journal = self.appends();
+            let wakeups = journal.wakeups;
+            while journal.version == seen && journal.wakeups == wakeups {
+                let left = left();
+                if left.is_zero() {
+                    break;
+                }
+                journal = match self.shared.appended.wait_timeout(journal, left) {
+                    Ok((j, _)) => j,
+                    Err(poisoned) => poisoned.into_inner().0,
+                };
             }
-            journal = match self.shared.appended.wait_timeout(journal, left) {
-                Ok((j, _)) => j,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
+            return journal.version;
+        };
+        let poll_every = (!self.watch_changes()).then_some(CHANGE_POLL);
+        let wakeups = self.appends().wakeups;
+        loop {
+            // What the local journal looked like before reading the change file: any move
+            // after this (an append here, a write the watcher saw, a wake-up) ends the wait.
+            let before = self.appends().moves();
+            let now = changes.version();
+            let left = left();
+            if now != seen || left.is_zero() {
+                return now;
+            }
+            let local = self.appends();
+            if local.wakeups != wakeups {
+                return now;
+            }
+            if local.moves() == before {
+                let wait = poll_every.map_or(left, |p| left.min(p));
+                let _ = self.shared.appended.wait_timeout(local, wait);
+            }
         }
-        journal.version
+    }
+
+    /// Starts, once per log, the thread that wakes waiters when another process writes the
+    /// change file; whether it runs.
+    fn watch_changes(&self) -> bool {
+        *self.shared.watcher.get_or_init(|| {
+            let Some(dir) = self.shared.dir.as_deref() else {
+                return false;
+            };
+            let shared = Arc::downgrade(&self.shared);
+            let started = crate::wakeup::spawn_watcher(dir, crate::changes::FILE_NAME, move |changed| {
+                let Some(shared) = shared.upgrade() else {
+                    return false; // the log was dropped
+                };
+                if changed {
+                    shared
+                        .appends
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .external += 1;
+                    shared.appended.notify_all();
+                }
+                true
+            });
+            match started {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the change file (inotify); a waiter looks at it every millisecond instead");
+                    false
+                }
+            }
+        })
     }
 }

@@ -5,6 +5,12 @@
 //! Offsets committed by a transaction are only *applied* here, in memory: the transaction
 //! journal holds them durably until a checkpoint [flushes](OffsetStore::flush_pending) them to
 //! their files (so a transaction costs no offsets-file write).
+//!
+//! Many processes: the store is a cache of the files and of the journal's records (of every
+//! process), valid while the generation in `txn/lock` is unchanged and the journal only grew;
+//! every change is made under the transaction lock as a read-modify-write of the file, so two
+//! processes committing different partitions of one group never lose each other's. This module
+//! never takes a lock itself: its callers hold the transaction lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,35 +29,61 @@ pub(crate) type GroupOffsets = BTreeMap<TopicPartition, u64>;
 /// Every group's offsets, loaded on first use.
 #[derive(Debug, Default)]
 pub(crate) struct OffsetStore {
-    groups: HashMap<String, GroupOffsets>,
-    /// Groups with offsets applied by transactions that their files do not have yet.
-    pending: BTreeSet<String>,
+    /// Group files as read (lazily).
+    files: HashMap<String, GroupOffsets>,
+    /// Offsets of the journal's records (any process's), by group, applied in record order:
+    /// what the files do not have yet.
+    journal: HashMap<String, GroupOffsets>,
+    /// Partitions the journal's records wrote to (a checkpoint fsyncs them).
+    pub(crate) journal_partitions: BTreeSet<TopicPartition>,
+    /// The generation of `txn/lock` this cache is valid for.
+    pub(crate) generation: u64,
+    /// Bytes of the journal parsed into `journal`.
+    pub(crate) journal_len: u64,
 }
 
 pub(crate) fn group_file(root: &Path, group: &str) -> PathBuf {
     root.join("groups").join(format!("{group}.offsets"))
 }
 
+fn read_file(storage: &Arc<dyn Storage>, root: &Path, group: &str) -> Result<GroupOffsets> {
+    let path = group_file(root, group);
+    match storage.read(&path).at(&path)? {
+        Some(bytes) => decode(&path, &bytes),
+        None => Ok(GroupOffsets::new()),
+    }
+}
+
 impl OffsetStore {
-    /// The group's offsets, read from its file the first time.
-    pub(crate) fn group(
+    /// Forgets everything cached: the files or the journal changed under another process.
+    pub(crate) fn invalidate(&mut self, generation: u64) {
+        self.files.clear();
+        self.journal.clear();
+        self.journal_partitions.clear();
+        self.generation = generation;
+        self.journal_len = 0;
+    }
+
+    /// The group's committed offset of `tp`: the journal's latest, else the file's.
+    pub(crate) fn get(
         &mut self,
         storage: &Arc<dyn Storage>,
         root: &Path,
         group: &str,
-    ) -> Result<&mut GroupOffsets> {
-        if !self.groups.contains_key(group) {
-            let path = group_file(root, group);
-            let offsets = match storage.read(&path).at(&path)? {
-                Some(bytes) => decode(&path, &bytes)?,
-                None => GroupOffsets::new(),
-            };
-            self.groups.insert(group.to_owned(), offsets);
+        tp: &TopicPartition,
+    ) -> Result<Option<u64>> {
+        if let Some(offset) = self.journal.get(group).and_then(|g| g.get(tp)) {
+            return Ok(Some(*offset));
         }
-        Ok(self.groups.entry(group.to_owned()).or_default())
+        if !self.files.contains_key(group) {
+            let offsets = read_file(storage, root, group)?;
+            self.files.insert(group.to_owned(), offsets);
+        }
+        Ok(self.files.get(group).and_then(|g| g.get(tp)).copied())
     }
 
-    /// Merges `offsets` into the group's and writes the result durably; memory is only updated
+    /// Merges `offsets` into the group's file, read afresh (another process may have written
+    /// other partitions of the group), and writes the result durably; the cache is only updated
     /// once the file is in place.
     pub(crate) fn commit(
         &mut self,
@@ -60,44 +92,60 @@ impl OffsetStore {
         group: &str,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<()> {
-        let mut merged = self.group(storage, root, group)?.clone();
+        let mut merged = read_file(storage, root, group)?;
         merged.extend(offsets.iter().cloned());
         let path = group_file(root, group);
         storage.write_atomic(&path, &encode(&merged)).at(&path)?;
-        self.groups.insert(group.to_owned(), merged);
-        self.pending.remove(group);
+        self.files.insert(group.to_owned(), merged);
         Ok(())
     }
 
-    /// Merges `offsets` into the group's in memory only (a transaction's: the journal has them).
-    pub(crate) fn apply(
+    /// Merges a journal record's offsets into the group's, in memory only (the journal has
+    /// them), and notes the partitions it wrote.
+    pub(crate) fn apply<'a>(
+        &mut self,
+        group: &str,
+        offsets: &[(TopicPartition, u64)],
+        written: impl IntoIterator<Item = &'a TopicPartition>,
+    ) {
+        self.journal
+            .entry(group.to_owned())
+            .or_default()
+            .extend(offsets.iter().cloned());
+        self.journal_partitions.extend(written.into_iter().cloned());
+    }
+
+    /// Whether the journal holds offsets of `group` that its file does not have yet.
+    pub(crate) fn is_pending(&self, group: &str) -> bool {
+        self.journal.get(group).is_some_and(|g| !g.is_empty())
+    }
+
+    /// Writes every group with offsets only the journal holds to its file (read-modify-write),
+    /// durably; the journal may then be emptied. Returns whether any file was written.
+    pub(crate) fn flush_pending(
         &mut self,
         storage: &Arc<dyn Storage>,
         root: &Path,
-        group: &str,
-        offsets: &[(TopicPartition, u64)],
-    ) -> Result<()> {
-        self.group(storage, root, group)?
-            .extend(offsets.iter().cloned());
-        self.pending.insert(group.to_owned());
-        Ok(())
-    }
-
-    /// Whether transactions applied offsets of `group` that its file does not have yet.
-    pub(crate) fn is_pending(&self, group: &str) -> bool {
-        self.pending.contains(group)
-    }
-
-    /// Writes every group with applied-only offsets to its file, durably.
-    pub(crate) fn flush_pending(&mut self, storage: &Arc<dyn Storage>, root: &Path) -> Result<()> {
-        while let Some(group) = self.pending.first().cloned() {
-            let path = group_file(root, &group);
-            if let Some(offsets) = self.groups.get(&group) {
-                storage.write_atomic(&path, &encode(offsets)).at(&path)?;
-            }
-            self.pending.remove(&group);
+    ) -> Result<bool> {
+        let groups: Vec<String> = self.journal.keys().cloned().collect();
+        let wrote = !groups.is_empty();
+        for group in groups {
+            let Some(pending) = self.journal.get(&group) else {
+                continue;
+            };
+            let pending: Vec<(TopicPartition, u64)> =
+                pending.iter().map(|(tp, o)| (tp.clone(), *o)).collect();
+            self.commit(storage, root, &group, &pending)?;
+            self.journal.remove(&group);
         }
-        Ok(())
+        Ok(wrote)
+    }
+
+    /// The journal was emptied.
+    pub(crate) fn journal_cleared(&mut self) {
+        self.journal.clear();
+        self.journal_partitions.clear();
+        self.journal_len = 0;
     }
 }
 

@@ -36,16 +36,27 @@ pub struct LogOptions {
     /// every partition is fsynced, transactional offsets are written to their group files, and
     /// the journal is emptied.
     pub txn_journal_bytes: u64,
+    /// At most this many segment, index and journal files are open at once (least recently
+    /// used ones are closed and reopened on their next use), whatever the partition count.
+    pub max_open_files: usize,
+    /// Open the log only to read it: nothing is created, locked exclusively, cut or rewritten
+    /// (no torn tail is truncated, no journal replayed); appends, commits and topic creation
+    /// fail with [`Error::ReadOnly`](crate::Error::ReadOnly). What `consume`, `topics` and
+    /// `state inspect` use, so that looking at a log never changes it.
+    pub read_only: bool,
 }
 
 impl Default for LogOptions {
-    /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB, a 32 MiB journal.
+    /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB, a 32 MiB journal, 256 open
+    /// files.
     fn default() -> Self {
         Self {
             fsync: FsyncPolicy::EveryCommit,
             segment_bytes: 64 << 20,
             index_interval_bytes: 4096,
             txn_journal_bytes: 32 << 20,
+            max_open_files: 256,
+            read_only: false,
         }
     }
 }
@@ -75,10 +86,23 @@ impl LogOptions {
         self
     }
 
+    /// These options with `max_open_files` as the bound on open files (at least 1).
+    pub fn with_max_open_files(mut self, max_open_files: usize) -> Self {
+        self.max_open_files = max_open_files;
+        self
+    }
+
+    /// These options, read-only or not (see [`read_only`](Self::read_only)).
+    pub fn with_read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
     /// The options as the log applies them: sizes clamped to what the format can address.
     pub(crate) fn normalized(mut self) -> Self {
         self.segment_bytes = self.segment_bytes.clamp(1, i32::MAX as u64);
         self.index_interval_bytes = self.index_interval_bytes.max(1);
+        self.max_open_files = self.max_open_files.max(1);
         self
     }
 }

@@ -1,17 +1,25 @@
 //! One partition: a directory of segments, the offset after its last record, and whether it has
 //! appends that are not yet durable. All access goes through the partition's own lock, so
 //! partitions append and fetch in parallel.
+//!
+//! Across processes (log/FORMAT.md, *Many processes*): every write happens under the OS lock of
+//! the partition's `lock` file, after catching up with what other processes appended since
+//! (re-reading the active segment's new batches, adopting a segment another process rolled).
+//! Only a writer holding that lock ever cuts a torn tail, so no process cuts another's
+//! in-flight batch; readers take no lock and see whole batches only. This module never waits
+//! for another lock while holding a partition's.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
 use crate::batch::{BatchBuilder, BatchHeader, HEADER_LEN, batch_crc};
 use crate::error::{Error, IoContext, Result};
 use crate::options::{FsyncPolicy, LogOptions};
-use crate::segment::{Segment, parse_segment_file_name};
-use crate::storage::Storage;
+use crate::segment::{Segment, parse_segment_file_name, segment_file_name};
+use crate::storage::{Storage, StorageFile};
 use crate::types::TopicPartition;
 
 /// A whole stored batch, checksum verified, as read from a segment.
@@ -21,33 +29,67 @@ pub(crate) struct StoredBatch {
     pub(crate) bytes: Bytes,
 }
 
+/// How many partition lock files a log keeps open between writes; past it a partition opens
+/// its lock file for each write and closes it after, so handles stay bounded whatever the
+/// partition count.
+pub(crate) const LOCK_FILES_KEPT_OPEN: usize = 256;
+
+/// The name of a partition's lock file.
+pub(crate) const LOCK_FILE: &str = "lock";
+
+/// What [`Partition::lock_for_write`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Locked {
+    /// The lock is held and the partition caught up: write, then [`Partition::unlock`].
+    Yes,
+    /// A transaction marked this partition and its process died before clearing the mark: the
+    /// lock was released again; the transaction journal must be recovered first.
+    TxnPending,
+}
+
 #[derive(Debug)]
 pub(crate) struct Partition {
     tp: TopicPartition,
     dir: PathBuf,
     storage: Arc<dyn Storage>,
     options: LogOptions,
-    /// Sorted by base offset, never empty; the last one takes appends.
+    /// Sorted by base offset; the last one takes appends. Empty only in a read-only log whose
+    /// partition has no segment yet.
     segments: Vec<Segment>,
     next_offset: u64,
+    /// Byte position after the last whole batch of the active segment: what fetches read up to
+    /// (bytes past it are a batch another process is still writing, or a torn tail).
+    active_end: u64,
     /// Files were created in `dir` since the last sync.
     dir_dirty: bool,
+    /// Sealed segments (by index) whose seal waits for the next directory sync (`Never`).
+    unsealed: Vec<usize>,
     /// Plain appends are not yet durable (and not in the transaction journal either). Batches
     /// written by transactions leave it alone: the journal holds them until a checkpoint.
     pub(crate) unsynced: bool,
     /// A failed write could not be rolled back: refuse work until reopened.
     poisoned: bool,
+    read_only: bool,
+    /// The open `lock` file (see the module docs), if kept open.
+    lock: Option<Box<dyn StorageFile>>,
+    /// The lock is held by this handle.
+    locked: bool,
+    /// Lock files the log keeps open, shared by its partitions.
+    locks_open: Arc<AtomicUsize>,
 }
 
 impl Partition {
-    /// Opens the partition in `dir` (creating it if missing), recovering its active segment.
+    /// Opens the partition in `dir`, reading its active segment up to the last whole batch.
+    /// Nothing is modified unless that segment has a torn tail and the log is writable: then it
+    /// is cut under the partition's lock (so not while another process is still writing it).
     pub(crate) fn open(
         storage: Arc<dyn Storage>,
         dir: PathBuf,
         tp: TopicPartition,
         options: LogOptions,
+        locks_open: Arc<AtomicUsize>,
     ) -> Result<Self> {
-        storage.create_dir_all(&dir).at(&dir)?;
+        let read_only = options.read_only;
         let mut bases: Vec<u64> = storage
             .list(&dir)
             .at(&dir)?
@@ -56,38 +98,286 @@ impl Partition {
             .collect();
         bases.sort_unstable();
         let interval = u64::from(options.index_interval_bytes);
-        let mut segments = Vec::with_capacity(bases.len().max(1));
-        let mut next_offset = 0;
-        let created = bases.is_empty();
-        if created {
-            segments.push(Segment::create(&storage, &dir, 0)?);
-            storage.sync_dir(&dir).at(&dir)?;
+        // A partition of a complete topic always has a segment (topics are staged whole), and
+        // the log keeps every offset (no retention yet), so the first one starts at 0.
+        let Some(&first) = bases.first() else {
+            return Err(Error::Corrupt {
+                path: dir.clone(),
+                position: 0,
+                reason: format!(
+                    "the partition directory of {tp} is missing or holds no segment: every \
+                     offset it had is gone; `riffle log repair` recreates it empty explicitly"
+                ),
+            });
+        };
+        if first != 0 {
+            return Err(Error::Corrupt {
+                path: dir.join(segment_file_name(first)),
+                position: 0,
+                reason: format!(
+                    "the partition's first segment starts at offset {first}, not 0: offsets \
+                     0..{first} are in no segment (a deleted segment file?)"
+                ),
+            });
         }
-        let last = bases.len().saturating_sub(1);
-        for (i, base) in bases.into_iter().enumerate() {
-            let mut segment = Segment::open(&storage, &dir, base)?;
-            if i == last {
-                next_offset = segment.recover(interval)?;
+        let mut segments = Vec::with_capacity(bases.len());
+        let mut scan = None;
+        for (i, &base) in bases.iter().enumerate() {
+            let mut segment = if read_only {
+                Segment::open_read_only(&storage, &dir, base)?
             } else {
-                segment.load_index(interval)?;
+                Segment::open(&storage, &dir, base)?
+            };
+            match bases.get(i + 1) {
+                // Sealed: whole and contiguous, or an error (never cut).
+                Some(&next_base) => {
+                    segment.check_sealed(next_base, interval)?;
+                }
+                None => {
+                    if let Some(seal) = segment.read_seal()? {
+                        // Rolled: unless another process is creating its successor right now,
+                        // the segment after it is missing.
+                        let next = dir.join(segment_file_name(seal.end_offset));
+                        if !storage.exists(&next) {
+                            return Err(segment.missing_successor(seal));
+                        }
+                    }
+                    let active = segment.scan(interval)?;
+                    if let Some(damage) = active.corruption() {
+                        return Err(damage.to_error());
+                    }
+                    scan = Some(active);
+                }
             }
             segments.push(segment);
         }
-        Ok(Self {
+        let mut partition = Self {
             tp,
             dir,
             storage,
             options,
             segments,
-            next_offset,
+            next_offset: scan.as_ref().map_or(0, |s| s.end_offset),
+            active_end: scan.as_ref().map_or(0, |s| s.end_pos),
             dir_dirty: false,
+            unsealed: Vec::new(),
             unsynced: false,
             poisoned: false,
+            read_only,
+            lock: None,
+            locked: false,
+            locks_open,
+        };
+        let torn = scan.is_some_and(|s| s.problem.is_some());
+        let stale_index = match partition.segments.last_mut() {
+            Some(active) if !read_only => !active.index_file_matches()?,
+            _ => false,
+        };
+        if !read_only && (torn || stale_index || partition.segments.is_empty()) {
+            partition.recover()?;
+        }
+        Ok(partition)
+    }
+
+    /// Under the lock: creates the first segment if there is none, cuts a torn tail.
+    fn recover(&mut self) -> Result<()> {
+        let path = self.dir.join(LOCK_FILE);
+        self.lock_file()?.lock(true).at(&path)?;
+        self.locked = true;
+        let result = self.recover_locked();
+        self.unlock();
+        result
+    }
+
+    fn recover_locked(&mut self) -> Result<()> {
+        if self.segments.is_empty() {
+            if self.storage.exists(&self.dir.join(segment_file_name(0))) {
+                self.adopt_segment(0)?;
+            } else {
+                self.segments
+                    .push(Segment::create(&self.storage, &self.dir, 0)?);
+                self.storage.sync_dir(&self.dir).at(&self.dir)?;
+                return Ok(());
+            }
+        }
+        // Read again under the lock: a writer may have finished the batch that looked torn.
+        let interval = u64::from(self.options.index_interval_bytes);
+        if let Some(active) = self.segments.last_mut() {
+            active.refresh_size()?;
+            let scan = active.scan(interval)?;
+            if scan.problem.is_some() {
+                // Only a torn tail is cut; damage followed by intact data is an error.
+                active.cut_tail(&scan)?;
+            } else {
+                active.write_index()?;
+            }
+            self.next_offset = scan.end_offset;
+            self.active_end = scan.end_pos;
+        }
+        self.catch_up()
+    }
+
+    /// The lock file, opened (and counted) if it is not.
+    fn lock_file(&mut self) -> Result<&mut Box<dyn StorageFile>> {
+        if self.lock.is_none() {
+            let path = self.dir.join(LOCK_FILE);
+            self.lock = Some(self.storage.open(&path).at(&path)?);
+            self.locks_open.fetch_add(1, Ordering::Relaxed);
+        }
+        self.lock.as_mut().ok_or_else(|| Error::Poisoned {
+            what: format!("the lock file of {}", self.tp),
         })
+    }
+
+    /// Takes the partition's OS lock and catches up with other processes' appends. With
+    /// `in_txn` (the caller holds the transaction lock, so no transaction is in flight
+    /// anywhere) a transaction mark is stale and ignored; otherwise it is reported as
+    /// [`Locked::TxnPending`] and the lock released.
+    pub(crate) fn lock_for_write(&mut self, in_txn: bool) -> Result<Locked> {
+        self.check_poisoned()?;
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                what: format!("append to {}", self.tp),
+            });
+        }
+        let path = self.dir.join(LOCK_FILE);
+        let lock = self.lock_file()?;
+        lock.lock(true).at(&path)?;
+        let marked = lock.refresh_len().map(|len| len > 0);
+        self.locked = true;
+        let marked = match marked {
+            Ok(marked) => marked,
+            Err(e) => {
+                self.unlock();
+                return Err(e).at(&path);
+            }
+        };
+        if marked && !in_txn {
+            self.unlock();
+            return Ok(Locked::TxnPending);
+        }
+        if let Err(e) = self.catch_up() {
+            self.unlock();
+            return Err(e);
+        }
+        Ok(Locked::Yes)
+    }
+
+    /// Releases the OS lock (closing the lock file if the log keeps too many open).
+    pub(crate) fn unlock(&mut self) {
+        if !self.locked {
+            return;
+        }
+        self.locked = false;
+        if let Some(lock) = self.lock.as_mut()
+            && let Err(e) = lock.unlock()
+        {
+            // Closing the file releases the lock too.
+            tracing::warn!(partition = %self.tp, error = %e, "unlocking a partition lock file failed; closing it");
+            self.close_lock();
+            return;
+        }
+        if self.locks_open.load(Ordering::Relaxed) > LOCK_FILES_KEPT_OPEN {
+            self.close_lock();
+        }
+    }
+
+    fn close_lock(&mut self) {
+        if self.lock.take().is_some() {
+            self.locks_open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks the partition as written by a transaction in flight (under the lock): should its
+    /// process die before [`clear_txn_mark`](Self::clear_txn_mark), the next writer recovers
+    /// the journal before taking an offset the transaction may own.
+    pub(crate) fn set_txn_mark(&mut self) -> Result<()> {
+        let path = self.dir.join(LOCK_FILE);
+        self.lock_file()?.write_at(0, &[1]).at(&path)
+    }
+
+    /// Clears the mark of [`set_txn_mark`](Self::set_txn_mark).
+    pub(crate) fn clear_txn_mark(&mut self) -> Result<()> {
+        let path = self.dir.join(LOCK_FILE);
+        self.lock_file()?.truncate(0).at(&path)
+    }
+
+    /// Reads what other processes appended since this handle last looked: new whole batches
+    /// of the active segment, then any segment rolled after it (named by the end offset).
+    /// Under the lock, a torn tail (a writer died mid-batch) is cut; without it, bytes past the
+    /// last whole batch are left alone (they may be a batch still being written).
+    pub(crate) fn catch_up(&mut self) -> Result<()> {
+        let interval = u64::from(self.options.index_interval_bytes);
+        loop {
+            let Some(active) = self.segments.last_mut() else {
+                let first = self.dir.join(segment_file_name(0));
+                if !self.storage.exists(&first) {
+                    return Ok(());
+                }
+                self.adopt_segment(0)?;
+                continue;
+            };
+            let size = active.refresh_size()?;
+            if size < self.active_end {
+                return Err(Error::Corrupt {
+                    path: active.path.clone(),
+                    position: size,
+                    reason: format!(
+                        "the segment shrank to {size} bytes under whole batches up to byte {}                          (offset {}): something other than a writer cut it",
+                        self.active_end, self.next_offset
+                    ),
+                });
+            }
+            if size > self.active_end {
+                let scan = active.scan_from(self.active_end, self.next_offset, interval)?;
+                self.next_offset = scan.end_offset;
+                self.active_end = scan.end_pos;
+                if scan.problem.is_some() {
+                    // Intact data after the damage: no writer is still writing it.
+                    if let Some(damage) = scan.corruption() {
+                        return Err(damage.to_error());
+                    }
+                    if !self.locked {
+                        return Ok(()); // perhaps a batch still being written
+                    }
+                    // The lock is ours, so its writer is gone: a torn tail.
+                    active.cut_tail(&scan)?;
+                    return Ok(());
+                }
+            }
+            if self.active_end == 0 {
+                return Ok(()); // nobody rolls an empty segment
+            }
+            let next = self.dir.join(segment_file_name(self.next_offset));
+            if !self.storage.exists(&next) {
+                return Ok(());
+            }
+            self.adopt_segment(self.next_offset)?;
+        }
+    }
+
+    /// Takes the segment at `base`, rolled by another process, as the active one.
+    fn adopt_segment(&mut self, base: u64) -> Result<()> {
+        let segment = if self.read_only {
+            Segment::open_read_only(&self.storage, &self.dir, base)?
+        } else {
+            Segment::open(&self.storage, &self.dir, base)?
+        };
+        self.segments.push(segment);
+        self.active_end = 0;
+        self.next_offset = base;
+        Ok(())
     }
 
     pub(crate) fn end_offset(&self) -> u64 {
         self.next_offset
+    }
+
+    /// The end offset after catching up with other processes' appends.
+    pub(crate) fn latest_end_offset(&mut self) -> Result<u64> {
+        self.check_poisoned()?;
+        self.catch_up()?;
+        Ok(self.next_offset)
     }
 
     pub(crate) fn start_offset(&self) -> u64 {
@@ -105,6 +395,7 @@ impl Partition {
 
     /// Appends the builder's records as one batch at the end offset; returns its base offset.
     /// Returns whether the partition became unsynced by this append (so the log can note it).
+    /// The caller holds the lock ([`lock_for_write`](Self::lock_for_write)).
     pub(crate) fn append(&mut self, batch: &mut BatchBuilder) -> Result<(u64, bool)> {
         self.check_poisoned()?;
         let base = self.next_offset;
@@ -161,6 +452,7 @@ impl Partition {
             return Err(e);
         }
         self.next_offset = base + count;
+        self.active_end = active.size();
         Ok(())
     }
 
@@ -172,30 +464,48 @@ impl Partition {
 
     /// Starts a new segment at `base`. Unless the policy is `Never`, the sealed segment and the
     /// directory entries are synced first, so only the active segment can ever have a torn tail
-    /// and a sealed segment never disappears in a crash.
+    /// and a sealed segment never disappears in a crash; then the sealed segment's index gets
+    /// its seal (where it ends), durably, so a missing successor is detected. The seal always
+    /// follows the directory sync: a crash never leaves a seal whose successor is not durable.
     fn roll(&mut self, base: u64) -> Result<()> {
         let segment = Segment::create(&self.storage, &self.dir, base)?;
+        let sealed = self.segments.len().checked_sub(1);
         if self.options.fsync == FsyncPolicy::Never {
             self.dir_dirty = true;
+            self.unsealed.extend(sealed);
         } else {
             if let Some(sealed) = self.segments.last_mut() {
                 sealed.sync()?;
             }
             self.storage.sync_dir(&self.dir).at(&self.dir)?;
+            if let Some(sealed) = self.segments.last_mut() {
+                sealed.seal(base)?;
+            }
         }
         self.segments.push(segment);
+        self.active_end = 0;
         Ok(())
     }
 
-    /// Makes every append durable: dirty segments, then the directory if files were created.
+    /// Makes every append durable: dirty segments, then the directory if files were created,
+    /// then the seals that waited for it.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.check_poisoned()?;
+        if self.read_only {
+            return Ok(());
+        }
         for segment in self.segments.iter_mut().filter(|s| s.dirty) {
             segment.sync()?;
         }
         if self.dir_dirty {
             self.storage.sync_dir(&self.dir).at(&self.dir)?;
             self.dir_dirty = false;
+        }
+        for i in std::mem::take(&mut self.unsealed) {
+            let next = self.segments.get(i + 1).map(|s| s.base);
+            if let (Some(segment), Some(next)) = (self.segments.get_mut(i), next) {
+                segment.seal(next)?;
+            }
         }
         self.unsynced = false;
         Ok(())
@@ -205,6 +515,10 @@ impl Partition {
     /// checksum-verified but still compressed: the caller decodes them after releasing the lock.
     pub(crate) fn fetch(&mut self, offset: u64, max_bytes: usize) -> Result<Vec<StoredBatch>> {
         self.check_poisoned()?;
+        if offset >= self.next_offset {
+            // Perhaps another process appended since.
+            self.catch_up()?;
+        }
         if offset > self.next_offset || offset < self.start_offset() {
             return Err(Error::OffsetOutOfRange {
                 topic_partition: self.tp.clone(),
@@ -223,23 +537,55 @@ impl Partition {
         let Some(seg) = self.segments.get(si) else {
             return Ok(out);
         };
-        let mut pos = seg.position_for(offset);
+        // Every batch must start at the offset the one before it ended at (an index entry
+        // says where the first one starts): anything else is damage, never skipped over.
+        let (mut pos, mut expected) = seg.position_for(offset);
+        let unexpected =
+            |seg: &Segment, position: u64, h: &BatchHeader, expected: u64| Error::Corrupt {
+                path: seg.path.clone(),
+                position,
+                reason: format!(
+                    "the batch there holds offsets {}..{} where offset {expected} was expected",
+                    h.base_offset,
+                    h.next_offset()
+                ),
+            };
+        // An index entry that does not point at its batch is a stale index (derived data), not
+        // damage: the walk starts over from the segment's first batch.
+        let mut at_index_entry = pos != 0;
+        // The active segment is read up to its last whole batch only.
+        let (last, active_end) = (self.segments.len() - 1, self.active_end);
+        let end_of = |si: usize, seg: &Segment| if si == last { active_end } else { seg.size() };
         // Skip the batches that end before `offset`, reading headers only.
         while let Some(seg) = self.segments.get_mut(si) {
-            if pos >= seg.size() {
+            if pos >= end_of(si, seg) {
                 si += 1;
                 pos = 0;
+                at_index_entry = false;
                 continue;
             }
-            let h = seg.read_header(pos)?;
+            let h = match seg.read_header(pos) {
+                Ok(h) if h.base_offset == expected => h,
+                Err(e @ Error::Io { .. }) => return Err(e),
+                _ if at_index_entry => {
+                    tracing::warn!(file = %seg.path.display(), position = pos, "an index entry does not point at its batch; reading the segment from its start");
+                    (pos, expected, at_index_entry) = (0, seg.base, false);
+                    continue;
+                }
+                Ok(h) => return Err(unexpected(seg, pos, &h, expected)),
+                Err(e) => return Err(e),
+            };
+            at_index_entry = false;
             if h.next_offset() > offset {
                 break;
             }
             pos += h.total_len();
+            expected = h.next_offset();
         }
         let mut used = 0usize;
         while let Some(seg) = self.segments.get_mut(si) {
-            let avail = seg.size().saturating_sub(pos);
+            let seg_end = end_of(si, seg);
+            let avail = seg_end.saturating_sub(pos);
             if avail == 0 {
                 si += 1;
                 pos = 0;
@@ -261,12 +607,12 @@ impl Partition {
                 let corrupt = |reason: String| Error::Corrupt {
                     path: seg.path.clone(),
                     position,
-                    reason,
+                    reason: format!("{reason} (offset {expected} expected there)"),
                 };
                 let h = BatchHeader::parse(rest).map_err(corrupt)?;
                 let total = h.total_len() as usize;
                 if total > rest.len() {
-                    if position + h.total_len() > seg.size() {
+                    if position + h.total_len() > seg_end {
                         return Err(corrupt(format!("batch of {total} bytes overruns the file")));
                     }
                     break; // the next batch does not fit the budget
@@ -274,10 +620,13 @@ impl Partition {
                 let batch = buf.slice(at..at + total);
                 if batch_crc(&batch) != h.crc {
                     return Err(corrupt(format!(
-                        "checksum mismatch in batch at offset {}",
-                        h.base_offset
+                        "checksum mismatch in the batch of {total} bytes there"
                     )));
                 }
+                if h.base_offset != expected {
+                    return Err(unexpected(seg, position, &h, expected));
+                }
+                expected = h.next_offset();
                 out.push(StoredBatch {
                     header: h,
                     bytes: batch,

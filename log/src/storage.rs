@@ -27,6 +27,28 @@ pub(crate) trait Storage: Send + Sync + Debug {
     fn write_atomic(&self, path: &Path, data: &[u8]) -> io::Result<()>;
     /// Makes `dir`'s entries durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Opens an existing `path` without creating it (read-only unless `writable`); `None` if it
+    /// does not exist. Read-only logs open every file this way.
+    fn open_existing(
+        &self,
+        path: &Path,
+        writable: bool,
+    ) -> io::Result<Option<Box<dyn StorageFile>>>;
+    /// Opens `path` (creating it) so that every `append` lands at the file's current end,
+    /// whoever else appends to it (`O_APPEND`): the cross-process change file.
+    fn open_shared_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    /// Whether `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Renames `from` (a file or a directory) to `to`; fails if `to` is a non-empty directory.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes `dir` and everything under it; Ok if it does not exist.
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Whether other processes can open the same files (the file system): then the log keeps
+    /// its cross-process protocol (lock-file marks, the change file). A memory backend is one
+    /// `Log` and its clones, for which in-process locks are enough.
+    fn shared_between_processes(&self) -> bool {
+        true
+    }
     /// What a crash right now would leave behind, for backends that can tell (tests).
     #[cfg_attr(not(test), allow(dead_code))]
     fn crash_image(&self) -> Option<Arc<dyn Storage>> {
@@ -50,6 +72,20 @@ pub(crate) trait StorageFile: Send + Debug {
     fn truncate(&mut self, len: u64) -> io::Result<()>;
     /// Makes the content durable.
     fn sync(&mut self) -> io::Result<()>;
+    /// Re-reads the length from the file system (another process may have appended or cut) and
+    /// returns it; [`len`](Self::len) reports it from then on.
+    fn refresh_len(&mut self) -> io::Result<u64>;
+    /// Overwrites bytes at `pos` (extending the file if needed); no fsync. For lock files' small
+    /// contents.
+    fn write_at(&mut self, pos: u64, data: &[u8]) -> io::Result<()>;
+    /// Takes the OS file lock on this file (`flock`): exclusive, or shared; blocks until granted.
+    /// The lock belongs to this handle: another handle on the same file (in this process or
+    /// another) is excluded; the OS drops it when the handle is closed or the process dies.
+    fn lock(&mut self, exclusive: bool) -> io::Result<()>;
+    /// [`lock`](Self::lock) exclusively without waiting; `false` if another handle holds it.
+    fn try_lock(&mut self) -> io::Result<bool>;
+    /// Releases the lock.
+    fn unlock(&mut self) -> io::Result<()>;
 }
 
 /// The real file system.
@@ -60,6 +96,8 @@ pub(crate) struct FileStorage;
 struct DiskFile {
     file: File,
     len: u64,
+    /// Opened with `O_APPEND`: the kernel places every write at the current end.
+    shared_append: bool,
 }
 
 impl Storage for FileStorage {
@@ -90,7 +128,58 @@ impl Storage for FileStorage {
             .truncate(false)
             .open(path)?;
         let len = file.metadata()?.len();
-        Ok(Box::new(DiskFile { file, len }))
+        Ok(Box::new(DiskFile {
+            file,
+            len,
+            shared_append: false,
+        }))
+    }
+
+    fn open_existing(
+        &self,
+        path: &Path,
+        writable: bool,
+    ) -> io::Result<Option<Box<dyn StorageFile>>> {
+        let file = match OpenOptions::new().read(true).write(writable).open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        Ok(Some(Box::new(DiskFile {
+            file,
+            len,
+            shared_append: false,
+        })))
+    }
+
+    fn open_shared_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)?;
+        let len = file.metadata()?.len();
+        Ok(Box::new(DiskFile {
+            file,
+            len,
+            shared_append: true,
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        match fs::remove_dir_all(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
     }
 
     fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
@@ -138,6 +227,12 @@ impl StorageFile for DiskFile {
     }
 
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        if self.shared_append {
+            // One write call: the kernel appends it whole at the end (other processes too).
+            self.file.write_all(data)?;
+            self.len += data.len() as u64;
+            return Ok(());
+        }
         self.file.seek(SeekFrom::Start(self.len))?;
         self.file.write_all(data)?;
         self.len += data.len() as u64;
@@ -153,6 +248,46 @@ impl StorageFile for DiskFile {
     fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()
     }
+
+    fn refresh_len(&mut self) -> io::Result<u64> {
+        self.len = self.file.metadata()?.len();
+        Ok(self.len)
+    }
+
+    fn write_at(&mut self, pos: u64, data: &[u8]) -> io::Result<()> {
+        self.file.seek(SeekFrom::Start(pos))?;
+        self.file.write_all(data)?;
+        self.len = self.len.max(pos + data.len() as u64);
+        Ok(())
+    }
+
+    fn lock(&mut self, exclusive: bool) -> io::Result<()> {
+        if exclusive {
+            self.file.lock()
+        } else {
+            self.file.lock_shared()
+        }
+    }
+
+    fn try_lock(&mut self) -> io::Result<bool> {
+        match self.file.try_lock() {
+            Ok(()) => Ok(true),
+            Err(fs::TryLockError::WouldBlock) => Ok(false),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+
+    fn unlock(&mut self) -> io::Result<()> {
+        self.file.unlock()
+    }
+}
+
+/// An empty file that lives only in memory (a read-only segment's missing index).
+pub(crate) fn empty_file() -> Box<dyn StorageFile> {
+    Box::new(MemFile {
+        data: Arc::default(),
+        faults: Arc::default(),
+    })
 }
 
 /// Files as byte vectors in memory. Each file keeps a live and a durable copy, and each entry
@@ -234,6 +369,10 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Storage for MemStorage {
+    fn shared_between_processes(&self) -> bool {
+        false
+    }
+
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         let mut state = locked(&self.state);
         for d in dir.ancestors() {
@@ -244,8 +383,15 @@ impl Storage for MemStorage {
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let state = locked(&self.state);
-        let children = state.files.keys().chain(state.dirs.iter());
+        // Only the range of paths under `dir`, not every file of the log: listing each new
+        // partition's directory made creating N partitions O(N²).
+        let under = |set: &mut dyn Iterator<Item = &PathBuf>| -> Vec<PathBuf> {
+            set.take_while(|p| p.starts_with(dir)).cloned().collect()
+        };
+        let mut children = under(&mut state.files.range(dir.to_path_buf()..).map(|(p, _)| p));
+        children.extend(under(&mut state.dirs.range(dir.to_path_buf()..)));
         let mut names: Vec<String> = children
+            .iter()
             .filter(|p| p.parent() == Some(dir))
             .filter_map(|p| p.file_name()?.to_str().map(str::to_owned))
             .collect();
@@ -303,6 +449,93 @@ impl Storage for MemStorage {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.faults.tick()?;
         locked(&self.state).entries_durable(dir);
+        Ok(())
+    }
+
+    fn open_existing(
+        &self,
+        path: &Path,
+        _writable: bool,
+    ) -> io::Result<Option<Box<dyn StorageFile>>> {
+        let state = locked(&self.state);
+        Ok(state.files.get(path).map(|entry| {
+            Box::new(MemFile {
+                data: Arc::clone(&entry.data),
+                faults: Arc::clone(&self.faults),
+            }) as Box<dyn StorageFile>
+        }))
+    }
+
+    fn open_shared_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        // Every memory file appends at its live end already.
+        self.open(path)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let state = locked(&self.state);
+        state.files.contains_key(path) || state.dirs.contains(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.faults.tick()?;
+        let mut state = locked(&self.state);
+        let occupied = state
+            .files
+            .range(to.to_path_buf()..)
+            .next()
+            .is_some_and(|(p, _)| p.starts_with(to));
+        if occupied {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "rename target exists",
+            ));
+        }
+        // Everything under `from` is one range of each map (O(entries moved)).
+        let moved_files: Vec<PathBuf> = state
+            .files
+            .range(from.to_path_buf()..)
+            .take_while(|(p, _)| p.starts_with(from))
+            .map(|(p, _)| p.clone())
+            .collect();
+        let moved_dirs: Vec<PathBuf> = state
+            .dirs
+            .range(from.to_path_buf()..)
+            .take_while(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        let target = |p: &Path| to.join(p.strip_prefix(from).unwrap_or(p));
+        for p in moved_files {
+            if let Some(entry) = state.files.remove(&p) {
+                state.files.insert(target(&p), entry);
+            }
+        }
+        for p in moved_dirs {
+            state.dirs.remove(&p);
+            state.dirs.insert(target(&p));
+        }
+        Ok(())
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut state = locked(&self.state);
+        let files: Vec<PathBuf> = state
+            .files
+            .range(dir.to_path_buf()..)
+            .take_while(|(p, _)| p.starts_with(dir))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in files {
+            state.files.remove(&p);
+        }
+        let dirs: Vec<PathBuf> = state
+            .dirs
+            .range(dir.to_path_buf()..)
+            .take_while(|p| p.starts_with(dir))
+            .cloned()
+            .collect();
+        for p in dirs {
+            state.dirs.remove(&p);
+        }
         Ok(())
     }
 
@@ -384,6 +617,37 @@ impl StorageFile for MemFile {
         } else if let Some(new) = data.live.get(data.durable.len()..) {
             data.durable.extend_from_slice(new);
         }
+        Ok(())
+    }
+
+    fn refresh_len(&mut self) -> io::Result<u64> {
+        Ok(self.len())
+    }
+
+    fn write_at(&mut self, pos: u64, data: &[u8]) -> io::Result<()> {
+        let pos = usize::try_from(pos).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let mut file = locked(&self.data);
+        let end = pos + data.len();
+        if file.live.len() < end {
+            file.live.resize(end, 0);
+        }
+        if let Some(dst) = file.live.get_mut(pos..end) {
+            dst.copy_from_slice(data);
+        }
+        file.diverged |= pos < file.durable.len();
+        Ok(())
+    }
+
+    // A memory log is one `Log` (and its clones): its in-process locks are enough.
+    fn lock(&mut self, _exclusive: bool) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn try_lock(&mut self) -> io::Result<bool> {
+        Ok(true)
+    }
+
+    fn unlock(&mut self) -> io::Result<()> {
         Ok(())
     }
 }

@@ -1,18 +1,31 @@
 //! A topic on storage: `topics/<name>/<partition>/` directories and the `partitions` file that
-//! records the count. The file is written last (atomically) when a topic is created, so a topic
-//! directory without it is an unfinished creation and is ignored on open.
+//! records the count.
+//!
+//! A topic is created whole or not at all: its partition directories, first segments and
+//! `partitions` file are written in a staging directory under `tmp/`, made durable, and renamed
+//! to `topics/<name>` in one step. A creation that fails leaves nothing in `topics/` (and
+//! removes its staging directory); one that crashes leaves only a staging directory, which the
+//! next writable open removes. Two processes creating the same topic race on the rename: one
+//! wins, the other loads the winner's topic. Creating N partitions costs O(N) on either storage
+//! backend. This module never deletes anything under `topics/`, except a directory without a
+//! `partitions` file (an unfinished creation of an older version of the log).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
 use crate::options::LogOptions;
 use crate::partition::Partition;
+use crate::segment::segment_file_name;
 use crate::storage::Storage;
 use crate::types::{TopicPartition, validate_name};
 
 const TOPIC_META: &str = "partitions";
+/// In a staging directory: locked by its creator while it works, so a cleaner can tell a live
+/// creation from a crashed one.
+const CREATING: &str = "creating";
 
 /// A topic's partitions, each behind its own lock.
 #[derive(Debug)]
@@ -24,33 +37,47 @@ fn topics_dir(root: &Path) -> PathBuf {
     root.join("topics")
 }
 
+fn staging_root(root: &Path) -> PathBuf {
+    root.join("tmp")
+}
+
 impl Topic {
-    /// Opens the partitions of an existing (or being created) topic, recovering each.
+    /// Opens the partitions of an existing topic.
     fn open(
         storage: &Arc<dyn Storage>,
         root: &Path,
         name: &Arc<str>,
         count: u32,
         options: &LogOptions,
+        locks_open: &Arc<AtomicUsize>,
     ) -> Result<Self> {
         let dir = topics_dir(root).join(&**name);
         let partitions = (0..count)
             .map(|p| {
                 let tp = TopicPartition::new(Arc::clone(name), p);
                 let pdir = dir.join(p.to_string());
-                Partition::open(Arc::clone(storage), pdir, tp, options.clone()).map(Mutex::new)
+                Partition::open(
+                    Arc::clone(storage),
+                    pdir,
+                    tp,
+                    options.clone(),
+                    Arc::clone(locks_open),
+                )
+                .map(Mutex::new)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self { partitions })
     }
 
-    /// Creates the topic's directories, then its `partitions` file, durably.
+    /// Creates the topic (see the module docs); if another process created it first, opens
+    /// that one (the caller compares the counts).
     pub(crate) fn create(
         storage: &Arc<dyn Storage>,
         root: &Path,
         name: &Arc<str>,
         count: u32,
         options: &LogOptions,
+        locks_open: &Arc<AtomicUsize>,
     ) -> Result<Self> {
         if count == 0 {
             return Err(Error::InvalidPartitionCount {
@@ -58,17 +85,119 @@ impl Topic {
                 requested: 0,
             });
         }
-        let topic = Self::open(storage, root, name, count, options)?;
-        let dir = topics_dir(root).join(&**name);
-        let meta = dir.join(TOPIC_META);
-        // Partition directories must be durable entries before the count says they exist.
-        storage.sync_dir(&dir).at(&dir)?;
+        if let Some(existing) = Self::load(storage, root, name, options, locks_open)? {
+            return Ok(existing);
+        }
+        static STAGINGS: AtomicU64 = AtomicU64::new(0);
+        let staging = staging_root(root).join(format!(
+            "{name}.{}.{}",
+            std::process::id(),
+            STAGINGS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let built = Self::stage(storage, &staging, count);
+        let target = topics_dir(root).join(&**name);
+        let renamed = built.and_then(|()| {
+            let renamed = storage.rename(&staging, &target);
+            if renamed.is_err() && !storage.exists(&target.join(TOPIC_META)) {
+                // A directory without a count: an unfinished creation of an older log version.
+                storage.remove_dir_all(&target).at(&target)?;
+                return storage.rename(&staging, &target).at(&target).map(|()| true);
+            }
+            // Err: another process renamed its staging directory there first.
+            Ok(renamed.is_ok())
+        });
+        let won = match renamed {
+            Ok(won) => won,
+            Err(e) => {
+                Self::remove_staging(storage, &staging);
+                return Err(e);
+            }
+        };
+        if won {
+            let topics = topics_dir(root);
+            storage.sync_dir(&topics).at(&topics)?;
+        } else {
+            Self::remove_staging(storage, &staging);
+        }
+        Self::load(storage, root, name, options, locks_open)?.ok_or_else(|| Error::Corrupt {
+            path: target.join(TOPIC_META),
+            position: 0,
+            reason: "the topic's partition count is missing right after its creation".to_owned(),
+        })
+    }
+
+    /// Writes a whole topic of `count` partitions into `staging`, durably.
+    fn stage(storage: &Arc<dyn Storage>, staging: &Path, count: u32) -> Result<()> {
+        storage.create_dir_all(staging).at(staging)?;
+        let creating = staging.join(CREATING);
+        let mut guard = storage.open(&creating).at(&creating)?;
+        guard.lock(true).at(&creating)?;
+        for p in 0..count {
+            let pdir = staging.join(p.to_string());
+            storage.create_dir_all(&pdir).at(&pdir)?;
+            let log = pdir.join(segment_file_name(0));
+            let index = log.with_extension("index");
+            storage.open(&log).at(&log)?;
+            storage.open(&index).at(&index)?;
+            storage.sync_dir(&pdir).at(&pdir)?;
+        }
+        let meta = staging.join(TOPIC_META);
         storage
             .write_atomic(&meta, format!("{count}\n").as_bytes())
             .at(&meta)?;
-        let topics = topics_dir(root);
-        storage.sync_dir(&topics).at(&topics)?;
-        Ok(topic)
+        storage.sync_dir(staging).at(staging)?;
+        Ok(())
+    }
+
+    fn remove_staging(storage: &Arc<dyn Storage>, staging: &Path) {
+        if let Err(e) = storage.remove_dir_all(staging) {
+            tracing::warn!(dir = %staging.display(), error = %e, "could not remove a topic's staging directory");
+        }
+    }
+
+    /// Removes staging directories of creations whose process died (their `creating` lock is
+    /// free). A writable open calls this.
+    pub(crate) fn remove_abandoned_stagings(storage: &Arc<dyn Storage>, root: &Path) -> Result<()> {
+        let dir = staging_root(root);
+        for entry in storage.list(&dir).at(&dir)? {
+            let staging = dir.join(&entry);
+            let creating = staging.join(CREATING);
+            let abandoned = match storage.open_existing(&creating, true).at(&creating)? {
+                Some(mut f) => f.try_lock().at(&creating)?,
+                None => true,
+            };
+            if abandoned {
+                tracing::info!(dir = %staging.display(), "removing the staging directory of a topic creation that did not finish");
+                storage.remove_dir_all(&staging).at(&staging)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The topic `name` as stored, `None` if it does not exist (or is an unfinished creation of
+    /// an older version of the log).
+    pub(crate) fn load(
+        storage: &Arc<dyn Storage>,
+        root: &Path,
+        name: &Arc<str>,
+        options: &LogOptions,
+        locks_open: &Arc<AtomicUsize>,
+    ) -> Result<Option<Self>> {
+        let meta = topics_dir(root).join(&**name).join(TOPIC_META);
+        let Some(bytes) = storage.read(&meta).at(&meta)? else {
+            return Ok(None);
+        };
+        let count = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        let Some(count) = count.filter(|&c| c > 0) else {
+            return Err(Error::Corrupt {
+                path: meta,
+                position: 0,
+                reason: "expected a positive partition count".to_owned(),
+            });
+        };
+        Self::open(storage, root, name, count, options, locks_open).map(Some)
     }
 
     /// Every complete topic under `root`.
@@ -76,33 +205,25 @@ impl Topic {
         storage: &Arc<dyn Storage>,
         root: &Path,
         options: &LogOptions,
+        locks_open: &Arc<AtomicUsize>,
     ) -> Result<HashMap<Arc<str>, Arc<Topic>>> {
         let dir = topics_dir(root);
-        storage.create_dir_all(&dir).at(&dir)?;
         let mut topics = HashMap::new();
         for name in storage.list(&dir).at(&dir)? {
             if validate_name(&name, true).is_err() {
                 tracing::warn!(dir = %dir.display(), entry = %name, "ignoring a stray entry");
                 continue;
             }
-            let meta = dir.join(&name).join(TOPIC_META);
-            let Some(bytes) = storage.read(&meta).at(&meta)? else {
-                tracing::warn!(file = %meta.display(), "ignoring a topic whose creation did not finish");
-                continue;
-            };
-            let count = std::str::from_utf8(&bytes)
-                .ok()
-                .and_then(|s| s.trim().parse::<u32>().ok());
-            let Some(count) = count.filter(|&c| c > 0) else {
-                return Err(Error::Corrupt {
-                    path: meta,
-                    position: 0,
-                    reason: "expected a positive partition count".to_owned(),
-                });
-            };
             let name: Arc<str> = name.into();
-            let topic = Self::open(storage, root, &name, count, options)?;
-            topics.insert(name, Arc::new(topic));
+            match Self::load(storage, root, &name, options, locks_open)? {
+                Some(topic) => {
+                    topics.insert(name, Arc::new(topic));
+                }
+                None => {
+                    let meta = dir.join(&*name).join(TOPIC_META);
+                    tracing::warn!(file = %meta.display(), "ignoring a topic whose creation did not finish");
+                }
+            }
         }
         Ok(topics)
     }

@@ -1,0 +1,172 @@
+//! `riffle produce` never leaves the user guessing: a `--partitions` that differs from an
+//! existing topic's count is an error naming both; a malformed or non-UTF-8 line stops it with
+//! an error naming the line and exactly how many records before it were written (and they
+//! are: `consume` shows them); `--help` says produce is not atomic; an I/O error names its file
+//! and says its OS error once.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn riffle(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn riffle");
+    let mut input = child.stdin.take().expect("stdin");
+    // riffle may exit before reading it all (on an error): a broken pipe is fine.
+    let _ = input.write_all(stdin);
+    drop(input);
+    child.wait_with_output().expect("riffle")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn consumed(dir: &str) -> Vec<String> {
+    let out = riffle(
+        &[
+            "consume",
+            "--log-dir",
+            dir,
+            "--topic",
+            "t",
+            "--from-beginning",
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn a_different_partition_count_is_an_error_naming_both_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("utf-8");
+    let first = riffle(
+        &[
+            "produce",
+            "--log-dir",
+            d,
+            "--topic",
+            "t",
+            "--partitions",
+            "5",
+        ],
+        b"a\t1\n",
+    );
+    assert!(first.status.success(), "{}", stderr(&first));
+    let again = riffle(
+        &[
+            "produce",
+            "--log-dir",
+            d,
+            "--topic",
+            "t",
+            "--partitions",
+            "3",
+        ],
+        b"b\t2\n",
+    );
+    let err = stderr(&again);
+    assert!(!again.status.success(), "{err}");
+    assert!(
+        err.contains("5 partitions") && err.contains("3 requested"),
+        "{err}"
+    );
+    // Without --partitions the existing count is used.
+    let plain = riffle(&["produce", "--log-dir", d, "--topic", "t"], b"c\t3\n");
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    assert!(
+        stderr(&plain).contains("(5 partitions)"),
+        "{}",
+        stderr(&plain)
+    );
+    assert_eq!(consumed(d), ["a\t1", "c\t3"]);
+}
+
+#[test]
+fn a_malformed_line_says_how_many_records_before_it_were_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("utf-8");
+    let mut input = String::new();
+    for i in 0..1000 {
+        input.push_str(&format!("k{i}\tv{i}\n"));
+    }
+    input.push_str("no tab here\nk-after\tv\n");
+    let out = riffle(
+        &[
+            "produce",
+            "--log-dir",
+            d,
+            "--topic",
+            "t",
+            "--partitions",
+            "4",
+        ],
+        input.as_bytes(),
+    );
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("line 1001"), "{err}");
+    assert!(
+        err.contains("the 1000 records before it were written"),
+        "{err}"
+    );
+    let mut expected: Vec<String> = (0..1000).map(|i| format!("k{i}\tv{i}")).collect();
+    expected.sort();
+    assert_eq!(consumed(d), expected);
+}
+
+#[test]
+fn invalid_utf8_says_which_line_and_how_many_records_were_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("utf-8");
+    let input = b"a\t1\nb\t2\nc\t\xff\xfe\nd\t4\n";
+    let out = riffle(&["produce", "--log-dir", d, "--topic", "t"], input);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("line 3: not UTF-8"), "{err}");
+    assert!(
+        err.contains("the 2 records before it were written"),
+        "{err}"
+    );
+    assert_eq!(consumed(d), ["a\t1", "b\t2"]);
+}
+
+#[test]
+fn help_says_produce_is_not_atomic() {
+    let out = riffle(&["produce", "--help"], b"");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Not atomic"), "{help}");
+    assert!(help.contains("none from it on"), "{help}");
+}
+
+#[test]
+fn an_io_error_names_the_file_and_says_its_os_error_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, b"x").expect("write");
+    let out = riffle(
+        &[
+            "produce",
+            "--log-dir",
+            file.to_str().expect("utf-8"),
+            "--topic",
+            "t",
+        ],
+        b"a\t1\n",
+    );
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert_eq!(err.matches("(os error").count(), 1, "{err}");
+}
