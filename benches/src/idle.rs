@@ -1,15 +1,20 @@
 //! An idle stream thread: one real stream thread over an empty input topic of the embedded log,
-//! running a stateful topology, and the CPU time it uses while nothing arrives.
+//! running a stateful topology, and the CPU time it uses while nothing arrives — or while
+//! records trickle in one at a time ([`crate::trickle`]), and how long one record takes from
+//! its append to being processed ([`crate::latency`]).
+//!
+//! What it must never do: measure its own work. The CPU time is the stream thread's alone
+//! (`/proc/self/task/<tid>/schedstat`); appends and watching happen on the calling thread.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use riffle::log::{Log, LogOptions};
+use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, Produced, Serdes, SnapshotStrategy, StreamsApp, StreamsBuilder,
-    StreamsConfig, ThreadMetrics, Topology,
+    Consumed, EmbeddedBackend, FetchStrategy, IdleWakeup, Produced, Serdes, SnapshotStrategy,
+    StreamsApp, StreamsBuilder, StreamsConfig, ThreadMetrics, Topology,
 };
 use riffle_state_dir::{
     ChangelogPartition, Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId,
@@ -17,10 +22,14 @@ use riffle_state_dir::{
 use riffle_task_manager::BoxError;
 
 use crate::cpu::thread_cpu_time;
+use crate::latency::{Latencies, SplitMix64, wait_for_count};
 
 const INPUT: &str = "idle-bench-input";
 const OUTPUT: &str = "idle-bench-counts";
 const APPLICATION_ID: &str = "idle-bench";
+
+/// The longest a record may take to be processed before a measurement gives up.
+pub(crate) const PROCESS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One checkpoint per task (offset 0 of its changelog partition), written before the application
 /// opens the directory; the directory lock is released again on return.
@@ -72,6 +81,13 @@ pub struct IdleSettings {
     pub poll_ms: u64,
     /// The offset-sum snapshot's strategy.
     pub strategy: SnapshotStrategy,
+    /// When the idle thread wakes: at its deadlines, or every `poll_ms` (Kafka Streams' loop).
+    pub idle_wakeup: IdleWakeup,
+    /// Which inputs a loop iteration fetches: the ready ones, or all of them whenever the log
+    /// moved (Kafka Streams' loop).
+    pub fetch_strategy: FetchStrategy,
+    /// `commit.interval.ms`, if not the default.
+    pub commit_interval_ms: Option<u64>,
     /// Keep the log in memory instead of files in a temporary directory.
     pub in_memory: bool,
     /// Write a checkpoint for every task before starting, as a process restarting with local
@@ -100,6 +116,8 @@ pub struct IdleReport {
     pub snapshot_unchanged: u64,
     /// Records processed in it (0 for an idle thread).
     pub records: u64,
+    /// Commits in it.
+    pub commits: u64,
 }
 
 impl IdleReport {
@@ -116,17 +134,22 @@ impl IdleReport {
 
 /// The loop and snapshot counters of a thread.
 #[derive(Clone, Copy, Default)]
-struct Counters {
+pub(crate) struct Counters {
     loops: u64,
     full: u64,
     incremental: u64,
     unchanged: u64,
-    records: u64,
+    pub(crate) records: u64,
+    commits: u64,
 }
 
 /// A running application with one stream thread that owns every task, and nothing to process.
 pub struct IdleRun {
     app: Option<StreamsApp>,
+    /// The embedded log, to append input records to.
+    log: Log,
+    tasks: u32,
+    batch: BatchBuilder,
     metrics: Arc<ThreadMetrics>,
     tid: u64,
     startup: Duration,
@@ -169,7 +192,12 @@ impl IdleRun {
         config.poll = Duration::from_millis(settings.poll_ms);
         config.state_dir = state_dir;
         config.snapshot_strategy = settings.strategy;
-        let app = StreamsApp::new(topology, config, EmbeddedBackend::new(log).shared())?;
+        config.idle_wakeup = settings.idle_wakeup;
+        config.fetch_strategy = settings.fetch_strategy;
+        if let Some(ms) = settings.commit_interval_ms {
+            config.set("commit.interval.ms", &ms.to_string())?;
+        }
+        let app = StreamsApp::new(topology, config, EmbeddedBackend::new(log.clone()).shared())?;
         let stateful = app
             .group_info()
             .subtopologies
@@ -185,6 +213,9 @@ impl IdleRun {
             .ok_or("the application has no stream thread")?;
         let mut run = IdleRun {
             app: Some(app),
+            log,
+            tasks: settings.tasks,
+            batch: BatchBuilder::new(Compression::None),
             metrics,
             tid: 0,
             startup: Duration::ZERO,
@@ -228,7 +259,106 @@ impl IdleRun {
             incremental: m.snapshot_incremental_updates(),
             unchanged: m.snapshot_unchanged(),
             records: m.records(),
+            commits: m.commits(),
         }
+    }
+
+    /// The stream thread's OS thread id.
+    pub fn tid(&self) -> u64 {
+        self.tid
+    }
+
+    /// Input partitions (tasks).
+    pub fn tasks(&self) -> u32 {
+        self.tasks
+    }
+
+    /// Records the stream thread processed so far.
+    pub(crate) fn records(&self) -> u64 {
+        self.metrics.records()
+    }
+
+    /// The counters and CPU time of the stream thread now, to diff a measurement against.
+    pub(crate) fn sample(&self) -> Result<(Duration, &'static str, Counters), BoxError> {
+        let (cpu, source) = thread_cpu_time(self.tid)?;
+        Ok((cpu, source, self.counters()))
+    }
+
+    /// Whether the application still runs.
+    pub(crate) fn alive(&self) -> bool {
+        self.app.as_ref().is_some_and(|a| !a.is_shutting_down())
+    }
+
+    /// Appends one record (key `key-<partition>`, value `1`) to input partition `partition`.
+    pub fn append(&mut self, partition: u32) -> Result<(), BoxError> {
+        let key = format!("key-{partition}");
+        let timestamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        self.batch.push(timestamp, Some(key.as_bytes()), Some(b"1"));
+        self.log
+            .append(&TopicPartition::new(INPUT, partition), &mut self.batch)
+            .map_err(|e| format!("appending to {INPUT}-{partition}: {e}"))?;
+        Ok(())
+    }
+
+    /// One record to every input partition, processed and committed, then idle again: every
+    /// partition then has a committed offset and every task a store entry, as in an
+    /// application that has run for a while (a commit's cost may grow with the offsets held).
+    pub fn prime(&mut self) -> Result<(), BoxError> {
+        let before = self.metrics.records();
+        for p in 0..self.tasks {
+            self.append(p)?;
+        }
+        let target = before + u64::from(self.tasks);
+        let timeout = PROCESS_TIMEOUT + Duration::from_millis(u64::from(self.tasks));
+        wait_for_count(|| self.metrics.records(), target, timeout).ok_or_else(|| {
+            format!(
+                "priming: {} records not processed within {timeout:?}",
+                self.tasks
+            )
+        })?;
+        let begun = Instant::now();
+        while !self.app.as_ref().is_some_and(StreamsApp::is_idle) {
+            if !self.alive() || begun.elapsed() > timeout {
+                return Err("priming: the stream thread did not go idle again".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// How long a record takes from its append to being processed when the thread is idle:
+    /// `samples` records, each to a random partition, `spacing` apart (the thread has gone
+    /// back to sleep before the next one). Calls `progress` with the fraction done.
+    pub fn first_record_latency(
+        &mut self,
+        samples: usize,
+        spacing: Duration,
+        rng: &mut SplitMix64,
+        progress: &mut dyn FnMut(f64),
+    ) -> Result<Latencies, BoxError> {
+        let mut latencies = Latencies::with_capacity(samples);
+        for i in 0..samples {
+            std::thread::sleep(spacing);
+            if !self.alive() {
+                return Err("the stream thread stopped during the latency measurement".into());
+            }
+            let partition = rng.below(self.tasks);
+            let before = self.metrics.records();
+            let appended = Instant::now();
+            self.append(partition)?;
+            let seen = wait_for_count(|| self.metrics.records(), before + 1, PROCESS_TIMEOUT)
+                .ok_or_else(|| {
+                    format!(
+                        "the record appended to {INPUT}-{partition} was not processed within \
+                         {PROCESS_TIMEOUT:?}"
+                    )
+                })?;
+            latencies.push(seen.saturating_duration_since(appended));
+            progress((i + 1) as f64 / samples as f64);
+        }
+        Ok(latencies)
     }
 
     /// Measures the stream thread for `duration`, calling `progress` with the fraction elapsed
@@ -238,8 +368,9 @@ impl IdleRun {
         duration: Duration,
         progress: &mut dyn FnMut(f64),
     ) -> Result<IdleReport, BoxError> {
-        let alive = || self.app.as_ref().is_some_and(|a| !a.is_shutting_down());
-        measure_thread(self.tid, duration, progress, &alive, &|| self.counters())
+        measure_thread(self.tid, duration, progress, &|| self.alive(), &|| {
+            self.counters()
+        })
     }
 
     /// Stops the application, returning the first error a thread met.
@@ -271,57 +402,122 @@ fn measure_thread(
     }
     let (cpu_after, _) = thread_cpu_time(tid)?;
     let (after, wall) = (counters(), start.elapsed());
-    Ok(IdleReport {
+    Ok(IdleReport::between(
+        (cpu_before, before),
+        (cpu_after, after),
         wall,
-        cpu: cpu_after.saturating_sub(cpu_before),
         cpu_source,
-        loops: after.loops - before.loops,
-        snapshot_full_rebuilds: after.full - before.full,
-        snapshot_incremental_updates: after.incremental - before.incremental,
-        snapshot_unchanged: after.unchanged - before.unchanged,
-        records: after.records - before.records,
-    })
+    ))
+}
+
+impl IdleReport {
+    /// What happened between two samples of a thread's CPU time and counters, `wall` apart.
+    pub(crate) fn between(
+        (cpu_before, before): (Duration, Counters),
+        (cpu_after, after): (Duration, Counters),
+        wall: Duration,
+        cpu_source: &'static str,
+    ) -> IdleReport {
+        IdleReport {
+            wall,
+            cpu: cpu_after.saturating_sub(cpu_before),
+            cpu_source,
+            loops: after.loops - before.loops,
+            snapshot_full_rebuilds: after.full - before.full,
+            snapshot_incremental_updates: after.incremental - before.incremental,
+            snapshot_unchanged: after.unchanged - before.unchanged,
+            records: after.records - before.records,
+            commits: after.commits - before.commits,
+        }
+    }
 }
 
 /// The floor under any idle stream thread: a named thread that does nothing but the idle
 /// loop's wait (`Log::wait_for_append` with a `poll` timeout on an embedded log nobody writes
 /// to), measured like the stream thread. What a stream thread uses above it is its own work.
+///
+/// Then, as [`IdleRun::first_record_latency`] does for a stream thread, `samples` records are
+/// appended `spacing` apart and each is timed from its append to the waiting thread's wake-up:
+/// the floor under any first-record latency on this machine.
 pub fn bare_wait(
     poll: Duration,
     duration: Duration,
+    (samples, spacing): (usize, Duration),
     progress: &mut dyn FnMut(f64),
-) -> Result<IdleReport, BoxError> {
+) -> Result<(IdleReport, Latencies), BoxError> {
+    const TOPIC: &str = "bare-wait";
     let log = Log::in_memory();
+    log.create_topic(TOPIC, 1)?;
     let stop = Arc::new(AtomicBool::new(false));
     let loops = Arc::new(AtomicU64::new(0));
+    // Wake-ups that found a new append.
+    let woken = Arc::new(AtomicU64::new(0));
     let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let thread = {
-        let (stop, loops) = (Arc::clone(&stop), Arc::clone(&loops));
+        let (stop, loops, woken, log) = (
+            Arc::clone(&stop),
+            Arc::clone(&loops),
+            Arc::clone(&woken),
+            log.clone(),
+        );
         std::thread::Builder::new()
             .name("riffle-bench-bare-wait".to_owned())
             .spawn(move || {
                 let _ = tid_tx.send(current_tid());
-                let version = log.append_version();
+                let mut version = log.append_version();
                 while !stop.load(Ordering::Acquire) {
                     loops.fetch_add(1, Ordering::Relaxed);
-                    log.wait_for_append(version, poll);
+                    let now = log.wait_for_append(version, poll);
+                    if now != version {
+                        version = now;
+                        woken.fetch_add(1, Ordering::Release);
+                    }
                 }
             })?
     };
-    let result = match tid_rx.recv() {
+    let measured = match tid_rx.recv() {
         Ok(Some(tid)) => {
             std::thread::sleep(poll * 10); // into its steady state
             let counters = || Counters {
                 loops: loops.load(Ordering::Relaxed),
                 ..Counters::default()
             };
-            measure_thread(tid, duration, progress, &|| true, &counters)
+            let steps = if samples > 0 { 0.8 } else { 1.0 };
+            measure_thread(
+                tid,
+                duration,
+                &mut |f| progress(f * steps),
+                &|| true,
+                &counters,
+            )
+            .and_then(|report| {
+                let mut latencies = Latencies::with_capacity(samples);
+                let mut batch = BatchBuilder::new(Compression::None);
+                let tp = TopicPartition::new(TOPIC, 0);
+                for i in 0..samples {
+                    std::thread::sleep(spacing);
+                    let before = woken.load(Ordering::Acquire);
+                    let appended = Instant::now();
+                    batch.push(0, None, Some(b"1"));
+                    log.append(&tp, &mut batch)?;
+                    let seen = wait_for_count(
+                        || woken.load(Ordering::Acquire),
+                        before + 1,
+                        PROCESS_TIMEOUT,
+                    )
+                    .ok_or("the bare-wait thread did not wake for an append")?;
+                    latencies.push(seen.saturating_duration_since(appended));
+                    progress(steps + (1.0 - steps) * (i + 1) as f64 / samples as f64);
+                }
+                Ok((report, latencies))
+            })
         }
         _ => Err("the bare-wait thread's OS thread id is unknown (no /proc?)".into()),
     };
     stop.store(true, Ordering::Release);
+    log.wake_waiters();
     thread.join().map_err(|_| "the bare-wait thread panicked")?;
-    result
+    measured
 }
 
 /// The Linux tid of the calling thread, from `/proc/thread-self`.

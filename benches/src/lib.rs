@@ -10,7 +10,11 @@
 //! - [`IdleRun`]: a real stream thread over an empty N-partition input topic of the embedded log,
 //!   running `groupByKey().count()`, and the CPU time of that thread ([`thread_cpu_time`]);
 //!   [`bare_wait`]: the same measurement of a thread that only does the idle loop's wait — the
-//!   floor under any idle thread on this machine;
+//!   floor under any idle thread on this machine; [`IdleRun::first_record_latency`]: how long a
+//!   record appended to the idle thread's input takes to be processed;
+//! - [`IdleRun::trickle`]: R records a second, one at a time, to random partitions of that
+//!   input, with the thread's CPU time and each record's latency ([`TrickleReport`]);
+//! - [`latency`]: how a latency is watched from outside the thread, and its percentiles;
 //! - [`alloc`]: reading the per-thread counters of task-manager's counting allocator.
 //!
 //! What it is not: a harness. It prints nothing and installs no global allocator; the binary
@@ -34,10 +38,14 @@
 pub mod alloc;
 mod cpu;
 mod idle;
+pub mod latency;
 mod snapshot;
+mod trickle;
 
 pub use crate::{
     cpu::thread_cpu_time,
     idle::{IdleReport, IdleRun, IdleSettings, bare_wait, idle_topology},
+    latency::{Latencies, SplitMix64},
     snapshot::{FixtureState, MAX_TASKS, Measurement, SnapshotFixture, timer_overhead},
+    trickle::TrickleReport,
 };

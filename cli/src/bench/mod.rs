@@ -3,7 +3,10 @@
 //!
 //! - `riffle bench snapshot`: one offset-sum snapshot refresh by task count, task state and number
 //!   of changed tasks, incremental beside full rebuild (KAFKA-21171's benchmark);
-//! - `riffle bench idle`: CPU share of one idle stream thread with N tasks, per strategy;
+//! - `riffle bench idle`: CPU share of one idle stream thread with N tasks, per strategy, and
+//!   the latency of a record arriving at the idle thread;
+//! - `riffle bench trickle`: R records/s, one at a time, to random partitions of an N-partition
+//!   input: the stream thread's CPU share and per-record latency, per fetch strategy;
 //! - `riffle bench throughput`: the groupByKey-count sample end to end, records/s and heap
 //!   allocations per record, per store and guarantee;
 //! - `riffle bench restore`: the state updater's restore rate, per store.
@@ -15,13 +18,14 @@ mod app;
 mod idle;
 mod plot;
 mod snapshot;
+mod trickle;
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use riffle::SnapshotStrategy;
+use riffle::{FetchStrategy, IdleWakeup, SnapshotStrategy};
 use serde::Serialize;
 
 #[cfg(feature = "alloc-counter")]
@@ -35,8 +39,12 @@ pub(crate) enum Bench {
     /// Offset-sum snapshot refresh: ns/op, B/op and allocs/op by task count, task state and
     /// changed tasks, incremental beside full rebuild.
     Snapshot(snapshot::Args),
-    /// CPU share of one idle stream thread (empty input, stateful topology), per strategy.
+    /// CPU share of one idle stream thread (empty input, stateful topology), per strategy, and
+    /// the latency of the first record after idling.
     Idle(idle::Args),
+    /// Records trickling in one at a time to random partitions of a many-partition input: the
+    /// stream thread's CPU share and each record's latency, per fetch strategy.
+    Trickle(trickle::Args),
     /// The groupByKey-count sample end to end on the embedded log: records/s and allocations per
     /// record, per store and processing guarantee.
     Throughput(app::ThroughputArgs),
@@ -48,6 +56,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Snapshot(args) => snapshot::run(args),
         Bench::Idle(args) => idle::run(args),
+        Bench::Trickle(args) => trickle::run(args),
         Bench::Throughput(args) => app::throughput(args),
         Bench::Restore(args) => app::restore(args),
     }
@@ -78,6 +87,85 @@ impl From<Strategy> for SnapshotStrategy {
             Strategy::Incremental => SnapshotStrategy::Incremental,
             Strategy::FullRebuild => SnapshotStrategy::FullRebuild,
         }
+    }
+}
+
+/// `--wakeup` values: when an idle stream thread wakes (`idle_wakeup`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+enum Wakeup {
+    /// At its earliest deadline (heartbeat, commit, cleanup) or when data arrives: riffle's.
+    Deadlines,
+    /// Every poll_ms, data or not, as Kafka Streams' poll loop does.
+    EveryPoll,
+}
+
+impl Wakeup {
+    /// The name used in tables, JSON and `idle_wakeup`.
+    fn label(self) -> &'static str {
+        match self {
+            Wakeup::Deadlines => "deadlines",
+            Wakeup::EveryPoll => "every-poll",
+        }
+    }
+}
+
+impl From<Wakeup> for IdleWakeup {
+    fn from(w: Wakeup) -> Self {
+        match w {
+            Wakeup::Deadlines => IdleWakeup::Deadlines,
+            Wakeup::EveryPoll => IdleWakeup::EveryPoll,
+        }
+    }
+}
+
+/// `--fetch-strategy` values: which inputs a loop iteration fetches (`fetch_strategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+enum Fetch {
+    /// Only the partitions the backend named as appended to: riffle's.
+    Ready,
+    /// Every input of every task whenever the backend's data version moved, as Kafka Streams'
+    /// loop does.
+    ScanAll,
+}
+
+impl Fetch {
+    /// The name used in tables, JSON and `fetch_strategy`.
+    fn label(self) -> &'static str {
+        match self {
+            Fetch::Ready => "ready",
+            Fetch::ScanAll => "scan-all",
+        }
+    }
+}
+
+impl From<Fetch> for FetchStrategy {
+    fn from(f: Fetch) -> Self {
+        match f {
+            Fetch::Ready => FetchStrategy::Ready,
+            Fetch::ScanAll => FetchStrategy::ScanAll,
+        }
+    }
+}
+
+/// A latency in milliseconds, for JSON rows (`None`: not measured).
+fn ms(d: Option<std::time::Duration>) -> Option<f64> {
+    d.map(|d| d.as_secs_f64() * 1_000.0)
+}
+
+/// A latency for a table cell: milliseconds with three decimals, or `-`.
+fn ms_cell(d: Option<f64>) -> String {
+    d.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.3}"))
+}
+
+/// `a / b` as `12.3×`; `∞` when `b` is 0 and `a` is not (nothing measured against
+/// something); `-` otherwise (e.g. a share above the floor that came out negative).
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.1}×", a / b)
+    } else if b == 0.0 && a > 0.0 {
+        "∞".to_owned()
+    } else {
+        "-".to_owned()
     }
 }
 
