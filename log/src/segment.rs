@@ -88,7 +88,7 @@ pub(crate) fn parse_index(raw: &[u8], base: u64, size: u64) -> IndexFile {
             (rel, pos)
         })
         .collect();
-    let mut consistent = raw.len() % INDEX_ENTRY_LEN == 0;
+    let mut consistent = raw.len().is_multiple_of(INDEX_ENTRY_LEN);
     let mut seal = None;
     if let [.., marker, (rel, pos)] = pairs[..]
         && marker == SEAL_MARKER
