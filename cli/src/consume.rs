@@ -66,7 +66,7 @@ fn render(serde: ValueSerde, value: Option<&[u8]>) -> String {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let log = Log::open(&args.log_dir, LogOptions::default())
+    let log = Log::open_read_only(&args.log_dir, LogOptions::default())
         .with_context(|| format!("opening the log at {}", args.log_dir.display()))?;
     let partitions = log.partitions(&args.topic).with_context(|| {
         format!(

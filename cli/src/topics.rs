@@ -9,7 +9,7 @@ pub(crate) fn run(log_dir: &Path) -> anyhow::Result<()> {
     if !log_dir.exists() {
         anyhow::bail!("no log at {}", log_dir.display());
     }
-    let log = Log::open(log_dir, LogOptions::default())
+    let log = Log::open_read_only(log_dir, LogOptions::default())
         .with_context(|| format!("opening {}", log_dir.display()))?;
     println!(
         "{:<40} {:>10} {:>14}  end offsets",

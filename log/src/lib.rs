@@ -42,6 +42,12 @@
 //!   partitions are made durable at checkpoints, which also empty the journal.
 //! - **Kafka's partitioner**: [`murmur2`] and [`partition_for_key`] place keys exactly where
 //!   Kafka's Java client does (`Utils.murmur2`, `toPositive(hash) % partitions`).
+//! - **Many processes**: any number of processes may open one directory at once (producers,
+//!   applications, `consume`, `topics`): appends from all of them land with dense offsets,
+//!   transactions stay all-or-nothing, group offsets are read-modify-written under a lock, and
+//!   recovery runs only under the lock writers hold — OS file locks, released when a process
+//!   dies. [`LogOptions::read_only`] opens a log without changing any file. The protocol is in
+//!   `FORMAT.md`, *Many processes*.
 //! - **Testable**: [`Log::in_memory`] runs the same code on an in-memory storage backend (an
 //!   internal trait, file-backed or memory-backed; the memory backend keeps a live and a durable
 //!   copy of every file, so crash tests can keep only what was synced).
@@ -50,7 +56,6 @@
 //!
 //! - Not a Kafka broker: no network protocol, no replication (the leader epoch is always 0), no
 //!   retention or compaction yet (the start offset is always 0).
-//! - Not multi-process: one process opens a log directory at a time (nothing locks it).
 //! - Not Kafka's transaction protocol: there are no transaction markers, producer ids or
 //!   read-committed fetches. [`Log::commit_transaction`] gets the same effect (see
 //!   *Transactions* above) without them; batch attributes still reserve the transactional and

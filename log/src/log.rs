@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,9 @@ pub(crate) struct Shared {
     appended: Condvar,
     /// Whether the change watcher runs (set at the first wait on a shared log).
     watcher: std::sync::OnceLock<bool>,
+    /// Threads in `wait_for_append`: an append notifies the condition variable only if there
+    /// are any (a notification is a system call).
+    waiters: AtomicUsize,
 }
 
 /// The topic map, and the topics by the hash the change file names them by.
@@ -90,8 +93,28 @@ impl Topics {
 
 /// How often a consumer waiting in [`Log::wait_for_append`] looks at the change file for
 /// appends of other processes when inotify cannot watch it (appends of its own process wake
-/// it at once; with inotify, so do other processes').
-const CHANGE_POLL: Duration = Duration::from_millis(1);
+/// it at once; with inotify, so do other processes'): first after
+/// [`CHANGE_POLL_MIN`], then twice as long each time nothing changed, up to [`CHANGE_POLL_MAX`]
+/// — so a waiter sees a busy producer within about a millisecond and an idle one costs a few
+/// hundred `fstat`s a second.
+const CHANGE_POLL_MIN: Duration = Duration::from_millis(1);
+const CHANGE_POLL_MAX: Duration = Duration::from_millis(5);
+
+/// Counts a thread in [`Log::wait_for_append`] while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(waiters: &'a AtomicUsize) -> Self {
+        waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(waiters)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// How many appended partitions [`Log::appended_since`] remembers; a reader further behind is
 /// told to look at every partition.
@@ -220,6 +243,7 @@ impl Log {
                 appends: Mutex::new(AppendJournal::default()),
                 appended: Condvar::new(),
                 watcher: std::sync::OnceLock::new(),
+                waiters: AtomicUsize::new(0),
             }),
         }
     }
@@ -455,7 +479,10 @@ impl Log {
                 }
             }
         }
-        self.shared.appended.notify_all();
+        // Waiters register under the same mutex before they wait, so none is missed.
+        if self.shared.waiters.load(Ordering::Relaxed) > 0 {
+            self.shared.appended.notify_all();
+        }
     }
 
     /// Batches holding offsets `>= offset`, up to `max_bytes` of stored batches (at least one
@@ -665,7 +692,8 @@ impl Log {
     /// elapses or [`wake_waiters`](Self::wake_waiters) is called; returns the current version.
     /// An append of this process wakes the waiter at once; one of another process as soon as
     /// the change watcher sees the change file written (inotify, in a thread that sleeps in
-    /// the kernel: `wakeup.rs`) — or, where inotify cannot start, within [`CHANGE_POLL`].
+    /// the kernel: `wakeup.rs`) — or, where inotify cannot start, within
+    /// [`CHANGE_POLL_MIN`]…[`CHANGE_POLL_MAX`] (a backoff of `fstat`s).
     /// Nothing wakes a waiter when nothing is appended.
     pub fn wait_for_append(&self, seen: u64, timeout: Duration) -> u64 {
         let deadline = Instant::now().checked_add(timeout);
@@ -673,6 +701,7 @@ impl Log {
             Some(d) => d.saturating_duration_since(Instant::now()),
             None => Duration::from_secs(3600),
         };
+        let _waiting = Waiting::new(&self.shared.waiters);
         let Some(changes) = &self.shared.changes else {
             let mut journal = self.appends();
             let wakeups = journal.wakeups;
@@ -688,7 +717,8 @@ impl Log {
             }
             return journal.version;
         };
-        let poll_every = (!self.watch_changes()).then_some(CHANGE_POLL);
+        let watched = self.watch_changes();
+        let mut interval = CHANGE_POLL_MIN;
         let wakeups = self.appends().wakeups;
         loop {
             // What the local journal looked like before reading the change file: any move
@@ -704,8 +734,13 @@ impl Log {
                 return now;
             }
             if local.moves() == before {
-                let wait = poll_every.map_or(left, |p| left.min(p));
-                let _ = self.shared.appended.wait_timeout(local, wait);
+                if watched {
+                    // The watcher or an append of this process notifies.
+                    let _ = self.shared.appended.wait_timeout(local, left);
+                } else {
+                    let _ = self.shared.appended.wait_timeout(local, left.min(interval));
+                    interval = (interval * 2).min(CHANGE_POLL_MAX);
+                }
             }
         }
     }

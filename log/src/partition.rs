@@ -34,8 +34,11 @@ pub(crate) struct StoredBatch {
 /// partition count.
 pub(crate) const LOCK_FILES_KEPT_OPEN: usize = 256;
 
-/// The name of a partition's lock file.
+/// The name of a partition's lock file. Its content (FORMAT.md): byte 0 the transaction mark,
+/// bytes 8..16 the active segment's base offset (`u64`, big-endian), written by whoever rolls a
+/// segment, so a writer learns of another process's roll without listing the directory.
 pub(crate) const LOCK_FILE: &str = "lock";
+const LOCK_CONTENT_LEN: usize = 16;
 
 /// What [`Partition::lock_for_write`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -74,6 +77,9 @@ pub(crate) struct Partition {
     lock: Option<Box<dyn StorageFile>>,
     /// The lock is held by this handle.
     locked: bool,
+    /// The active segment's base as the lock file said when the lock was taken (`None`: it
+    /// did not say, or the lock is not held).
+    lock_active_base: Option<u64>,
     /// Lock files the log keeps open, shared by its partitions.
     locks_open: Arc<AtomicUsize>,
 }
@@ -166,6 +172,7 @@ impl Partition {
             read_only,
             lock: None,
             locked: false,
+            lock_active_base: None,
             locks_open,
         };
         let torn = scan.is_some_and(|s| s.problem.is_some());
@@ -240,18 +247,27 @@ impl Partition {
                 what: format!("append to {}", self.tp),
             });
         }
-        let path = self.dir.join(LOCK_FILE);
         let lock = self.lock_file()?;
-        lock.lock(true).at(&path)?;
-        let marked = lock.refresh_len().map(|len| len > 0);
+        if let Err(e) = lock.lock(true) {
+            return Err(e).at(&self.dir.join(LOCK_FILE));
+        }
+        let mut content = [0u8; LOCK_CONTENT_LEN];
+        let read = lock.read_exact_at(0, &mut content);
         self.locked = true;
-        let marked = match marked {
-            Ok(marked) => marked,
+        let (marked, base) = match read {
+            Ok(()) => {
+                let mut base = [0u8; 8];
+                base.copy_from_slice(&content[8..]);
+                (content[0] != 0, Some(u64::from_be_bytes(base)))
+            }
+            // A new lock file (or one of an older version): no mark, no base.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => (false, None),
             Err(e) => {
                 self.unlock();
-                return Err(e).at(&path);
+                return Err(e).at(&self.dir.join(LOCK_FILE));
             }
         };
+        self.lock_active_base = base;
         if marked && !in_txn {
             self.unlock();
             return Ok(Locked::TxnPending);
@@ -259,6 +275,15 @@ impl Partition {
         if let Err(e) = self.catch_up() {
             self.unlock();
             return Err(e);
+        }
+        if self.lock_active_base.is_none() {
+            // A new lock file: say where the active segment is, so later writers need not look.
+            let base = self.segments.last().map_or(0, |s| s.base);
+            if let Err(e) = self.write_lock_content(None, Some(base)) {
+                self.unlock();
+                return Err(e);
+            }
+            self.lock_active_base = Some(base);
         }
         Ok(Locked::Yes)
     }
@@ -269,6 +294,7 @@ impl Partition {
             return;
         }
         self.locked = false;
+        self.lock_active_base = None;
         if let Some(lock) = self.lock.as_mut()
             && let Err(e) = lock.unlock()
         {
@@ -292,14 +318,30 @@ impl Partition {
     /// process die before [`clear_txn_mark`](Self::clear_txn_mark), the next writer recovers
     /// the journal before taking an offset the transaction may own.
     pub(crate) fn set_txn_mark(&mut self) -> Result<()> {
-        let path = self.dir.join(LOCK_FILE);
-        self.lock_file()?.write_at(0, &[1]).at(&path)
+        self.write_lock_content(Some(1), None)
     }
 
     /// Clears the mark of [`set_txn_mark`](Self::set_txn_mark).
     pub(crate) fn clear_txn_mark(&mut self) -> Result<()> {
+        self.write_lock_content(Some(0), None)
+    }
+
+    /// Writes the mark and/or the active base into the lock file (whole, 16 bytes).
+    fn write_lock_content(&mut self, mark: Option<u8>, base: Option<u64>) -> Result<()> {
         let path = self.dir.join(LOCK_FILE);
-        self.lock_file()?.truncate(0).at(&path)
+        let active = self.segments.last().map_or(0, |s| s.base);
+        let lock = self.lock_file()?;
+        let mut content = [0u8; LOCK_CONTENT_LEN];
+        if let Err(e) = lock.read_exact_at(0, &mut content)
+            && e.kind() != std::io::ErrorKind::UnexpectedEof
+        {
+            return Err(e).at(&path);
+        }
+        if let Some(mark) = mark {
+            content[0] = mark;
+        }
+        content[8..].copy_from_slice(&base.unwrap_or(active).to_be_bytes());
+        lock.write_at(0, &content).at(&path)
     }
 
     /// Reads what other processes appended since this handle last looked: new whole batches
@@ -329,6 +371,7 @@ impl Partition {
                 });
             }
             if size > self.active_end {
+                active.refresh_index_size()?;
                 let scan = active.scan_from(self.active_end, self.next_offset, interval)?;
                 self.next_offset = scan.end_offset;
                 self.active_end = scan.end_pos;
@@ -347,6 +390,9 @@ impl Partition {
             }
             if self.active_end == 0 {
                 return Ok(()); // nobody rolls an empty segment
+            }
+            if self.lock_active_base == Some(active.base) {
+                return Ok(()); // the lock file says nobody rolled since
             }
             let next = self.dir.join(segment_file_name(self.next_offset));
             if !self.storage.exists(&next) {
@@ -484,6 +530,9 @@ impl Partition {
         }
         self.segments.push(segment);
         self.active_end = 0;
+        // Before any batch goes into it: others learn of the roll from the lock file.
+        self.write_lock_content(None, Some(base))?;
+        self.lock_active_base = Some(base);
         Ok(())
     }
 

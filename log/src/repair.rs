@@ -356,7 +356,8 @@ fn repair_partition(
                 file: path.clone(),
                 action: CutAction::Delete { len },
                 topic_partition: Some(tp.clone()),
-                offsets: Some((base, Some(end))),
+                // The partition loses the missing offsets too: it ends at `expected` now.
+                offsets: Some((expected, Some(end))),
                 records,
                 reason,
             });

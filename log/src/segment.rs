@@ -88,7 +88,7 @@ pub(crate) fn parse_index(raw: &[u8], base: u64, size: u64) -> IndexFile {
             (rel, pos)
         })
         .collect();
-    let mut consistent = raw.len() % INDEX_ENTRY_LEN == 0;
+    let mut consistent = raw.len().is_multiple_of(INDEX_ENTRY_LEN);
     let mut seal = None;
     if let [.., marker, (rel, pos)] = pairs[..]
         && marker == SEAL_MARKER
@@ -611,9 +611,8 @@ impl Segment {
         Ok(())
     }
 
-    /// Re-reads the data and index files' lengths (another process may have appended).
+    /// Re-reads the data file's length (another process may have appended).
     pub(crate) fn refresh_size(&mut self) -> Result<u64> {
-        self.index_file.refresh_len().at(&self.index_path)?;
         self.file.refresh_len().at(&self.path)
     }
 
@@ -634,6 +633,12 @@ impl Segment {
         raw[12..].copy_from_slice(&pos.to_be_bytes());
         self.index_file.append(&raw).at(&self.index_path)?;
         self.index_file.sync().at(&self.index_path)
+    }
+
+    /// Re-reads the index file's length: another process that appended batches may have
+    /// appended index entries too, and this handle's next entry goes after them.
+    pub(crate) fn refresh_index_size(&mut self) -> Result<u64> {
+        self.index_file.refresh_len().at(&self.index_path)
     }
 
     /// Index bookkeeping for a batch at `pos`; returns the entry to persist, if one is due.

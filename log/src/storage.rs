@@ -9,7 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
+#[cfg(not(unix))]
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -222,8 +224,14 @@ impl StorageFile for DiskFile {
     }
 
     fn read_exact_at(&mut self, pos: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file.seek(SeekFrom::Start(pos))?;
-        self.file.read_exact(buf)
+        // Positioned reads and writes: one system call each, no seek.
+        #[cfg(unix)]
+        return std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, pos);
+        #[cfg(not(unix))]
+        {
+            self.file.seek(SeekFrom::Start(pos))?;
+            self.file.read_exact(buf)
+        }
     }
 
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
@@ -233,10 +241,7 @@ impl StorageFile for DiskFile {
             self.len += data.len() as u64;
             return Ok(());
         }
-        self.file.seek(SeekFrom::Start(self.len))?;
-        self.file.write_all(data)?;
-        self.len += data.len() as u64;
-        Ok(())
+        self.write_at(self.len, data)
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
@@ -250,13 +255,29 @@ impl StorageFile for DiskFile {
     }
 
     fn refresh_len(&mut self) -> io::Result<u64> {
-        self.len = self.file.metadata()?.len();
+        // A seek to the end is the cheapest way to learn the size (no stat buffer to fill, no
+        // overlay-filesystem attribute lookup); reads and writes are positioned, so the file
+        // position itself does not matter.
+        #[cfg(unix)]
+        {
+            use std::io::{Seek, SeekFrom};
+            self.len = self.file.seek(SeekFrom::End(0))?;
+        }
+        #[cfg(not(unix))]
+        {
+            self.len = self.file.metadata()?.len();
+        }
         Ok(self.len)
     }
 
     fn write_at(&mut self, pos: u64, data: &[u8]) -> io::Result<()> {
-        self.file.seek(SeekFrom::Start(pos))?;
-        self.file.write_all(data)?;
+        #[cfg(unix)]
+        std::os::unix::fs::FileExt::write_all_at(&self.file, data, pos)?;
+        #[cfg(not(unix))]
+        {
+            self.file.seek(SeekFrom::Start(pos))?;
+            self.file.write_all(data)?;
+        }
         self.len = self.len.max(pos + data.len() as u64);
         Ok(())
     }

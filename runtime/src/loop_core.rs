@@ -25,6 +25,12 @@ use riffle_task_manager::TaskKind;
 use crate::config::{FetchStrategy, IdleWakeup};
 use crate::group::Assignment;
 
+/// A caught-up thread commits at once, but not again within this long of its last commit: a
+/// steady trickle of records then costs a commit per this interval, not one per record (each
+/// commit writes changelogs and outputs and rewrites the group's offsets), while the first
+/// record after a quiet spell is still committed as soon as it is processed.
+pub(crate) const CAUGHT_UP_COMMIT_SPACING: Duration = Duration::from_millis(100);
+
 /// How long an unsettled thread (tasks restoring, or waiting for a task directory another
 /// thread of this process still holds) waits between looks.
 pub(crate) const UNSETTLED_WAIT: Duration = Duration::from_millis(5);
@@ -67,7 +73,8 @@ pub(crate) enum CommitReason {
     Interval,
     /// The stores' caches are full.
     CacheFull,
-    /// Everything fetched was processed: commit now rather than hold results back.
+    /// Everything fetched was processed and the last commit is at least
+    /// [`CAUGHT_UP_COMMIT_SPACING`] old: commit now rather than hold results back.
     CaughtUp,
 }
 
@@ -262,8 +269,8 @@ impl LoopCore {
     // ---- waiting ----------------------------------------------------------------------------
 
     /// How long to wait when nothing is ready, buffered or due, or `None` to go on at once.
-    /// A settled thread sleeps until its earliest deadline (heartbeat, commit of dirty state,
-    /// cleanup); data or a wake-up ends the sleep earlier. An unsettled one looks again after
+    /// A settled thread sleeps until its earliest deadline (heartbeat, cleanup, and while
+    /// dirty the caught-up commit); data or a wake-up ends the sleep earlier. An unsettled one looks again after
     /// [`UNSETTLED_WAIT`]. Under [`IdleWakeup::EveryPoll`] no wait is longer than `poll`.
     pub(crate) fn wait(&self, now: Instant, settled: bool) -> Option<Wait> {
         if !self.busy.is_empty() || !self.ready.is_empty() {
@@ -274,7 +281,8 @@ impl LoopCore {
             until = until.min(at);
         }
         if !self.dirty.is_empty() {
-            until = until.min(self.last_commit + self.settings.commit_interval);
+            let spacing = CAUGHT_UP_COMMIT_SPACING.min(self.settings.commit_interval);
+            until = until.min(self.last_commit + spacing);
         }
         if !settled {
             until = until.min(now + UNSETTLED_WAIT);

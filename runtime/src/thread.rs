@@ -229,7 +229,7 @@ impl StreamThread {
             match self.core.wait(now, settled) {
                 Some(wait) => {
                     let seen = self.core.seen_version().unwrap_or(version);
-                    if wait.settled && !self.collector.has_pending() {
+                    if wait.settled && !self.core.is_dirty() && !self.collector.has_pending() {
                         self.shared.idle_versions[self.index].store(version, Ordering::Release);
                     }
                     let timeout = wait.until.saturating_duration_since(now);

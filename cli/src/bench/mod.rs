@@ -9,13 +9,16 @@
 //!   input: the stream thread's CPU share and per-record latency, per fetch strategy;
 //! - `riffle bench throughput`: the groupByKey-count sample end to end, records/s and heap
 //!   allocations per record, per store and guarantee;
-//! - `riffle bench restore`: the state updater's restore rate, per store.
+//! - `riffle bench restore`: the state updater's restore rate, per store;
+//! - `riffle bench log`: the embedded log shared by processes — append and fetch throughput
+//!   with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up latency.
 //!
 //! The fixtures live in `riffle-benches`, shared with the criterion benches. With feature
 //! `alloc-counter` (default) this binary's global allocator counts allocations per thread.
 
 mod app;
 mod idle;
+mod log;
 mod plot;
 mod snapshot;
 mod trickle;
@@ -50,6 +53,9 @@ pub(crate) enum Bench {
     Throughput(app::ThroughputArgs),
     /// Restore rate of a store from its changelog, per store.
     Restore(app::RestoreArgs),
+    /// The embedded log shared by processes: append and fetch throughput with 1 and 4 processes
+    /// on 1 and 100 partitions, and the cross-process wake-up latency (p50/p99).
+    Log(log::Args),
 }
 
 pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
@@ -59,6 +65,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Trickle(args) => trickle::run(args),
         Bench::Throughput(args) => app::throughput(args),
         Bench::Restore(args) => app::restore(args),
+        Bench::Log(args) => log::run(args),
     }
 }
 

@@ -159,12 +159,20 @@ fn commit_rules() {
             expect: None,
         },
         Row {
-            what: "caught up: at once",
+            what: "caught up, the last commit long ago: at once",
             processed: true,
             still_ready: false,
-            after: MS,
+            after: CAUGHT_UP_COMMIT_SPACING,
             cache_bytes: 0,
             expect: Some(CommitReason::CaughtUp),
+        },
+        Row {
+            what: "caught up within the spacing of the last commit: not yet",
+            processed: true,
+            still_ready: false,
+            after: CAUGHT_UP_COMMIT_SPACING - MS,
+            cache_bytes: 0,
+            expect: None,
         },
         Row {
             what: "more to fetch, interval not passed: wait",
