@@ -1,5 +1,5 @@
 //! A 20,000-partition topic is produced to and consumed from by `riffle` processes limited to
-//! 1,024 open files (`ulimit -n 1024`): the log keeps at most `max_open_files` (256) segment,
+//! 1,024 open files (`ulimit -n 1024`): the log keeps at most `max_open_files` (512) segment,
 //! index and lock files open, whatever the partition count.
 
 use std::process::Command;

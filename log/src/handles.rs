@@ -392,7 +392,7 @@ mod tests {
                 .map(|i| storage.open(&PathBuf::from(format!("/d/{i}"))).expect("open"))
                 .collect();
             let mut model: Vec<Vec<u8>> = vec![Vec::new(); 6];
-            let mut locked = vec![false; 6];
+            let mut locked = [false; 6];
             for (file, op, byte) in ops {
                 let (f, m) = (&mut files[file], &mut model[file]);
                 match op {

@@ -19,8 +19,9 @@
 //!   which fsyncs every partition with unsynced appends *before* writing the group's offsets, so
 //!   a committed offset never points past durable data.
 //! - **Bounded open files**: segment, index and lock files are opened lazily and closed least
-//!   recently used first past [`LogOptions::max_open_files`] (256), whatever the partition count
-//!   (20,000 partitions run under `ulimit -n 1024`).
+//!   recently used first past [`LogOptions::max_open_files`] (512, so 100 busy partitions, each
+//!   with its segment, index and lock file, stay open), whatever the partition count (20,000
+//!   partitions run under `ulimit -n 1024`).
 //! - **Consumer-group offsets**, one file per group, replaced atomically (temp file, fsync,
 //!   rename, directory fsync).
 //! - **Zero-copy reads**: a [`FetchedBatch`] holds its metadata once, in an `Arc<`[`BatchMeta`]`>`,

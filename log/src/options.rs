@@ -47,7 +47,7 @@ pub struct LogOptions {
 }
 
 impl Default for LogOptions {
-    /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB, a 32 MiB journal, 256 open
+    /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB, a 32 MiB journal, 512 open
     /// files.
     fn default() -> Self {
         Self {
@@ -55,7 +55,7 @@ impl Default for LogOptions {
             segment_bytes: 64 << 20,
             index_interval_bytes: 4096,
             txn_journal_bytes: 32 << 20,
-            max_open_files: 256,
+            max_open_files: 512,
             read_only: false,
         }
     }

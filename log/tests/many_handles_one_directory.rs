@@ -307,8 +307,8 @@ proptest! {
             for p in 0..PARTITIONS {
                 prop_assert_eq!(values(log, &tp(p)), world.model[p as usize].clone());
             }
-            for g in 0..2 {
-                let got = log.committed_offset(GROUPS[g], &TopicPartition::new(INPUT, 0)).expect("committed");
+            for (g, group) in GROUPS.iter().enumerate() {
+                let got = log.committed_offset(group, &TopicPartition::new(INPUT, 0)).expect("committed");
                 prop_assert_eq!(got, world.offsets.get(&g).copied());
             }
         }
