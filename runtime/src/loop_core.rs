@@ -214,20 +214,28 @@ impl LoopCore {
     }
 
     /// Whether to commit now, and why: dirty state is committed on the interval, when the
-    /// caches are full, or as soon as the thread is caught up (nothing ready, nothing buffered).
+    /// caches are full, or once the thread is caught up (nothing ready, nothing buffered) and
+    /// its last commit is [`CAUGHT_UP_COMMIT_SPACING`] old.
     pub(crate) fn commit_due(&self, now: Instant, cache_bytes: usize) -> Option<CommitReason> {
         if self.dirty.is_empty() {
             return None;
         }
+        let since = now.saturating_duration_since(self.last_commit);
         if cache_bytes >= self.settings.cache_max_bytes {
             Some(CommitReason::CacheFull)
-        } else if now.saturating_duration_since(self.last_commit) >= self.settings.commit_interval {
+        } else if since >= self.settings.commit_interval {
             Some(CommitReason::Interval)
-        } else if self.busy.is_empty() && self.ready.is_empty() {
+        } else if self.busy.is_empty() && self.ready.is_empty() && since >= CAUGHT_UP_COMMIT_SPACING
+        {
             Some(CommitReason::CaughtUp)
         } else {
             None
         }
+    }
+
+    /// Whether processed records wait for a commit.
+    pub(crate) fn is_dirty(&self) -> bool {
+        !self.dirty.is_empty()
     }
 
     /// A commit finished at `now`: nothing is dirty any more.

@@ -327,23 +327,33 @@ fn wait_deadlines() {
         Some(t0 + 2_000 * MS)
     );
 
-    // Dirty state: no later than the commit interval (a short one here).
-    let mut dirty = caught_up_core(
+    // Dirty state: woken for the caught-up commit, the spacing after the last one…
+    let mut dirty = caught_up_core(settings(), 1, t0);
+    dirty.observe(1, Changes::Named(&[tp(0)]));
+    dirty.fetched((task(0), 0), true);
+    dirty.processed(task(0), 1, false);
+    dirty.fetched((task(0), 0), false);
+    assert!(dirty.is_dirty());
+    let soon = t0 + 10 * MS;
+    assert_eq!(dirty.commit_due(soon, 0), None, "committed at t0: spaced");
+    assert_eq!(
+        dirty.wait(soon, true).map(|w| w.until),
+        Some(t0 + CAUGHT_UP_COMMIT_SPACING)
+    );
+    // …or at the commit interval when that is shorter.
+    let mut short = caught_up_core(
         LoopSettings {
-            commit_interval: 3_000 * MS,
+            commit_interval: 20 * MS,
             ..settings()
         },
         1,
         t0,
     );
-    dirty.observe(1, Changes::Named(&[tp(0)]));
-    dirty.fetched((task(0), 0), true);
-    dirty.processed(task(0), 1, false);
-    dirty.fetched((task(0), 0), false);
-    assert_eq!(
-        dirty.wait(now, true).map(|w| w.until),
-        Some(t0 + 3_000 * MS)
-    );
+    short.observe(1, Changes::Named(&[tp(0)]));
+    short.fetched((task(0), 0), true);
+    short.processed(task(0), 1, false);
+    short.fetched((task(0), 0), false);
+    assert_eq!(short.wait(soon, true).map(|w| w.until), Some(t0 + 20 * MS));
 
     // Something to fetch or process: no wait.
     let mut busy = caught_up_core(settings(), 2, t0);
