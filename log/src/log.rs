@@ -223,10 +223,15 @@ impl Log {
         let changes = storage
             .shared_between_processes()
             .then(|| Changes::new(Arc::clone(&storage), &root, options.read_only));
-        // Every file of the log goes through the handle cache: open files stay bounded.
+        // Every file of a file-backed log goes through the handle cache: open files stay
+        // bounded. A memory backend has no descriptors to run out of, and a cache there would
+        // only make fetches over many partitions reopen what they just closed.
         let options = options.normalized();
-        let storage: Arc<dyn Storage> =
-            Arc::new(BoundedHandles::new(storage, options.max_open_files));
+        let storage: Arc<dyn Storage> = if storage.shared_between_processes() {
+            Arc::new(BoundedHandles::new(storage, options.max_open_files))
+        } else {
+            storage
+        };
         Log {
             shared: Arc::new(Shared {
                 storage,
