@@ -41,6 +41,21 @@ fn staging_root(root: &Path) -> PathBuf {
     root.join("tmp")
 }
 
+/// Whether the process named in a staging directory's name (`<topic>.<pid>.<n>`) is alive:
+/// this one, or one `/proc` lists. Where that cannot be told, only the `creating` lock
+/// decides.
+fn creator_alive(entry: &str) -> bool {
+    let Some(pid) = entry
+        .rsplitn(3, '.')
+        .nth(1)
+        .and_then(|p| p.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    pid == std::process::id()
+        || (cfg!(target_os = "linux") && Path::new("/proc").join(pid.to_string()).exists())
+}
+
 impl Topic {
     /// Opens the partitions of an existing topic.
     fn open(
@@ -160,6 +175,11 @@ impl Topic {
     pub(crate) fn remove_abandoned_stagings(storage: &Arc<dyn Storage>, root: &Path) -> Result<()> {
         let dir = staging_root(root);
         for entry in storage.list(&dir).at(&dir)? {
+            // A creator that is still alive may not have locked `creating` yet (or may have
+            // just renamed its staging directory away): never take its directory.
+            if creator_alive(&entry) {
+                continue;
+            }
             let staging = dir.join(&entry);
             let creating = staging.join(CREATING);
             let abandoned = match storage.open_existing(&creating, true).at(&creating)? {
