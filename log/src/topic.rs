@@ -45,11 +45,7 @@ fn staging_root(root: &Path) -> PathBuf {
 /// this one, or one `/proc` lists. Where that cannot be told, only the `creating` lock
 /// decides.
 fn creator_alive(entry: &str) -> bool {
-    let Some(pid) = entry
-        .rsplitn(3, '.')
-        .nth(1)
-        .and_then(|p| p.parse::<u32>().ok())
-    else {
+    let Some(pid) = entry.rsplit('.').nth(1).and_then(|p| p.parse::<u32>().ok()) else {
         return false;
     };
     pid == std::process::id()
