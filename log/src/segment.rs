@@ -331,7 +331,18 @@ impl Segment {
         let index_path = path.with_extension("index");
         let file = storage.open(&path).at(&path)?;
         let index_file = storage.open(&index_path).at(&index_path)?;
-        Ok(Self {
+        Ok(Self::with_files(base, path, index_path, file, index_file))
+    }
+
+    /// A segment over opened files, its index not loaded yet.
+    fn with_files(
+        base: u64,
+        path: PathBuf,
+        index_path: PathBuf,
+        file: Box<dyn StorageFile>,
+        index_file: Box<dyn StorageFile>,
+    ) -> Self {
+        Self {
             base,
             path,
             index_path,
@@ -340,7 +351,7 @@ impl Segment {
             index: Vec::new(),
             bytes_since_index: 0,
             dirty: false,
-        })
+        }
     }
 
     /// Opens the existing segment at `base` without creating or changing anything (a read-only
@@ -363,16 +374,7 @@ impl Segment {
             Some(f) => f,
             None => crate::storage::empty_file(),
         };
-        Ok(Self {
-            base,
-            path,
-            index_path,
-            file,
-            index_file,
-            index: Vec::new(),
-            bytes_since_index: 0,
-            dirty: false,
-        })
+        Ok(Self::with_files(base, path, index_path, file, index_file))
     }
 
     /// A new, empty segment at `base` (any stale files of that name are emptied).
