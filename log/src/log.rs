@@ -559,10 +559,12 @@ impl Log {
             let _syncing = lock(&self.shared.syncing, &"the sync lock")?;
             self.sync_unsynced()?;
         }
+        // Bumped before the file is written: should this process die in between, the others
+        // drop their cached copy rather than write over this one's offsets.
+        txn.files_changed()?;
         let mut groups = lock(&self.shared.groups, &"the group offsets")?;
-        groups.commit(&self.shared.storage, &self.shared.root, group, offsets)?;
-        drop(groups);
-        txn.files_changed()
+        groups.generation = txn.generation();
+        groups.commit(&self.shared.storage, &self.shared.root, group, offsets)
     }
 
     /// The group's committed offset for `tp`, `None` if it never committed one (as committed

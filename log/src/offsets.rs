@@ -8,9 +8,11 @@
 //!
 //! Many processes: the store is a cache of the files and of the journal's records (of every
 //! process), valid while the generation in `txn/lock` is unchanged and the journal only grew;
-//! every change is made under the transaction lock as a read-modify-write of the file, so two
-//! processes committing different partitions of one group never lose each other's. This module
-//! never takes a lock itself: its callers hold the transaction lock.
+//! every change is made under the transaction lock, and a process bumps that generation
+//! *before* it writes a group file, so a commit merges into a cached file only while no other
+//! process can have written it: two processes committing different partitions of one group
+//! never lose each other's. This module never takes a lock itself: its callers hold the
+//! transaction lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -40,6 +42,8 @@ pub(crate) struct OffsetStore {
     pub(crate) generation: u64,
     /// Bytes of the journal parsed into `journal`.
     pub(crate) journal_len: u64,
+    /// The encoding buffer, reused by every commit.
+    buf: Vec<u8>,
 }
 
 pub(crate) fn group_file(root: &Path, group: &str) -> PathBuf {
@@ -82,9 +86,14 @@ impl OffsetStore {
         Ok(self.files.get(group).and_then(|g| g.get(tp)).copied())
     }
 
-    /// Merges `offsets` into the group's file, read afresh (another process may have written
-    /// other partitions of the group), and writes the result durably; the cache is only updated
-    /// once the file is in place.
+    /// Merges `offsets` into the group's offsets and writes the whole file durably.
+    ///
+    /// The cached copy of the file is the truth while the cache is valid: the caller holds the
+    /// transaction lock, and every process bumps the generation in `txn/lock` before it writes
+    /// a group file, so a cache of an older generation was dropped when the lock was taken
+    /// (`Log::txn_lock`). The file is read only when it is not cached yet, so a commit costs
+    /// the merge of its own offsets and one encoding of the file, not a decode of it. If the
+    /// write fails the cached copy is dropped, to be read afresh.
     pub(crate) fn commit(
         &mut self,
         storage: &Arc<dyn Storage>,
@@ -92,11 +101,27 @@ impl OffsetStore {
         group: &str,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<()> {
-        let mut merged = read_file(storage, root, group)?;
-        merged.extend(offsets.iter().cloned());
+        if !self.files.contains_key(group) {
+            let read = read_file(storage, root, group)?;
+            self.files.insert(group.to_owned(), read);
+        }
+        let Some(merged) = self.files.get_mut(group) else {
+            return Ok(());
+        };
+        for (tp, offset) in offsets {
+            match merged.get_mut(tp) {
+                Some(o) => *o = *offset,
+                None => {
+                    merged.insert(tp.clone(), *offset);
+                }
+            }
+        }
+        encode_into(merged, &mut self.buf);
         let path = group_file(root, group);
-        storage.write_atomic(&path, &encode(&merged)).at(&path)?;
-        self.files.insert(group.to_owned(), merged);
+        if let Err(e) = storage.write_atomic(&path, &self.buf).at(&path) {
+            self.files.remove(group);
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -115,22 +140,23 @@ impl OffsetStore {
         self.journal_partitions.extend(written.into_iter().cloned());
     }
 
+    /// Whether the journal holds offsets of any group that its file does not have yet.
+    pub(crate) fn any_pending(&self) -> bool {
+        self.journal.values().any(|g| !g.is_empty())
+    }
+
     /// Whether the journal holds offsets of `group` that its file does not have yet.
     pub(crate) fn is_pending(&self, group: &str) -> bool {
         self.journal.get(group).is_some_and(|g| !g.is_empty())
     }
 
-    /// Writes every group with offsets only the journal holds to its file (read-modify-write),
-    /// durably; the journal may then be emptied. Returns whether any file was written.
-    pub(crate) fn flush_pending(
-        &mut self,
-        storage: &Arc<dyn Storage>,
-        root: &Path,
-    ) -> Result<bool> {
+    /// Writes every group with offsets only the journal holds to its file, durably; the
+    /// journal may then be emptied.
+    pub(crate) fn flush_pending(&mut self, storage: &Arc<dyn Storage>, root: &Path) -> Result<()> {
         let groups: Vec<String> = self.journal.keys().cloned().collect();
-        let wrote = !groups.is_empty();
         for group in groups {
-            let Some(pending) = self.journal.get(&group) else {
+            let Some(pending) = self.journal.get(&group).filter(|g| !g.is_empty()) else {
+                self.journal.remove(&group);
                 continue;
             };
             let pending: Vec<(TopicPartition, u64)> =
@@ -138,7 +164,7 @@ impl OffsetStore {
             self.commit(storage, root, &group, &pending)?;
             self.journal.remove(&group);
         }
-        Ok(wrote)
+        Ok(())
     }
 
     /// The journal was emptied.
@@ -152,7 +178,15 @@ impl OffsetStore {
 /// `RFGO`, version u16, count u32, then per entry: topic length u16, topic bytes, partition u32,
 /// offset u64; then a CRC32C of everything before it. Big-endian.
 pub(crate) fn encode(offsets: &GroupOffsets) -> Vec<u8> {
-    let mut out = Vec::with_capacity(14 + offsets.len() * 32);
+    let mut out = Vec::new();
+    encode_into(offsets, &mut out);
+    out
+}
+
+/// [`encode`] into `out`, replacing what it held (its allocation is reused).
+fn encode_into(offsets: &GroupOffsets, out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(14 + offsets.len() * 32);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_be_bytes());
     out.extend_from_slice(&(offsets.len() as u32).to_be_bytes());
@@ -163,9 +197,8 @@ pub(crate) fn encode(offsets: &GroupOffsets) -> Vec<u8> {
         out.extend_from_slice(&tp.partition.to_be_bytes());
         out.extend_from_slice(&offset.to_be_bytes());
     }
-    let crc = crc32c::crc32c(&out);
+    let crc = crc32c::crc32c(out);
     out.extend_from_slice(&crc.to_be_bytes());
-    out
 }
 
 /// Reads big-endian fields off the front of a byte slice; `None` past its end.

@@ -82,6 +82,9 @@ pub(crate) struct Partition {
     lock_active_base: Option<u64>,
     /// Lock files the log keeps open, shared by its partitions.
     locks_open: Arc<AtomicUsize>,
+    /// Other processes may open the directory (a file-backed log): take the OS lock to write,
+    /// catch up with their appends. A memory-backed log has one handle, which knows everything.
+    cross_process: bool,
 }
 
 impl Partition {
@@ -157,6 +160,7 @@ impl Partition {
             }
             segments.push(segment);
         }
+        let cross_process = storage.shared_between_processes();
         let mut partition = Self {
             tp,
             dir,
@@ -174,6 +178,7 @@ impl Partition {
             locked: false,
             lock_active_base: None,
             locks_open,
+            cross_process,
         };
         let torn = scan.is_some_and(|s| s.problem.is_some());
         let stale_index = match partition.segments.last_mut() {
@@ -246,6 +251,12 @@ impl Partition {
             return Err(Error::ReadOnly {
                 what: format!("append to {}", self.tp),
             });
+        }
+        if !self.cross_process {
+            // One handle on a memory-backed log: no other writer to exclude or catch up with,
+            // and no transaction mark (only cross-process transactions write one).
+            self.locked = true;
+            return Ok(Locked::Yes);
         }
         let lock = self.lock_file()?;
         if let Err(e) = lock.lock(true) {
@@ -349,6 +360,9 @@ impl Partition {
     /// Under the lock, a torn tail (a writer died mid-batch) is cut; without it, bytes past the
     /// last whole batch are left alone (they may be a batch still being written).
     pub(crate) fn catch_up(&mut self) -> Result<()> {
+        if !self.cross_process {
+            return Ok(()); // one handle: it made every change itself
+        }
         let interval = u64::from(self.options.index_interval_bytes);
         loop {
             let Some(active) = self.segments.last_mut() else {
@@ -530,9 +544,11 @@ impl Partition {
         }
         self.segments.push(segment);
         self.active_end = 0;
-        // Before any batch goes into it: others learn of the roll from the lock file.
-        self.write_lock_content(None, Some(base))?;
-        self.lock_active_base = Some(base);
+        if self.cross_process {
+            // Before any batch goes into it: others learn of the roll from the lock file.
+            self.write_lock_content(None, Some(base))?;
+            self.lock_active_base = Some(base);
+        }
         Ok(())
     }
 

@@ -126,6 +126,11 @@ impl Drop for TxnGuard<'_> {
 }
 
 impl TxnGuard<'_> {
+    /// The generation in `txn/lock` as of this guard (with its own bumps).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// A group file was written or the journal emptied: bump the generation in `txn/lock`.
     pub(crate) fn files_changed(&mut self) -> Result<()> {
         self.generation = self.generation.wrapping_add(1);
@@ -465,16 +470,18 @@ impl Log {
         for tp in &others {
             self.with_partition(tp, Partition::sync)?;
         }
-        let flushed = lock(&shared.groups, &"the group offsets")?
-            .flush_pending(&shared.storage, &shared.root)?;
+        let pending = lock(&shared.groups, &"the group offsets")?.any_pending();
         let emptied = txn.journal.refresh(&shared.storage)? > 0;
-        txn.journal.clear(&shared.storage)?;
-        lock(&shared.groups, &"the group offsets")?.journal_cleared();
-        if flushed || emptied {
+        if pending || emptied {
+            // Before any file changes: a process that dies in between leaves the others
+            // dropping their caches, never trusting a stale one.
             txn.files_changed()?;
             let generation = txn.generation;
             lock(&shared.groups, &"the group offsets")?.generation = generation;
         }
+        lock(&shared.groups, &"the group offsets")?.flush_pending(&shared.storage, &shared.root)?;
+        txn.journal.clear(&shared.storage)?;
+        lock(&shared.groups, &"the group offsets")?.journal_cleared();
         Ok(())
     }
 

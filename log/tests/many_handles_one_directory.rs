@@ -19,6 +19,7 @@ use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 const TOPIC: &str = "t";
 const PARTITIONS: u32 = 3;
 const INPUT: &str = "in";
+const INPUT_PARTITIONS: u32 = 2;
 const GROUPS: [&str; 2] = ["app-a", "app-b"];
 
 fn options() -> LogOptions {
@@ -69,19 +70,24 @@ enum Op {
         h: usize,
         p: u32,
     },
+    /// Commits `offset` for input partition `ip`: handles committing different partitions
+    /// of one group must never lose each other's.
     Commit {
         h: usize,
         g: usize,
+        ip: u32,
         offset: u64,
     },
     Committed {
         h: usize,
         g: usize,
+        ip: u32,
     },
     Txn {
         h: usize,
         g: usize,
         parts: Vec<(u32, usize)>,
+        ip: u32,
         offset: u64,
     },
     Changes {
@@ -102,15 +108,17 @@ fn op(handles: usize) -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (h.clone(), 0..PARTITIONS, 1..5usize).prop_map(|(h, p, n)| Op::Append { h, p, n }),
         2 => (h.clone(), 0..PARTITIONS).prop_map(|(h, p)| Op::Fetch { h, p }),
-        1 => (h.clone(), 0..2usize, 0..100u64).prop_map(|(h, g, offset)| Op::Commit { h, g, offset }),
-        2 => (h.clone(), 0..2usize).prop_map(|(h, g)| Op::Committed { h, g }),
+        2 => (h.clone(), 0..2usize, 0..INPUT_PARTITIONS, 0..100u64)
+            .prop_map(|(h, g, ip, offset)| Op::Commit { h, g, ip, offset }),
+        2 => (h.clone(), 0..2usize, 0..INPUT_PARTITIONS).prop_map(|(h, g, ip)| Op::Committed { h, g, ip }),
         3 => (
             h.clone(),
             0..2usize,
             proptest::collection::vec((0..PARTITIONS, 0..4usize), 1..3),
+            0..INPUT_PARTITIONS,
             0..100u64
         )
-            .prop_map(|(h, g, parts, offset)| Op::Txn { h, g, parts, offset }),
+            .prop_map(|(h, g, parts, ip, offset)| Op::Txn { h, g, parts, ip, offset }),
         2 => h.clone().prop_map(|h| Op::Changes { h }),
         1 => h.prop_map(|h| Op::Restart { h }),
         1 => (0..PARTITIONS, 1..70usize).prop_map(|(p, bytes)| Op::TornTail { p, bytes }),
@@ -123,7 +131,8 @@ struct World {
     /// Each handle's last seen append version, and the partitions appended to since.
     seen: Vec<(u64, BTreeSet<u32>)>,
     model: Vec<Vec<String>>,
-    offsets: HashMap<usize, u64>,
+    /// Committed offsets by (group, input partition).
+    offsets: HashMap<(usize, u32), u64>,
     next_value: usize,
     /// A whole batch as a segment stores it (longer than any torn tail written).
     torn_template: Vec<u8>,
@@ -147,7 +156,7 @@ impl World {
         let dir = tempfile::tempdir().expect("tempdir");
         let first = Log::open(dir.path(), options()).expect("open");
         first.create_topic(TOPIC, PARTITIONS).expect("create");
-        first.create_topic(INPUT, 1).expect("create");
+        first.create_topic(INPUT, INPUT_PARTITIONS).expect("create");
         let mut logs = vec![first];
         for _ in 1..handles {
             logs.push(Log::open(dir.path(), options()).expect("open"));
@@ -203,22 +212,23 @@ impl World {
                     self.model[*p as usize].len() as u64
                 );
             }
-            Op::Commit { h, g, offset } => {
+            Op::Commit { h, g, ip, offset } => {
                 self.handles[*h]
-                    .commit_offsets(GROUPS[*g], &[(TopicPartition::new(INPUT, 0), *offset)])
+                    .commit_offsets(GROUPS[*g], &[(TopicPartition::new(INPUT, *ip), *offset)])
                     .expect("commit");
-                self.offsets.insert(*g, *offset);
+                self.offsets.insert((*g, *ip), *offset);
             }
-            Op::Committed { h, g } => {
+            Op::Committed { h, g, ip } => {
                 let got = self.handles[*h]
-                    .committed_offset(GROUPS[*g], &TopicPartition::new(INPUT, 0))
+                    .committed_offset(GROUPS[*g], &TopicPartition::new(INPUT, *ip))
                     .expect("committed");
-                assert_eq!(got, self.offsets.get(g).copied(), "{op:?}");
+                assert_eq!(got, self.offsets.get(&(*g, *ip)).copied(), "{op:?}");
             }
             Op::Txn {
                 h,
                 g,
                 parts,
+                ip,
                 offset,
             } => {
                 let mut builders: Vec<(TopicPartition, BatchBuilder)> = Vec::new();
@@ -237,7 +247,7 @@ impl World {
                     .commit_transaction(
                         GROUPS[*g],
                         &mut refs,
-                        &[(TopicPartition::new(INPUT, 0), *offset)],
+                        &[(TopicPartition::new(INPUT, *ip), *offset)],
                     )
                     .expect("transaction");
                 for &(p, _) in parts {
@@ -249,7 +259,7 @@ impl World {
                     }
                     self.model[p as usize].extend(values);
                 }
-                self.offsets.insert(*g, *offset);
+                self.offsets.insert((*g, *ip), *offset);
             }
             Op::Changes { h } => {
                 let (seen, since) = &self.seen[*h];
@@ -308,8 +318,10 @@ proptest! {
                 prop_assert_eq!(values(log, &tp(p)), world.model[p as usize].clone());
             }
             for (g, group) in GROUPS.iter().enumerate() {
-                let got = log.committed_offset(group, &TopicPartition::new(INPUT, 0)).expect("committed");
-                prop_assert_eq!(got, world.offsets.get(&g).copied());
+                for ip in 0..INPUT_PARTITIONS {
+                    let got = log.committed_offset(group, &TopicPartition::new(INPUT, ip)).expect("committed");
+                    prop_assert_eq!(got, world.offsets.get(&(g, ip)).copied());
+                }
             }
         }
     }
