@@ -102,6 +102,7 @@ mod error;
 pub mod fuzzing;
 mod handles;
 mod journal;
+mod lease;
 mod log;
 mod murmur;
 mod offsets;

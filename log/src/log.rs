@@ -21,6 +21,7 @@ use crate::batch::BatchBuilder;
 use crate::changes::Changes;
 use crate::error::{Error, IoContext, Result};
 use crate::handles::BoundedHandles;
+use crate::lease::Leases;
 use crate::offsets::OffsetStore;
 use crate::options::{FsyncPolicy, LogOptions};
 use crate::partition::{Locked, Partition};
@@ -72,6 +73,14 @@ pub(crate) struct Shared {
     /// Threads in `wait_for_append`: an append notifies the condition variable only if there
     /// are any (a notification is a system call).
     waiters: AtomicUsize,
+    /// Partition locks kept between appends (`lease.rs`).
+    pub(crate) leases: Arc<Leases>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.leases.stop();
+    }
 }
 
 /// The topic map, and the topics by the hash the change file names them by.
@@ -249,6 +258,7 @@ impl Log {
                 appended: Condvar::new(),
                 watcher: std::sync::OnceLock::new(),
                 waiters: AtomicUsize::new(0),
+                leases: Arc::default(),
             }),
         }
     }
@@ -446,7 +456,14 @@ impl Log {
                     return Ok(None);
                 }
                 let appended = p.append(batch);
-                p.unlock();
+                if appended.is_ok() {
+                    // Keep the lock for this handle's next append, or release it.
+                    p.keep_or_unlock(Instant::now(), || {
+                        self.shared.leases.add(tp, &Arc::downgrade(&self.shared))
+                    });
+                } else {
+                    p.unlock();
+                }
                 let (base, newly_unsynced) = appended?;
                 if newly_unsynced {
                     lock(&self.shared.unsynced, &"the unsynced-partition list")?.push(tp.clone());

@@ -12,11 +12,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use bytes::Bytes;
 
 use crate::batch::{BatchBuilder, BatchHeader, HEADER_LEN, batch_crc};
 use crate::error::{Error, IoContext, Result};
+use crate::lease::{LEASE_IDLE, LEASE_MAX};
 use crate::options::{FsyncPolicy, LogOptions};
 use crate::segment::{Segment, parse_segment_file_name, segment_file_name};
 use crate::storage::{Storage, StorageFile};
@@ -85,6 +87,13 @@ pub(crate) struct Partition {
     /// Other processes may open the directory (a file-backed log): take the OS lock to write,
     /// catch up with their appends. A memory-backed log has one handle, which knows everything.
     cross_process: bool,
+    /// The lock is kept between appends (a lease, `lease.rs`) since then; `None`: it is
+    /// released after each write.
+    lease_since: Option<Instant>,
+    /// This handle's last append under the lease.
+    lease_last: Option<Instant>,
+    /// On the log's list of leased partitions (only its releaser takes it off).
+    lease_listed: bool,
 }
 
 impl Partition {
@@ -179,6 +188,9 @@ impl Partition {
             lock_active_base: None,
             locks_open,
             cross_process,
+            lease_since: None,
+            lease_last: None,
+            lease_listed: false,
         };
         let torn = scan.is_some_and(|s| s.problem.is_some());
         let stale_index = match partition.segments.last_mut() {
@@ -252,9 +264,10 @@ impl Partition {
                 what: format!("append to {}", self.tp),
             });
         }
-        if !self.cross_process {
+        if !self.cross_process || self.lease_since.is_some() {
             // One handle on a memory-backed log: no other writer to exclude or catch up with,
-            // and no transaction mark (only cross-process transactions write one).
+            // and no transaction mark (only cross-process transactions write one). Or this
+            // handle kept the lock since its last append: nobody else wrote since.
             self.locked = true;
             return Ok(Locked::Yes);
         }
@@ -299,8 +312,46 @@ impl Partition {
         Ok(Locked::Yes)
     }
 
-    /// Releases the OS lock (closing the lock file if the log keeps too many open).
+    /// After a successful append: keeps the lock for this handle's next append (a lease,
+    /// `lease.rs`) or releases it. A lease is renewed until [`LEASE_MAX`] after it began;
+    /// `list` puts the partition on the releaser's list (`false`: the list is full).
+    pub(crate) fn keep_or_unlock(&mut self, now: Instant, list: impl FnOnce() -> bool) {
+        if !self.cross_process || !self.locked {
+            self.unlock();
+            return;
+        }
+        match self.lease_since {
+            Some(since) if now.saturating_duration_since(since) < LEASE_MAX => {
+                self.lease_last = Some(now);
+            }
+            Some(_) => self.unlock(),
+            None if self.lease_listed || list() => {
+                self.lease_listed = true;
+                self.lease_since = Some(now);
+                self.lease_last = Some(now);
+            }
+            None => self.unlock(),
+        }
+    }
+
+    /// The releaser's look: ends the lease if this handle has not appended for [`LEASE_IDLE`].
+    /// Returns whether the partition leaves the list (no lease any more).
+    pub(crate) fn end_lease_if_idle(&mut self, now: Instant) -> bool {
+        if let (Some(_), Some(last)) = (self.lease_since, self.lease_last)
+            && now.saturating_duration_since(last) < LEASE_IDLE
+        {
+            return false;
+        }
+        self.unlock();
+        self.lease_listed = false;
+        true
+    }
+
+    /// Releases the OS lock (closing the lock file if the log keeps too many open); ends a
+    /// lease.
     pub(crate) fn unlock(&mut self) {
+        self.lease_since = None;
+        self.lease_last = None;
         if !self.locked {
             return;
         }
@@ -360,8 +411,9 @@ impl Partition {
     /// Under the lock, a torn tail (a writer died mid-batch) is cut; without it, bytes past the
     /// last whole batch are left alone (they may be a batch still being written).
     pub(crate) fn catch_up(&mut self) -> Result<()> {
-        if !self.cross_process {
-            return Ok(()); // one handle: it made every change itself
+        if !self.cross_process || self.lease_since.is_some() {
+            // One handle, or the lock held since it last caught up: it made every change since.
+            return Ok(());
         }
         let interval = u64::from(self.options.index_interval_bytes);
         loop {

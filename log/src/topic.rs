@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
 use crate::options::LogOptions;
-use crate::partition::Partition;
+use crate::partition::{LOCK_FILE, Partition};
 use crate::segment::segment_file_name;
 use crate::storage::Storage;
 use crate::types::{TopicPartition, validate_name};
@@ -150,6 +150,12 @@ impl Topic {
             let index = log.with_extension("index");
             storage.open(&log).at(&log)?;
             storage.open(&index).at(&index)?;
+            if storage.shared_between_processes() {
+                // With the partition, not at its first write: creating a file costs more than
+                // a hundred appends.
+                let lock = pdir.join(LOCK_FILE);
+                storage.open(&lock).at(&lock)?;
+            }
             storage.sync_dir(&pdir).at(&pdir)?;
         }
         let meta = staging.join(TOPIC_META);
