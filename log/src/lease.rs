@@ -14,6 +14,11 @@
 //! - at any other unlock (a transaction's end, an error), and when the handle is dropped
 //!   (closing the file releases the lock; so does the death of the process).
 //!
+//! A partition is not leased while other processes write it too: a handle that had to wait
+//! for its lock, or found their batches when it took it, leaves it unleased for
+//! [`CONTENDED_FOR`] (renewed at each such finding), so writers sharing a partition take the
+//! lock per append, as without leases, instead of queueing behind each other's leases.
+//!
 //! At most [`MAX_LEASES`] partitions are leased at once (each holds its lock file open); past
 //! that an append unlocks as before. The releaser never waits for a partition: it skips one
 //! whose mutex is taken (its holder is using it) and looks again next time, so it cannot be
@@ -29,6 +34,10 @@ use crate::types::TopicPartition;
 pub(crate) const LEASE_IDLE: Duration = Duration::from_millis(5);
 /// A lease is not renewed past this: the append after it unlocks.
 pub(crate) const LEASE_MAX: Duration = Duration::from_millis(20);
+/// A partition where this handle found another process writing (it waited for the lock, or
+/// caught up with their batches) is not leased for this long after: leases would make the
+/// writers queue behind each other's idle timeouts.
+pub(crate) const CONTENDED_FOR: Duration = Duration::from_secs(1);
 /// Partitions leased at once, at most.
 pub(crate) const MAX_LEASES: usize = 128;
 

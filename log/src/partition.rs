@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use crate::batch::{BatchBuilder, BatchHeader, HEADER_LEN, batch_crc};
 use crate::error::{Error, IoContext, Result};
-use crate::lease::{LEASE_IDLE, LEASE_MAX};
+use crate::lease::{CONTENDED_FOR, LEASE_IDLE, LEASE_MAX};
 use crate::options::{FsyncPolicy, LogOptions};
 use crate::segment::{Segment, parse_segment_file_name, segment_file_name};
 use crate::storage::{Storage, StorageFile};
@@ -94,6 +94,9 @@ pub(crate) struct Partition {
     lease_last: Option<Instant>,
     /// On the log's list of leased partitions (only its releaser takes it off).
     lease_listed: bool,
+    /// When this handle last found another process writing here (it waited for the lock, or
+    /// caught up with their batches): no lease until [`CONTENDED_FOR`] after it.
+    contended_at: Option<Instant>,
 }
 
 impl Partition {
@@ -191,6 +194,7 @@ impl Partition {
             lease_since: None,
             lease_last: None,
             lease_listed: false,
+            contended_at: None,
         };
         let torn = scan.is_some_and(|s| s.problem.is_some());
         let stale_index = match partition.segments.last_mut() {
@@ -272,9 +276,17 @@ impl Partition {
             return Ok(Locked::Yes);
         }
         let lock = self.lock_file()?;
-        if let Err(e) = lock.lock(true) {
-            return Err(e).at(&self.dir.join(LOCK_FILE));
-        }
+        // Whether another process holds it: then this partition has other writers.
+        let waited = match lock.try_lock() {
+            Ok(true) => false,
+            Ok(false) => {
+                if let Err(e) = lock.lock(true) {
+                    return Err(e).at(&self.dir.join(LOCK_FILE));
+                }
+                true
+            }
+            Err(e) => return Err(e).at(&self.dir.join(LOCK_FILE)),
+        };
         let mut content = [0u8; LOCK_CONTENT_LEN];
         let read = lock.read_exact_at(0, &mut content);
         self.locked = true;
@@ -296,9 +308,14 @@ impl Partition {
             self.unlock();
             return Ok(Locked::TxnPending);
         }
+        let end_before = self.next_offset;
         if let Err(e) = self.catch_up() {
             self.unlock();
             return Err(e);
+        }
+        if waited || self.next_offset != end_before {
+            // Others write here too: no lease for a while (it would make them wait).
+            self.contended_at = Some(Instant::now());
         }
         if self.lock_active_base.is_none() {
             // A new lock file: say where the active segment is, so later writers need not look.
@@ -316,7 +333,10 @@ impl Partition {
     /// `lease.rs`) or releases it. A lease is renewed until [`LEASE_MAX`] after it began;
     /// `list` puts the partition on the releaser's list (`false`: the list is full).
     pub(crate) fn keep_or_unlock(&mut self, now: Instant, list: impl FnOnce() -> bool) {
-        if !self.cross_process || !self.locked {
+        let contended = self
+            .contended_at
+            .is_some_and(|at| now.saturating_duration_since(at) < CONTENDED_FOR);
+        if !self.cross_process || !self.locked || contended {
             self.unlock();
             return;
         }
