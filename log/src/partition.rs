@@ -689,13 +689,19 @@ impl Partition {
             };
         // An index entry that does not point at its batch is a stale index (derived data), not
         // damage: the walk starts over from the segment's first batch.
-        let mut at_index_entry = pos != 0;
+        // (An entry naming a later offset at position 0 is one too.)
+        let mut at_index_entry = pos != 0 || expected != seg.base;
         // The active segment is read up to its last whole batch only.
         let (last, active_end) = (self.segments.len() - 1, self.active_end);
         let end_of = |si: usize, seg: &Segment| if si == last { active_end } else { seg.size() };
         // Skip the batches that end before `offset`, reading headers only.
         while let Some(seg) = self.segments.get_mut(si) {
             if pos >= end_of(si, seg) {
+                if at_index_entry {
+                    tracing::warn!(file = %seg.path.display(), position = pos, "an index entry points past the segment's data; reading the segment from its start");
+                    (pos, expected, at_index_entry) = (0, seg.base, false);
+                    continue;
+                }
                 si += 1;
                 pos = 0;
                 at_index_entry = false;
