@@ -336,14 +336,12 @@ fn an_index_entry_naming_a_later_offset_at_the_segment_start_is_rebuilt_not_an_e
     let log = Log::open(dir.path(), options()).expect("open");
     let tp = TopicPartition::new("events", 0);
     assert_eq!(read_all(&log, &tp, 0, 1 << 20).len(), 40);
-    let first = u64::from_str_radix(
-        segs[1]
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .expect("segment name"),
-        10,
-    )
-    .expect("base offset");
+    let first: u64 = segs[1]
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("segment name")
+        .parse()
+        .expect("base offset");
     for from in first..first + 5 {
         let records = read_all(&log, &tp, from, 1 << 20);
         assert_eq!(records.len() as u64, 40 - from, "fetch from {from}");
