@@ -1,6 +1,6 @@
 //! `riffle consume`: a topic's records as `key<TAB>value`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -97,11 +97,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    // Partitions that may hold records past their position: all at first, then (following)
+    // only those the log names as appended to, so a wake-up costs O(partitions appended to).
+    let mut ready: BTreeSet<usize> = (0..positions.len()).collect();
+    let mut seen = log.append_version();
+    let mut changed = Vec::new();
+    let mut drained = Vec::new();
     loop {
-        let version = log.append_version();
         let mut got = false;
-        for (tp, position) in &mut positions {
+        drained.clear();
+        for &i in &ready {
+            let (tp, position) = &mut positions[i];
             let batches = log.fetch(tp, *position, 1 << 20)?;
+            if batches.is_empty() {
+                drained.push(i);
+            }
             let mut expected = *position;
             for (i, batch) in batches.into_iter().enumerate() {
                 // The first batch holds the position; each next one starts where it ended.
@@ -137,6 +147,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 }
             }
         }
+        for i in &drained {
+            ready.remove(i);
+        }
         if got && !stop.load(Ordering::Relaxed) {
             continue;
         }
@@ -144,7 +157,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             break;
         }
         out.flush()?;
-        log.wait_for_append(version, Duration::from_millis(200));
+        if ready.is_empty() {
+            log.wait_for_append(seen, Duration::from_millis(200));
+        }
+        changed.clear();
+        match log.appended_since(seen, &mut changed) {
+            Some(now) => {
+                let ours = changed.iter().filter(|tp| *tp.topic == *args.topic);
+                let known = positions.len();
+                ready.extend(ours.map(|tp| tp.partition as usize).filter(|&i| i < known));
+                seen = now;
+            }
+            // The log cannot say which: look at every partition.
+            None => {
+                seen = log.append_version();
+                ready.extend(0..positions.len());
+            }
+        }
     }
     for (key, value) in &latest {
         writeln!(
