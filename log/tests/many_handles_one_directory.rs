@@ -293,13 +293,7 @@ impl World {
                 let torn = &self.torn_template[..*bytes];
                 // The killed writer held the partition's lock (handles that keep it between
                 // appends let go within milliseconds); its death released it.
-                let lock = std::fs::File::options()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(self.dir.path().join(format!("topics/{TOPIC}/{p}/lock")))
-                    .expect("open lock file");
+                let lock = lock_file(self.dir.path(), *p);
                 lock.lock().expect("lock the partition");
                 let path = last_segment(self.dir.path(), *p);
                 let mut f = std::fs::OpenOptions::new()
