@@ -87,16 +87,21 @@ pub(crate) struct Partition {
     /// Other processes may open the directory (a file-backed log): take the OS lock to write,
     /// catch up with their appends. A memory-backed log has one handle, which knows everything.
     cross_process: bool,
-    /// The lock is kept between appends (a lease, `lease.rs`) since then; `None`: it is
-    /// released after each write.
-    lease_since: Option<Instant>,
-    /// This handle's last append under the lease.
-    lease_last: Option<Instant>,
+    /// The lock kept between appends (`lease.rs`); `None`: it is released after each write.
+    lease: Option<Lease>,
     /// On the log's list of leased partitions (only its releaser takes it off).
     lease_listed: bool,
     /// When this handle last found another process writing here (it waited for the lock, or
     /// caught up with their batches): no lease until [`CONTENDED_FOR`] after it.
     contended_at: Option<Instant>,
+}
+
+/// A partition lock kept between appends: when it was taken, and this handle's last append
+/// under it.
+#[derive(Debug)]
+struct Lease {
+    since: Instant,
+    last: Instant,
 }
 
 impl Partition {
@@ -191,8 +196,7 @@ impl Partition {
             lock_active_base: None,
             locks_open,
             cross_process,
-            lease_since: None,
-            lease_last: None,
+            lease: None,
             lease_listed: false,
             contended_at: None,
         };
@@ -268,7 +272,7 @@ impl Partition {
                 what: format!("append to {}", self.tp),
             });
         }
-        if !self.cross_process || self.lease_since.is_some() {
+        if !self.cross_process || self.lease.is_some() {
             // One handle on a memory-backed log: no other writer to exclude or catch up with,
             // and no transaction mark (only cross-process transactions write one). Or this
             // handle kept the lock since its last append: nobody else wrote since.
@@ -340,15 +344,17 @@ impl Partition {
             self.unlock();
             return;
         }
-        match self.lease_since {
-            Some(since) if now.saturating_duration_since(since) < LEASE_MAX => {
-                self.lease_last = Some(now);
+        match &mut self.lease {
+            Some(lease) if now.saturating_duration_since(lease.since) < LEASE_MAX => {
+                lease.last = now;
             }
             Some(_) => self.unlock(),
             None if self.lease_listed || list() => {
                 self.lease_listed = true;
-                self.lease_since = Some(now);
-                self.lease_last = Some(now);
+                self.lease = Some(Lease {
+                    since: now,
+                    last: now,
+                });
             }
             None => self.unlock(),
         }
@@ -357,8 +363,8 @@ impl Partition {
     /// The releaser's look: ends the lease if this handle has not appended for [`LEASE_IDLE`].
     /// Returns whether the partition leaves the list (no lease any more).
     pub(crate) fn end_lease_if_idle(&mut self, now: Instant) -> bool {
-        if let (Some(_), Some(last)) = (self.lease_since, self.lease_last)
-            && now.saturating_duration_since(last) < LEASE_IDLE
+        if let Some(lease) = &self.lease
+            && now.saturating_duration_since(lease.last) < LEASE_IDLE
         {
             return false;
         }
@@ -370,8 +376,7 @@ impl Partition {
     /// Releases the OS lock (closing the lock file if the log keeps too many open); ends a
     /// lease.
     pub(crate) fn unlock(&mut self) {
-        self.lease_since = None;
-        self.lease_last = None;
+        self.lease = None;
         if !self.locked {
             return;
         }
@@ -431,7 +436,7 @@ impl Partition {
     /// Under the lock, a torn tail (a writer died mid-batch) is cut; without it, bytes past the
     /// last whole batch are left alone (they may be a batch still being written).
     pub(crate) fn catch_up(&mut self) -> Result<()> {
-        if !self.cross_process || self.lease_since.is_some() {
+        if !self.cross_process || self.lease.is_some() {
             // One handle, or the lock held since it last caught up: it made every change since.
             return Ok(());
         }
