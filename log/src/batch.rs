@@ -193,9 +193,23 @@ impl BatchBuilder {
         self.compression
     }
 
-    /// Encodes one record (Kafka's record format, header count 0) behind the previous ones.
+    /// Encodes one record (Kafka's record format, no headers) behind the previous ones.
     /// `None` is a null key or value (a tombstone); `Some(&[])` is an empty one.
     pub fn push(&mut self, timestamp: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+        self.push_with_headers(timestamp, key, value, std::iter::empty());
+    }
+
+    /// Encodes one record with `headers` (key, value; `None` is a null value), in order. The
+    /// iterator is walked twice (size, then bytes), so it should be cheap to clone.
+    pub fn push_with_headers<'h, I>(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: I,
+    ) where
+        I: Iterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone,
+    {
         if self.count == 0 {
             self.first_timestamp = timestamp;
             self.max_timestamp = timestamp;
@@ -205,6 +219,15 @@ impl BatchBuilder {
         let offset_delta = i64::from(self.count);
         let len_of = |b: Option<&[u8]>| b.map_or(-1, |b| b.len() as i64);
         let (key_len, value_len) = (len_of(key), len_of(value));
+        let mut header_count = 0i64;
+        let mut headers_len = 0;
+        for (k, v) in headers.clone() {
+            header_count += 1;
+            headers_len += varlong_len(k.len() as i64)
+                + k.len()
+                + varlong_len(len_of(v))
+                + v.map_or(0, <[u8]>::len);
+        }
         let body = 1 // attributes
             + varlong_len(ts_delta)
             + varlong_len(offset_delta)
@@ -212,7 +235,8 @@ impl BatchBuilder {
             + key.map_or(0, <[u8]>::len)
             + varlong_len(value_len)
             + value.map_or(0, <[u8]>::len)
-            + 1; // header count 0
+            + varlong_len(header_count)
+            + headers_len;
         self.buf.reserve(body + 5);
         put_varlong(&mut self.buf, body as i64);
         self.buf.push(0); // record attributes: unused, as in Kafka
@@ -222,7 +246,15 @@ impl BatchBuilder {
         self.buf.extend_from_slice(key.unwrap_or_default());
         put_varlong(&mut self.buf, value_len);
         self.buf.extend_from_slice(value.unwrap_or_default());
-        put_varlong(&mut self.buf, 0);
+        put_varlong(&mut self.buf, header_count);
+        if header_count > 0 {
+            for (k, v) in headers {
+                put_varlong(&mut self.buf, k.len() as i64);
+                self.buf.extend_from_slice(k);
+                put_varlong(&mut self.buf, len_of(v));
+                self.buf.extend_from_slice(v.unwrap_or_default());
+            }
+        }
         self.count = self.count.saturating_add(1);
     }
 

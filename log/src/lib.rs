@@ -26,7 +26,9 @@
 //!   rename, directory fsync).
 //! - **Zero-copy reads**: a [`FetchedBatch`] holds its metadata once, in an `Arc<`[`BatchMeta`]`>`,
 //!   and its (decompressed) records section in one `Bytes`; each [`Record`] is that `Arc` plus
-//!   slices of that buffer — decoding a record allocates nothing.
+//!   slices of that buffer — decoding a record allocates nothing, nor do its headers
+//!   ([`Record::headers`], Kafka's record headers, written with
+//!   [`BatchBuilder::push_with_headers`]).
 //! - **Encode once**: a [`BatchBuilder`] reserves the batch header in its buffer, encodes
 //!   records in place behind it, and [`Log::append`] fills in header and CRC and writes the
 //!   buffer as it is. Compression goes to a second buffer of the builder, also reused.
@@ -61,8 +63,6 @@
 //!   read-committed fetches. [`Log::commit_transaction`] gets the same effect (see
 //!   *Transactions* above) without them; batch attributes still reserve the transactional and
 //!   control bits, and producer id, epoch and sequence are written as -1.
-//! - Record headers are not exposed: the log writes none; records from Kafka
-//!   ([`FetchedBatch::from_kafka`], for the Kafka backend) may carry some, and they are skipped.
 //!
 //! # Example
 //!
@@ -128,7 +128,7 @@ pub use crate::{
     log::Log,
     murmur::{murmur2, partition_for_key},
     options::{FsyncPolicy, LogOptions},
-    record::{FetchedBatch, Record, RecordIter},
+    record::{FetchedBatch, Header, HeaderIter, Record, RecordIter},
     repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
     types::{BatchMeta, Compression, TimestampType, TopicPartition, UnknownCompression},
 };

@@ -218,13 +218,17 @@ impl RecordIter {
         };
         let key = slice("key")?;
         let value = slice("value")?;
-        // The log writes no record headers; records from Kafka may carry some. They are not
-        // exposed (yet), only skipped: key length + key, value length (-1 = null) + value.
+        // Headers: a count, then per header key length + key, value length (-1 = null) +
+        // value. They are checked here and kept as one slice, decoded when asked for.
         let headers = get_varint(body, &mut pos).ok_or("bad header count")?;
+        let headers_start = pos;
         for i in 0..headers.max(0) {
             for part in ["key", "value"] {
                 let n =
                     get_varint(body, &mut pos).ok_or_else(|| format!("bad header {i} {part}"))?;
+                if n < 0 && part == "key" {
+                    return Err(format!("header {i} has a null key"));
+                }
                 let skip = usize::try_from(n).unwrap_or(0);
                 pos = pos
                     .checked_add(skip)
@@ -253,6 +257,12 @@ impl RecordIter {
             timestamp: self.meta.first_timestamp.wrapping_add(ts_delta),
             key,
             value,
+            header_count: headers.max(0) as u32,
+            headers: if headers > 0 {
+                self.buf.slice(headers_start..pos)
+            } else {
+                Bytes::new()
+            },
         })
     }
 }
@@ -295,6 +305,9 @@ pub struct Record {
     timestamp: i64,
     key: Option<Bytes>,
     value: Option<Bytes>,
+    header_count: u32,
+    /// The encoded headers after their count: empty (no allocation) when there are none.
+    headers: Bytes,
 }
 
 impl Record {
@@ -326,6 +339,91 @@ impl Record {
     /// The value; `None` for a null value (a tombstone).
     pub fn value(&self) -> Option<&Bytes> {
         self.value.as_ref()
+    }
+
+    /// How many headers the record has.
+    pub fn header_count(&self) -> u32 {
+        self.header_count
+    }
+
+    /// The record's headers, in order (a key may repeat), as slices of the fetched batch:
+    /// iterating allocates nothing. They were checked when the record was decoded.
+    pub fn headers(&self) -> HeaderIter {
+        HeaderIter {
+            buf: self.headers.clone(),
+            pos: 0,
+            left: self.header_count,
+        }
+    }
+}
+
+/// One record header: a key (Kafka's are UTF-8 strings) and a value that may be null.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Header {
+    /// The header's key.
+    pub key: Bytes,
+    /// The header's value; `None` for a null value.
+    pub value: Option<Bytes>,
+}
+
+impl Header {
+    /// A header from a key and a value.
+    pub fn new(key: impl Into<Bytes>, value: Option<Bytes>) -> Self {
+        Header {
+            key: key.into(),
+            value,
+        }
+    }
+
+    /// The key as UTF-8, if it is.
+    pub fn key_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.key).ok()
+    }
+}
+
+/// The headers of a [`Record`], from [`Record::headers`].
+#[derive(Clone, Debug)]
+pub struct HeaderIter {
+    buf: Bytes,
+    pos: usize,
+    left: u32,
+}
+
+impl Iterator for HeaderIter {
+    type Item = Header;
+
+    fn next(&mut self) -> Option<Header> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // The layout was checked at decode time; a failure here ends the iteration.
+        let mut part = || -> Option<Option<Bytes>> {
+            let n = get_varint(&self.buf, &mut self.pos)?;
+            if n < 0 {
+                return Some(None);
+            }
+            let stop = self.pos.checked_add(n as usize)?;
+            if stop > self.buf.len() {
+                return None;
+            }
+            let b = self.buf.slice(self.pos..stop);
+            self.pos = stop;
+            Some(Some(b))
+        };
+        let key = part().flatten();
+        let value = part();
+        match (key, value) {
+            (Some(key), Some(value)) => Some(Header { key, value }),
+            _ => {
+                self.left = 0;
+                None
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
     }
 }
 
@@ -395,7 +493,7 @@ mod tests {
     }
 
     #[test]
-    fn record_headers_from_kafka_are_skipped() {
+    fn record_headers_from_kafka_are_read_in_order_with_null_values() {
         let section = record(&[(b"trace", Some(b"abc")), (b"null", None)]);
         let records: Vec<_> = batch(section, 1)
             .records()
@@ -405,6 +503,55 @@ mod tests {
         assert_eq!((r.offset(), r.timestamp()), (10, 105));
         assert_eq!(r.key().map(|k| &k[..]), Some(&b"k"[..]));
         assert_eq!(r.value().map(|v| &v[..]), Some(&b"vv"[..]));
+        assert_eq!(r.header_count(), 2);
+        let headers: Vec<Header> = r.headers().collect();
+        assert_eq!(
+            headers,
+            [
+                Header::new(&b"trace"[..], Some(Bytes::from_static(b"abc"))),
+                Header::new(&b"null"[..], None),
+            ]
+        );
+    }
+
+    #[test]
+    fn headers_pushed_by_the_builder_read_back_and_a_record_without_them_has_none() {
+        let mut builder = crate::BatchBuilder::new(Compression::None);
+        let h: [(&[u8], Option<&[u8]>); 3] = [(b"a", Some(b"1")), (b"a", Some(b"")), (b"n", None)];
+        builder.push_with_headers(100, Some(b"k"), Some(b"vv"), h.iter().copied());
+        builder.push(101, None, None);
+        let section = builder.records_section().to_vec();
+        let records: Vec<_> = batch(section, 2)
+            .records()
+            .collect::<Result<_>>()
+            .expect("decodes");
+        let got: Vec<(Vec<u8>, Option<Vec<u8>>)> = records[0]
+            .headers()
+            .map(|h| (h.key.to_vec(), h.value.map(|v| v.to_vec())))
+            .collect();
+        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = h
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+            .collect();
+        assert_eq!(got, want, "order, repeated keys, empty and null values");
+        assert_eq!(records[1].header_count(), 0);
+        assert_eq!(records[1].headers().count(), 0);
+        assert_eq!(records[1].timestamp(), 101);
+    }
+
+    #[test]
+    fn a_header_with_a_null_key_is_a_corrupt_record() {
+        let mut section = record(&[(b"k", Some(b"v"))]);
+        // The header key length 1 (varint 0x02) becomes -1 (0x01).
+        let at = section.len() - 4;
+        assert_eq!(section[at], 0x02);
+        section[at] = 0x01;
+        let err = batch(section, 1)
+            .records()
+            .next()
+            .expect("one item")
+            .expect_err("corrupt");
+        assert!(err.to_string().contains("null key"), "{err}");
     }
 
     #[test]
