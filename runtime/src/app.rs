@@ -70,6 +70,11 @@ impl StreamsApp {
         backend: Arc<dyn Backend>,
     ) -> Result<StreamsApp> {
         config.validate()?;
+        if topology.nodes.is_empty() {
+            return Err(Error::Topology(
+                "the topology has no nodes; add a source".into(),
+            ));
+        }
         if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce
             && !backend.supports_exactly_once()
         {
@@ -347,7 +352,7 @@ fn run_stream_thread(shared: Arc<AppShared>, slot: usize, name: String) -> Resul
 /// Resolves partition counts: source topics must exist; a sub-topology has as many tasks as its
 /// widest source; a repartition topic has as many partitions as the sub-topology writing it;
 /// changelogs as many as their sub-topology. Creates internal topics and missing sink topics.
-fn resolve_topics(
+pub(crate) fn resolve_topics(
     topology: &Topology,
     app_id: &str,
     backend: &dyn Backend,

@@ -12,6 +12,7 @@ use riffle_log::{BatchBuilder, Compression, TopicPartition};
 
 use crate::backend::Backend;
 use crate::error::Result;
+use crate::record::Headers;
 
 /// Every topic an application writes or reads, with its partition count, by index.
 #[derive(Debug, Default)]
@@ -102,6 +103,7 @@ impl RecordCollector {
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
+        headers: &Headers,
     ) -> Result<()> {
         let slots = &mut self.builders[topic];
         let p = partition as usize;
@@ -113,7 +115,7 @@ impl RecordCollector {
         if builder.is_empty() {
             self.pending.push((topic, partition));
         }
-        builder.push(timestamp, key, value);
+        builder.push_with_headers(timestamp, key, value, headers.encoded());
         self.sent += 1;
         if !self.staging && builder.size_bytes() >= self.max_batch_bytes {
             self.append(topic, partition)?;

@@ -8,6 +8,7 @@ use riffle_log::Compression;
 use riffle_task_manager::SnapshotStrategy;
 
 use crate::error::{Error, Result};
+use crate::timestamp::TimestampExtractorRef;
 
 /// The default commit interval under at-least-once (Kafka Streams' default).
 const AT_LEAST_ONCE_COMMIT_INTERVAL: Duration = Duration::from_secs(30);
@@ -142,6 +143,10 @@ pub struct StreamsConfig {
     /// a replaced thread's tasks resume with less to restore, at the cost of an fsync per task
     /// per commit.
     pub checkpoint_offset_delta: u64,
+    /// The timestamps of input records (`default.timestamp.extractor`), unless a source has
+    /// its own ([`crate::Consumed::with_timestamp_extractor`]): the record's own by default,
+    /// failing on a negative one (Kafka's `FailOnInvalidTimestamp`).
+    pub default_timestamp_extractor: TimestampExtractorRef,
 }
 
 impl StreamsConfig {
@@ -166,6 +171,7 @@ impl StreamsConfig {
             compression: Compression::None,
             statestore_cache_max_bytes: 10 << 20,
             checkpoint_offset_delta: 10_000,
+            default_timestamp_extractor: TimestampExtractorRef::default(),
         }
     }
 
@@ -215,6 +221,7 @@ impl StreamsConfig {
             "batch_max_bytes" => self.batch_max_bytes = parse(name, value)?,
             "checkpoint_offset_delta" => self.checkpoint_offset_delta = parse(name, value)?,
             "statestore_cache_max_bytes" => self.statestore_cache_max_bytes = parse(name, value)?,
+            "default_timestamp_extractor" => self.default_timestamp_extractor = value.parse()?,
             "compression" | "compression_type" => {
                 self.compression = value
                     .parse()

@@ -82,6 +82,45 @@ pub enum Error {
         /// What the serde said.
         source: SerdeError,
     },
+    /// A record's timestamp was refused by the timestamp extractor.
+    #[error(
+        "invalid timestamp {timestamp} of the record at {topic}-{partition} offset {offset}: {reason}"
+    )]
+    InvalidTimestamp {
+        /// The record's topic.
+        topic: String,
+        /// The record's partition.
+        partition: u32,
+        /// The record's offset.
+        offset: u64,
+        /// The timestamp the record carries.
+        timestamp: i64,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A processor failed: what it returned from `process`, `init` or a punctuator.
+    #[error("processor {processor} of task {task}: {source}")]
+    Processor {
+        /// The processor's node name.
+        processor: String,
+        /// The task it runs in.
+        task: TaskId,
+        /// What it returned.
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// An error of the application's own code (a processor, a punctuator), made with
+    /// [`Error::user`]; the runtime adds which processor and task it came from.
+    #[error("{0}")]
+    User(Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// A processor used its context wrongly (an unknown child or store, a store of other
+    /// types).
+    #[error("processor {processor}: {reason}")]
+    ProcessorContext {
+        /// The processor's node name.
+        processor: String,
+        /// What was wrong.
+        reason: String,
+    },
     /// The topology is not valid (missing topics, serde mismatches, ...).
     #[error("invalid topology: {0}")]
     Topology(String),
@@ -129,6 +168,11 @@ impl Error {
             kind,
             source: source.into(),
         }
+    }
+
+    /// An error of the application's own code, to return from a processor or punctuator.
+    pub fn user(source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> Self {
+        Error::User(source.into())
     }
 
     /// The kind of a backend's error (`None` for every other error).

@@ -126,13 +126,18 @@ mod group;
 mod loop_core;
 mod metrics;
 mod node;
+mod processor;
+mod record;
 mod restore;
 mod serdes;
 mod shared;
 mod snapshot;
 mod store;
+mod stores;
 mod task;
+mod test_driver;
 mod thread;
+mod timestamp;
 mod topology;
 
 pub use app::{RunSummary, ShutdownHandle, StreamsApp};
@@ -144,11 +149,23 @@ pub use dsl::{
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
 pub use metrics::ThreadMetrics;
+pub use processor::{
+    Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,
+    ProcessorContext, PunctuationType,
+};
+pub use record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
 pub use serdes::{
-    BytesSerde, DefaultSerde, I64Serde, JsonSerde, Serde, SerdeRef, Serdes, StringSerde, U64Serde,
+    ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, Serde, SerdeRef, Serdes,
+    StringSerde, U64Serde,
 };
 pub use shared::StreamThreadExceptionResponse;
 pub use store::StoreError;
+pub use stores::{KeyValueBytesStoreSupplier, StoreBuilder, Stores};
+pub use test_driver::{TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver};
+pub use timestamp::{
+    FailOnInvalidTimestamp, LogAndSkipOnInvalidTimestamp, TimestampExtractor,
+    TimestampExtractorRef, UsePartitionTimeOnInvalidTimestamp, WallclockTimestampExtractor,
+};
 pub use topology::{Topology, TopologyDescription};
 
 /// The embedded log, re-exported: open one, create topics, append and read batches.

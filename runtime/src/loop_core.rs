@@ -76,6 +76,8 @@ pub(crate) enum CommitReason {
     /// Everything fetched was processed and the last commit is at least
     /// [`CAUGHT_UP_COMMIT_SPACING`] old: commit now rather than hold results back.
     CaughtUp,
+    /// A processor asked for a commit (`ProcessorContext::commit`).
+    Requested,
 }
 
 /// What the thread does after an iteration in which nothing was left to do.
@@ -106,6 +108,11 @@ pub(crate) struct LoopCore {
     heartbeat_interval: Duration,
     seen_generation: u64,
     next_cleanup: Option<Instant>,
+    /// Wall-clock punctuation deadlines: by time, and by task (to move one).
+    punctuations: BTreeSet<(Instant, TaskId)>,
+    punctuation_of: HashMap<TaskId, Instant>,
+    /// A processor asked for a commit.
+    commit_requested: bool,
 }
 
 impl LoopCore {
@@ -122,6 +129,9 @@ impl LoopCore {
             heartbeat_interval: settings.heartbeat_interval,
             seen_generation: 0,
             next_cleanup: settings.cleanup_interval.map(|d| now + d),
+            punctuations: BTreeSet::new(),
+            punctuation_of: HashMap::new(),
+            commit_requested: false,
             settings,
         }
     }
@@ -156,6 +166,7 @@ impl LoopCore {
         }
         self.busy.remove(&id);
         self.dirty.remove(&id);
+        self.set_punctuation_deadline(id, None);
     }
 
     /// Takes what the backend said changed up to `version` into the ready set. Under
@@ -206,6 +217,40 @@ impl LoopCore {
         }
     }
 
+    // ---- punctuation ------------------------------------------------------------------------
+
+    /// Task `id`'s next wall-clock punctuator is due `at` (`None`: it has none).
+    pub(crate) fn set_punctuation_deadline(&mut self, id: TaskId, at: Option<Instant>) {
+        if self.punctuation_of.get(&id).copied() == at {
+            return;
+        }
+        if let Some(old) = self.punctuation_of.remove(&id) {
+            self.punctuations.remove(&(old, id));
+        }
+        if let Some(at) = at {
+            self.punctuation_of.insert(id, at);
+            self.punctuations.insert((at, id));
+        }
+    }
+
+    /// The tasks whose wall-clock punctuators are due at `now`, earliest first.
+    pub(crate) fn punctuation_due(&self, now: Instant) -> impl Iterator<Item = TaskId> + '_ {
+        self.punctuations
+            .iter()
+            .take_while(move |(at, _)| *at <= now)
+            .map(|&(_, id)| id)
+    }
+
+    /// Task `id` punctuated: its forwards and store writes wait for a commit.
+    pub(crate) fn punctuated(&mut self, id: TaskId) {
+        self.dirty.insert(id);
+    }
+
+    /// A processor asked for a commit: the next `commit_due` says so.
+    pub(crate) fn request_commit(&mut self) {
+        self.commit_requested = true;
+    }
+
     // ---- commits ----------------------------------------------------------------------------
 
     /// Tasks with processed, uncommitted records, in task order.
@@ -221,7 +266,9 @@ impl LoopCore {
             return None;
         }
         let since = now.saturating_duration_since(self.last_commit);
-        if cache_bytes >= self.settings.cache_max_bytes {
+        if self.commit_requested {
+            Some(CommitReason::Requested)
+        } else if cache_bytes >= self.settings.cache_max_bytes {
             Some(CommitReason::CacheFull)
         } else if since >= self.settings.commit_interval {
             Some(CommitReason::Interval)
@@ -241,6 +288,7 @@ impl LoopCore {
     /// A commit finished at `now`: nothing is dirty any more.
     pub(crate) fn committed(&mut self, now: Instant) {
         self.dirty.clear();
+        self.commit_requested = false;
         self.last_commit = now;
     }
 
@@ -277,8 +325,8 @@ impl LoopCore {
     // ---- waiting ----------------------------------------------------------------------------
 
     /// How long to wait when nothing is ready, buffered or due, or `None` to go on at once.
-    /// A settled thread sleeps until its earliest deadline (heartbeat, cleanup, and while
-    /// dirty the caught-up commit); data or a wake-up ends the sleep earlier. An unsettled one looks again after
+    /// A settled thread sleeps until its earliest deadline (heartbeat, cleanup, the next
+    /// wall-clock punctuation, and while dirty the caught-up commit); data or a wake-up ends the sleep earlier. An unsettled one looks again after
     /// [`UNSETTLED_WAIT`]. Under [`IdleWakeup::EveryPoll`] no wait is longer than `poll`.
     pub(crate) fn wait(&self, now: Instant, settled: bool) -> Option<Wait> {
         if !self.busy.is_empty() || !self.ready.is_empty() {
@@ -286,6 +334,9 @@ impl LoopCore {
         }
         let mut until = self.next_heartbeat;
         if let Some(at) = self.next_cleanup {
+            until = until.min(at);
+        }
+        if let Some(&(at, _)) = self.punctuations.first() {
             until = until.min(at);
         }
         if !self.dirty.is_empty() {

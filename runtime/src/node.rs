@@ -14,17 +14,42 @@ use riffle_state_dir::TaskId;
 
 use crate::collector::RecordCollector;
 use crate::error::{Error, Result};
+use crate::processor::{StoreScratch, TaskSignals};
+use crate::record::Headers;
 use crate::serdes::SerdeRef;
 use crate::store::CachedStore;
 
-/// What a node sees while it processes one record.
+/// What a node sees while it processes one record (Kafka Streams' record context plus what
+/// the task lends).
 pub(crate) struct ProcessingContext<'a> {
     pub(crate) task: TaskId,
     /// The timestamp of the record being processed; forwarded records carry it.
     pub(crate) timestamp: i64,
+    /// The headers of the record being processed; forwarded records and sinks carry them.
+    pub(crate) headers: Headers,
+    /// The input record being processed; `None` while punctuating or flushing.
+    pub(crate) record: Option<&'a Record>,
     pub(crate) stores: &'a mut [CachedStore],
     pub(crate) collector: &'a mut RecordCollector,
     pub(crate) scratch: &'a mut Scratch,
+    pub(crate) signals: &'a mut TaskSignals,
+}
+
+impl ProcessingContext<'_> {
+    /// The same context for a shorter borrow: changes to its timestamp and headers (a
+    /// processor forwarding records of its own) stay in it.
+    pub(crate) fn reborrow(&mut self) -> ProcessingContext<'_> {
+        ProcessingContext {
+            task: self.task,
+            timestamp: self.timestamp,
+            headers: self.headers.clone(),
+            record: self.record,
+            stores: &mut *self.stores,
+            collector: &mut *self.collector,
+            scratch: &mut *self.scratch,
+            signals: &mut *self.signals,
+        }
+    }
 }
 
 /// Buffers a stream thread reuses for every record it serializes.
@@ -33,6 +58,8 @@ pub(crate) struct Scratch {
     pub(crate) key: Vec<u8>,
     pub(crate) value: Vec<u8>,
     pub(crate) old: Vec<u8>,
+    /// For the processor API's typed store handles.
+    pub(crate) store: StoreScratch,
 }
 
 /// A node that takes typed records.
@@ -73,6 +100,20 @@ impl<K: Clone, V: Clone> Forward<K, V> {
             }
         }
     }
+
+    /// Sends to the `i`-th child only.
+    pub(crate) fn send_to(
+        &self,
+        i: usize,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        value: V,
+    ) -> Result<()> {
+        match self.children.get(i) {
+            Some(child) => child.borrow_mut().process(ctx, key, value),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Decodes records of one topic and forwards them.
@@ -96,13 +137,12 @@ impl<K: Clone + 'static, V: Clone + 'static> SourceNode for Source<K, V> {
         };
         let key = self
             .key_serde
-            .deserialize(record.key().map(|b| &b[..]))
+            .deserialize_bytes(record.key())
             .map_err(|e| error("key", e))?;
         let value = self
             .value_serde
-            .deserialize(record.value().map(|b| &b[..]))
+            .deserialize_bytes(record.value())
             .map_err(|e| error("value", e))?;
-        ctx.timestamp = record.timestamp();
         self.forward.send(ctx, key, value)
     }
 }
@@ -172,6 +212,7 @@ impl<K: 'static, V: 'static> Node<K, V> for Sink<K, V> {
             ctx.timestamp,
             Some(&scratch.key),
             Some(&scratch.value),
+            &ctx.headers,
         )
     }
 }
@@ -215,7 +256,12 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
         let new = (self.fold)(&key, value, old);
         scratch.value.clear();
         self.agg_serde.serialize(&new, &mut scratch.value);
-        ctx.stores[self.store].put(&scratch.key, Some(&scratch.value), ctx.timestamp);
+        ctx.stores[self.store].put(
+            &scratch.key,
+            Some(&scratch.value),
+            ctx.timestamp,
+            &ctx.headers,
+        );
         Ok(())
     }
 }
@@ -233,6 +279,7 @@ impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for Aggregate<K, V, A>
                 (Err(e), _) | (_, Err(e)) => return Err(self.corrupt(ctx, e)),
             };
             ctx.timestamp = timestamp;
+            ctx.headers = ctx.stores[self.store].dirty_headers(i).clone();
             self.forward.send(ctx, key, value)?;
         }
         Ok(())

@@ -6,6 +6,8 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::error::SerdeError;
 
 /// Turns values of `T` into bytes and back. Implementations must be cheap to call per record:
@@ -15,6 +17,12 @@ pub trait Serde<T>: Send + Sync + 'static {
     fn serialize(&self, value: &T, out: &mut Vec<u8>);
     /// Decodes `bytes`; `None` is a null key or value.
     fn deserialize(&self, bytes: Option<&[u8]>) -> Result<T, SerdeError>;
+    /// Decodes a key or value of a fetched record, which is a slice of its batch: a serde may
+    /// keep it without copying ([`BytesSerde`] does). The default calls
+    /// [`Serde::deserialize`].
+    fn deserialize_bytes(&self, bytes: Option<&Bytes>) -> Result<T, SerdeError> {
+        self.deserialize(bytes.map(|b| &b[..]))
+    }
 }
 
 /// A shared handle to a serde, as the topology stores it.
@@ -48,11 +56,28 @@ impl Serde<String> for StringSerde {
     }
 }
 
-/// Raw bytes, unchanged. A null decodes as an empty vector.
+/// Raw bytes, unchanged, as [`Bytes`]: a fetched record's key or value is a slice of its batch,
+/// so reading one allocates nothing. A null decodes as empty bytes.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BytesSerde;
 
-impl Serde<Vec<u8>> for BytesSerde {
+impl Serde<Bytes> for BytesSerde {
+    fn serialize(&self, value: &Bytes, out: &mut Vec<u8>) {
+        out.extend_from_slice(value);
+    }
+    fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Bytes, SerdeError> {
+        Ok(bytes.map(Bytes::copy_from_slice).unwrap_or_default())
+    }
+    fn deserialize_bytes(&self, bytes: Option<&Bytes>) -> Result<Bytes, SerdeError> {
+        Ok(bytes.cloned().unwrap_or_default())
+    }
+}
+
+/// Raw bytes, unchanged, copied into a `Vec<u8>`. A null decodes as an empty vector.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ByteVecSerde;
+
+impl Serde<Vec<u8>> for ByteVecSerde {
     fn serialize(&self, value: &Vec<u8>, out: &mut Vec<u8>) {
         out.extend_from_slice(value);
     }
@@ -143,9 +168,13 @@ impl Serdes {
     pub fn string() -> SerdeRef<String> {
         Arc::new(StringSerde)
     }
-    /// Raw bytes.
-    pub fn bytes() -> SerdeRef<Vec<u8>> {
+    /// Raw bytes as [`Bytes`], sharing the fetched batch's buffer (no copy per record).
+    pub fn bytes() -> SerdeRef<Bytes> {
         Arc::new(BytesSerde)
+    }
+    /// Raw bytes copied into a `Vec<u8>`.
+    pub fn byte_vec() -> SerdeRef<Vec<u8>> {
+        Arc::new(ByteVecSerde)
     }
     /// 8-byte big-endian `i64` (Kafka's `LongSerde`).
     pub fn i64() -> SerdeRef<i64> {
@@ -170,6 +199,11 @@ impl DefaultSerde for String {
     }
 }
 impl DefaultSerde for Vec<u8> {
+    fn default_serde() -> SerdeRef<Self> {
+        Serdes::byte_vec()
+    }
+}
+impl DefaultSerde for Bytes {
     fn default_serde() -> SerdeRef<Self> {
         Serdes::bytes()
     }

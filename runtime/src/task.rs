@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::Arc;
 
 use riffle_log::{FetchedBatch, Record, RecordIter, TopicPartition};
 use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
@@ -16,8 +17,11 @@ use crate::backend::Backend;
 use crate::collector::{RecordCollector, TopicTable};
 use crate::error::Result;
 use crate::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
+use crate::processor::{PunctuationType, Schedule, TaskSignals};
+use crate::record::Headers;
 use crate::store::{CachedStore, InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore};
-use crate::topology::{SubtopologyDef, Topology, changelog_topic};
+use crate::timestamp::TimestampExtractorRef;
+use crate::topology::{LifecycleRef, SubtopologyDef, Topology, changelog_topic};
 
 /// A changelog partition a task writes, with the offset its store reflects.
 pub(crate) struct ChangelogState {
@@ -42,16 +46,17 @@ pub(crate) struct TaskStores {
 impl TaskStores {
     /// Opens the stores of `sub` for task `id`. Persistent stores start from their checkpoint; a
     /// persistent store without a valid checkpoint is wiped and restored from the changelog start.
+    /// Without a state directory (the test driver) every store is in memory.
     pub(crate) fn open(
         id: TaskId,
         topology: &Topology,
         sub: &SubtopologyDef,
         topics: &TopicTable,
         application_id: &str,
-        state_dir: &StateDirectory,
+        state_dir: Option<&StateDirectory>,
     ) -> Result<TaskStores> {
         let has_persistent = sub.stores.iter().any(|&s| topology.stores[s].persistent);
-        let checkpoint = if has_persistent {
+        let checkpoint = if let Some(state_dir) = state_dir.filter(|_| has_persistent) {
             state_dir.task_dir(id)?;
             match state_dir.read_checkpoint(id) {
                 Ok(cp) => cp,
@@ -72,12 +77,13 @@ impl TaskStores {
             } else {
                 None
             };
-            let mut inner: Box<dyn KeyValueStore> = if def.persistent {
-                let dir = state_dir.task_dir_path(id).join("fjall").join(&def.name);
-                Box::new(PersistentKeyValueStore::open(&def.name, Path::new(&dir))?)
-            } else {
-                Box::new(InMemoryKeyValueStore::new(&def.name))
-            };
+            let mut inner: Box<dyn KeyValueStore> =
+                if let Some(state_dir) = state_dir.filter(|_| def.persistent) {
+                    let dir = state_dir.task_dir_path(id).join("fjall").join(&def.name);
+                    Box::new(PersistentKeyValueStore::open(&def.name, Path::new(&dir))?)
+                } else {
+                    Box::new(InMemoryKeyValueStore::new(&def.name))
+                };
             if let Some(topic) = changelog {
                 let partition = ChangelogPartition::new(&**topics.name(topic), id.partition);
                 let checkpointed = checkpoint.as_ref().and_then(|cp| cp.get(&partition));
@@ -98,7 +104,11 @@ impl TaskStores {
                     offset,
                 });
             }
-            stores.push(CachedStore::new(inner));
+            stores.push(if def.caching {
+                CachedStore::new(inner)
+            } else {
+                CachedStore::without_caching(inner)
+            });
         }
         let checkpointed_sum = checkpoint.map(|cp| cp.offset_sum());
         Ok(TaskStores {
@@ -196,18 +206,37 @@ struct PartitionQueue {
     batches: VecDeque<FetchedBatch>,
     current: Option<RecordIter>,
     head: Option<Record>,
+    /// The head's extracted timestamp.
+    head_timestamp: i64,
     /// The next offset to process: what a commit records.
     consumed: u64,
+    extractor: TimestampExtractorRef,
+    /// The largest timestamp extracted from this partition (-1 before the first).
+    partition_time: i64,
 }
 
 impl PartitionQueue {
-    /// Loads the next record to process into `head`, if one is buffered.
+    /// Loads the next record to process into `head`, if one is buffered, with its extracted
+    /// timestamp. A record whose extracted timestamp is negative is skipped with a warning.
     fn fill_head(&mut self) -> Result<()> {
         while self.head.is_none() {
             if let Some(iter) = &mut self.current {
                 match iter.next() {
                     Some(Ok(record)) => {
                         if record.offset() >= self.consumed {
+                            let ts = self.extractor.extract(&record, self.partition_time)?;
+                            if ts < 0 {
+                                tracing::warn!(
+                                    topic_partition = %self.tp,
+                                    offset = record.offset(),
+                                    timestamp = ts,
+                                    "skipping a record: the timestamp extractor gave it a negative timestamp"
+                                );
+                                self.consumed = record.offset() + 1;
+                                continue;
+                            }
+                            self.partition_time = self.partition_time.max(ts);
+                            self.head_timestamp = ts;
                             self.head = Some(record);
                         }
                         continue;
@@ -230,9 +259,16 @@ pub(crate) struct StreamTask {
     pub(crate) id: TaskId,
     inputs: Vec<PartitionQueue>,
     flushes: Vec<FlushRef>,
+    /// Nodes with `init`/`close` (processors), parents first.
+    lifecycles: Vec<LifecycleRef>,
     pub(crate) stores: TaskStores,
     /// Records processed since the last commit.
     pub(crate) uncommitted: u64,
+    /// Stream time, wall-clock time, commit requests and new schedules.
+    signals: TaskSignals,
+    /// Stream-time and wall-clock punctuation schedules, each ordered by (deadline, seq).
+    stream_schedules: Vec<Schedule>,
+    wall_schedules: Vec<Schedule>,
 }
 
 impl StreamTask {
@@ -245,6 +281,7 @@ impl StreamTask {
         topics: &TopicTable,
         application_id: &str,
         backend: &dyn Backend,
+        default_extractor: &TimestampExtractorRef,
     ) -> Result<StreamTask> {
         let id = stores.id;
         let mut store_slots = vec![None; topology.stores.len()];
@@ -253,7 +290,7 @@ impl StreamTask {
         }
         let instance = topology.instantiate(sub, topics, application_id, &store_slots);
         let mut inputs = Vec::with_capacity(instance.sources.len());
-        for (topic, source) in instance.sources {
+        for (topic, source, extractor) in instance.sources {
             let tp = topics.topic_partition(topic, id.partition);
             let committed = backend.committed_offset(application_id, &tp)?.unwrap_or(0);
             inputs.push(PartitionQueue {
@@ -263,16 +300,148 @@ impl StreamTask {
                 batches: VecDeque::new(),
                 current: None,
                 head: None,
+                head_timestamp: 0,
                 consumed: committed,
+                extractor: extractor.unwrap_or_else(|| default_extractor.clone()),
+                partition_time: -1,
             });
         }
         Ok(StreamTask {
             id,
             inputs,
             flushes: instance.flushes,
+            lifecycles: instance.lifecycles,
             stores,
             uncommitted: 0,
+            signals: TaskSignals::new(Arc::from(application_id)),
+            stream_schedules: Vec::new(),
+            wall_schedules: Vec::new(),
         })
+    }
+
+    /// Calls every processor's `init`, parents first; then the task may process.
+    pub(crate) fn init(
+        &mut self,
+        collector: &mut RecordCollector,
+        scratch: &mut Scratch,
+        wall_clock_ms: i64,
+    ) -> Result<()> {
+        self.signals.wall_clock_ms = wall_clock_ms;
+        let lifecycles = std::mem::take(&mut self.lifecycles);
+        let mut result = Ok(());
+        for node in &lifecycles {
+            let mut ctx = self.context(collector, scratch, 0, None);
+            result = node.borrow_mut().init(&mut ctx);
+            if result.is_err() {
+                break;
+            }
+        }
+        self.lifecycles = lifecycles;
+        self.collect_schedules();
+        result
+    }
+
+    /// Calls every processor's `close`.
+    fn close_nodes(&mut self) {
+        for node in &self.lifecycles {
+            node.borrow_mut().close();
+        }
+    }
+
+    /// Sets the wall-clock time processors see until the next call.
+    pub(crate) fn set_wall_clock(&mut self, wall_clock_ms: i64) {
+        self.signals.wall_clock_ms = wall_clock_ms;
+    }
+
+    /// Whether a processor asked for a commit; clears the request.
+    pub(crate) fn take_commit_request(&mut self) -> bool {
+        std::mem::take(&mut self.signals.commit_requested)
+    }
+
+    /// When the next wall-clock punctuator is due (ms), if one is scheduled.
+    pub(crate) fn next_wall_clock_punctuation(&self) -> Option<i64> {
+        self.wall_schedules.first().map(|s| s.next)
+    }
+
+    /// Moves schedules made since the last call into their queues.
+    fn collect_schedules(&mut self) {
+        if self.signals.scheduled.is_empty() {
+            return;
+        }
+        for schedule in self.signals.scheduled.drain(..) {
+            match schedule.kind {
+                PunctuationType::StreamTime => self.stream_schedules.push(schedule),
+                _ => self.wall_schedules.push(schedule),
+            }
+        }
+        self.stream_schedules.sort_by_key(|s| (s.next, s.seq));
+        self.wall_schedules.sort_by_key(|s| (s.next, s.seq));
+    }
+
+    /// Fires the punctuators of `kind` due at `time`, earliest first, each once (Kafka
+    /// Streams' `PunctuationQueue.mayPunctuate`); how many fired.
+    fn punctuate(
+        &mut self,
+        kind: PunctuationType,
+        time: i64,
+        collector: &mut RecordCollector,
+        scratch: &mut Scratch,
+    ) -> Result<usize> {
+        let mut fired = 0;
+        loop {
+            let queue = match kind {
+                PunctuationType::StreamTime => &mut self.stream_schedules,
+                _ => &mut self.wall_schedules,
+            };
+            let Some(first) = queue.first() else { break };
+            if first.next > time {
+                break;
+            }
+            let mut schedule = queue.remove(0);
+            if schedule.cancelled.get() {
+                continue;
+            }
+            let mut ctx = self.context(collector, scratch, time, None);
+            (schedule.punctuator)(&mut ctx, time)?;
+            fired += 1;
+            if !schedule.cancelled.get() {
+                schedule.reschedule(time);
+                self.signals.scheduled.push(schedule);
+            }
+            self.collect_schedules();
+        }
+        Ok(fired)
+    }
+
+    /// Fires the stream-time punctuators that stream time reached; how many fired.
+    pub(crate) fn punctuate_stream_time(
+        &mut self,
+        collector: &mut RecordCollector,
+        scratch: &mut Scratch,
+    ) -> Result<usize> {
+        match self.stream_schedules.first() {
+            Some(s) if s.next <= self.signals.stream_time => {
+                let time = self.signals.stream_time;
+                self.punctuate(PunctuationType::StreamTime, time, collector, scratch)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// Fires the wall-clock punctuators due at `now_ms`; how many fired.
+    pub(crate) fn punctuate_wall_clock(
+        &mut self,
+        now_ms: i64,
+        collector: &mut RecordCollector,
+        scratch: &mut Scratch,
+    ) -> Result<usize> {
+        self.signals.wall_clock_ms = now_ms;
+        match self.wall_schedules.first() {
+            Some(s) if s.next <= now_ms => {
+                self.punctuate(PunctuationType::WallClockTime, now_ms, collector, scratch)
+            }
+            _ => Ok(0),
+        }
     }
 
     /// The task's input partitions, in input order (an input's index is its position here).
@@ -309,13 +478,17 @@ impl StreamTask {
         collector: &'a mut RecordCollector,
         scratch: &'a mut Scratch,
         timestamp: i64,
+        record: Option<&'a Record>,
     ) -> ProcessingContext<'a> {
         ProcessingContext {
             task: self.id,
             timestamp,
+            headers: record.map(Headers::from_log).unwrap_or_default(),
+            record,
             stores: &mut self.stores.stores,
             collector,
             scratch,
+            signals: &mut self.signals,
         }
     }
 
@@ -331,21 +504,27 @@ impl StreamTask {
             let mut next: Option<(usize, i64)> = None;
             for (i, input) in self.inputs.iter_mut().enumerate() {
                 input.fill_head()?;
-                if let Some(head) = &input.head
-                    && next.is_none_or(|(_, ts)| head.timestamp() < ts)
-                {
-                    next = Some((i, head.timestamp()));
+                if input.head.is_some() && next.is_none_or(|(_, ts)| input.head_timestamp < ts) {
+                    next = Some((i, input.head_timestamp));
                 }
             }
-            let Some((i, _)) = next else { break };
+            let Some((i, timestamp)) = next else { break };
             let Some(record) = self.inputs[i].head.take() else {
                 break;
             };
+            self.signals.stream_time = self.signals.stream_time.max(timestamp);
             let source = self.inputs[i].source.clone();
-            let mut ctx = self.context(collector, scratch, record.timestamp());
+            let mut ctx = self.context(collector, scratch, timestamp, Some(&record));
             source.borrow_mut().process(&mut ctx, &record)?;
             self.inputs[i].consumed = record.offset() + 1;
             done += 1;
+            if !self.signals.scheduled.is_empty() {
+                self.collect_schedules();
+            }
+            self.punctuate_stream_time(collector, scratch)?;
+            if self.signals.commit_requested {
+                break;
+            }
         }
         self.uncommitted += done as u64;
         Ok(done)
@@ -376,7 +555,7 @@ impl StreamTask {
         let flushes = std::mem::take(&mut self.flushes);
         let mut result = Ok(());
         for node in &flushes {
-            let mut ctx = self.context(collector, scratch, 0);
+            let mut ctx = self.context(collector, scratch, 0, None);
             result = node.borrow_mut().flush(&mut ctx);
             if result.is_err() {
                 break;
@@ -393,7 +572,14 @@ impl StreamTask {
             let store = &self.stores.stores[changelog.store];
             for i in 0..store.dirty_len() {
                 let (key, value, timestamp) = store.dirty(i);
-                collector.send(changelog.topic, partition, timestamp, Some(key), value)?;
+                collector.send(
+                    changelog.topic,
+                    partition,
+                    timestamp,
+                    Some(key),
+                    value,
+                    &Headers::new(),
+                )?;
             }
         }
         Ok(())
@@ -425,6 +611,7 @@ impl StreamTask {
     /// stores (the stores stay at the last commit), and the inputs rewind to the committed
     /// offsets.
     pub(crate) fn into_stores(mut self) -> TaskStores {
+        self.close_nodes();
         for store in &mut self.stores.stores {
             store.discard();
         }

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::group::{Assignment, Heartbeat};
 use crate::loop_core::{AssignmentPlan, Changes, InputRef, LoopCore, LoopSettings, Owned};
 use crate::node::Scratch;
+use crate::processor::system_time_ms;
 use crate::restore::{BackendChangelogReader, StoreLease};
 use crate::shared::AppShared;
 use crate::snapshot::ThreadSnapshot;
@@ -166,18 +167,47 @@ impl StreamThread {
             let mut processed = 0;
             self.task_ids.clear();
             self.task_ids.extend(self.core.busy());
+            let loop_start = Instant::now();
+            let wall_clock_ms = system_time_ms();
             for &id in &self.task_ids {
                 let Some(task) = self.tasks.get_mut(&id) else {
                     self.core.processed(id, 0, false);
                     continue;
                 };
+                task.set_wall_clock(wall_clock_ms);
                 let n = task.process(
                     MAX_RECORDS_PER_TASK_PER_LOOP,
                     &mut self.collector,
                     &mut self.scratch,
                 )?;
                 self.core.processed(id, n, task.has_buffered());
+                if task.take_commit_request() {
+                    self.core.request_commit();
+                }
+                // Processing may have scheduled or cancelled wall-clock punctuators.
+                Self::reschedule(&mut self.core, id, task, loop_start, wall_clock_ms);
                 processed += n;
+            }
+            // Wall-clock punctuation: only the tasks whose deadline passed.
+            self.task_ids.clear();
+            self.task_ids.extend(self.core.punctuation_due(loop_start));
+            for &id in &self.task_ids {
+                let Some(task) = self.tasks.get_mut(&id) else {
+                    self.core.set_punctuation_deadline(id, None);
+                    continue;
+                };
+                let fired = task.punctuate_wall_clock(
+                    wall_clock_ms,
+                    &mut self.collector,
+                    &mut self.scratch,
+                )?;
+                if fired > 0 {
+                    self.core.punctuated(id);
+                }
+                if task.take_commit_request() {
+                    self.core.request_commit();
+                }
+                Self::reschedule(&mut self.core, id, task, loop_start, wall_clock_ms);
             }
             if processed > 0 {
                 metrics
@@ -241,6 +271,21 @@ impl StreamThread {
             }
         }
         self.commit()
+    }
+
+    /// Tells the core when `task`'s next wall-clock punctuator is due.
+    fn schedule_punctuation(&mut self, task: &StreamTask, now: Instant, now_ms: i64) {
+        Self::reschedule(&mut self.core, task.id, task, now, now_ms);
+    }
+
+    fn reschedule(core: &mut LoopCore, id: TaskId, task: &StreamTask, now: Instant, now_ms: i64) {
+        let at = task.next_wall_clock_punctuation().map(|ms| {
+            // At least 1 ms: the two clocks round differently, and a deadline that looks due to
+            // the monotonic clock but not yet to the wall clock would spin.
+            let wait = u64::try_from(ms.saturating_sub(now_ms)).unwrap_or(0).max(1);
+            now + std::time::Duration::from_millis(wait)
+        });
+        core.set_punctuation_deadline(id, at);
     }
 
     /// Deletes task directories nobody in this process owned for `state_cleanup_delay_ms`.
@@ -401,7 +446,7 @@ impl StreamThread {
                 sub,
                 &shared.topics,
                 &shared.config.application_id,
-                &shared.state_dir,
+                Some(&shared.state_dir),
             )?;
             let changelogs: Vec<_> = stores
                 .changelogs
@@ -481,9 +526,13 @@ impl StreamThread {
             &shared.topics,
             &shared.config.application_id,
             &*shared.backend,
+            &shared.config.default_timestamp_extractor,
         )?;
+        let mut task = task;
+        task.init(&mut self.collector, &mut self.scratch, system_time_ms())?;
         self.snapshot.task_running(id)?;
         self.core.task_started(id, &task.input_partitions());
+        self.schedule_punctuation(&task, Instant::now(), system_time_ms());
         self.tasks.insert(id, task);
         Ok(())
     }

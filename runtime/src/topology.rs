@@ -5,14 +5,25 @@
 //! sub-topologies are numbered by their first node, so a topology built twice has the same ids
 //! and the same internal topic names.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::marker::PhantomData;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::collector::TopicTable;
+use crate::dsl::{Consumed, Produced};
 use crate::error::{Error, Result};
-use crate::node::{FlushRef, Forward, NodeRef, SourceRef};
+use crate::node::{FlushRef, Forward, NodeRef, Sink, Source, SourceRef};
+use crate::processor::{
+    ConnectedStore, FixedKeyNode, FixedKeyProcessor, Lifecycle, NodeShared, Processor,
+    ProcessorNode,
+};
+use crate::serdes::SerdeRef;
+use crate::stores::StoreBuilder;
+use crate::timestamp::TimestampExtractorRef;
 
 /// A topic as the topology names it: internal topics get the application id as a prefix.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,23 +58,65 @@ pub(crate) fn changelog_topic(application_id: &str, store: &str) -> String {
 }
 
 pub(crate) enum NodeKind {
-    Source { topics: Vec<TopicRef> },
+    Source {
+        topics: Vec<TopicRef>,
+        /// The source's own timestamp extractor (`None`: the config's).
+        extractor: Option<TimestampExtractorRef>,
+    },
     Processor,
-    Sink { topic: TopicRef },
+    Sink {
+        topic: TopicRef,
+    },
 }
 
 pub(crate) type Erased = Box<dyn Any>;
+pub(crate) type LifecycleRef = Rc<RefCell<dyn Lifecycle>>;
 
 /// A node built for one task: its typed handle (erased) and, for stateful nodes, the handle its
-/// task calls at commit.
+/// task calls at commit; for processors, the one it calls `init` and `close` through.
 pub(crate) struct BuiltNode {
     pub(crate) node: Erased,
     pub(crate) flush: Option<FlushRef>,
+    pub(crate) lifecycle: Option<LifecycleRef>,
 }
 
 impl BuiltNode {
     pub(crate) fn plain(node: Erased) -> Self {
-        BuiltNode { node, flush: None }
+        BuiltNode {
+            node,
+            flush: None,
+            lifecycle: None,
+        }
+    }
+}
+
+/// The key and value types a node takes or forwards, checked when nodes are connected.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TypeSig {
+    key: TypeId,
+    value: TypeId,
+    names: (&'static str, &'static str),
+}
+
+impl TypeSig {
+    pub(crate) fn of<K: 'static, V: 'static>() -> Self {
+        TypeSig {
+            key: TypeId::of::<K>(),
+            value: TypeId::of::<V>(),
+            names: (std::any::type_name::<K>(), std::any::type_name::<V>()),
+        }
+    }
+}
+
+impl PartialEq for TypeSig {
+    fn eq(&self, other: &Self) -> bool {
+        (self.key, self.value) == (other.key, other.value)
+    }
+}
+
+impl fmt::Display for TypeSig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({}, {})", self.names.0, self.names.1)
     }
 }
 
@@ -76,22 +129,43 @@ pub(crate) struct NodeDef {
     pub(crate) children: Vec<usize>,
     pub(crate) stores: Vec<usize>,
     pub(crate) factory: NodeFactory,
+    /// What it forwards (`None` for a sink): checked against what a child added by name takes.
+    pub(crate) output: Option<TypeSig>,
 }
 
 /// A store the topology declares.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct StoreDef {
     pub(crate) name: String,
     pub(crate) logged: bool,
     pub(crate) persistent: bool,
+    /// Kafka's record cache: one changelog write per key per commit (`false`: every write).
+    pub(crate) caching: bool,
+    /// The typed serdes of a store built with [`crate::Stores`] (`StoreSerdes<K, V>`).
+    pub(crate) serdes: Option<Arc<dyn Any + Send + Sync>>,
 }
 
-/// The mutable graph behind a [`crate::StreamsBuilder`].
+impl StoreDef {
+    /// A DSL aggregation's store: cached, no typed serdes.
+    pub(crate) fn dsl(name: String, logged: bool, persistent: bool) -> Self {
+        StoreDef {
+            name,
+            logged,
+            persistent,
+            caching: true,
+            serdes: None,
+        }
+    }
+}
+
+/// The mutable graph behind a [`crate::StreamsBuilder`] and the low-level [`Topology`] API.
 #[derive(Default)]
 pub(crate) struct GraphBuilder {
     pub(crate) nodes: Vec<NodeDef>,
     pub(crate) stores: Vec<StoreDef>,
     counter: usize,
+    /// Mistakes found while building (a DSL call cannot return them): reported by `build`.
+    pub(crate) errors: Vec<String>,
 }
 
 impl GraphBuilder {
@@ -101,12 +175,15 @@ impl GraphBuilder {
         name
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn add_node(
         &mut self,
         name: String,
         kind: NodeKind,
         parents: &[usize],
         factory: NodeFactory,
+        _input: Option<TypeSig>,
+        output: Option<TypeSig>,
     ) -> usize {
         let id = self.nodes.len();
         self.nodes.push(NodeDef {
@@ -116,6 +193,7 @@ impl GraphBuilder {
             children: Vec::new(),
             stores: Vec::new(),
             factory,
+            output,
         });
         for &p in parents {
             self.nodes[p].children.push(id);
@@ -128,6 +206,183 @@ impl GraphBuilder {
         self.stores.push(store);
         self.nodes[node].stores.push(id);
         id
+    }
+
+    /// Declares a store not yet connected to any processor; an error if the name is taken.
+    pub(crate) fn declare_store(&mut self, store: StoreDef) -> Result<usize, String> {
+        if self.stores.iter().any(|s| s.name == store.name) {
+            return Err(format!("a store named {:?} already exists", store.name));
+        }
+        self.stores.push(store);
+        Ok(self.stores.len() - 1)
+    }
+
+    /// Connects `node` to the stores named `names`.
+    pub(crate) fn connect_stores(&mut self, node: usize, names: &[&str]) -> Result<(), String> {
+        for name in names {
+            let Some(store) = self.stores.iter().position(|s| s.name == *name) else {
+                return Err(format!(
+                    "processor {} names store {name:?}, which was not added (add_state_store)",
+                    self.nodes[node].name
+                ));
+            };
+            if !self.nodes[node].stores.contains(&store) {
+                self.nodes[node].stores.push(store);
+            }
+        }
+        Ok(())
+    }
+
+    fn node_named(&self, name: &str) -> Result<usize, String> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .ok_or_else(|| format!("no node is named {name:?}"))
+    }
+
+    /// The node ids of `parents`, checked to forward what a node taking `input` takes.
+    fn parents_for(
+        &self,
+        child: &str,
+        parents: &[&str],
+        input: TypeSig,
+    ) -> Result<Vec<usize>, String> {
+        if self.nodes.iter().any(|n| n.name == child) {
+            return Err(format!("a node named {child:?} already exists"));
+        }
+        if parents.is_empty() {
+            return Err(format!("{child} needs at least one parent"));
+        }
+        let mut ids = Vec::with_capacity(parents.len());
+        for parent in parents {
+            let id = self.node_named(parent)?;
+            match self.nodes[id].output {
+                None => return Err(format!("{parent} is a sink: it has no children")),
+                Some(out) if out != input => {
+                    return Err(format!(
+                        "{child} takes {input} but its parent {parent} forwards {out}"
+                    ));
+                }
+                Some(_) => ids.push(id),
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Adds a source reading `topics`.
+    pub(crate) fn source<K: Clone + 'static, V: Clone + 'static>(
+        &mut self,
+        name: String,
+        topics: Vec<TopicRef>,
+        consumed: Consumed<K, V>,
+    ) -> usize {
+        let (key_serde, value_serde) = (consumed.key, consumed.value);
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: SourceRef = Rc::new(RefCell::new(Source {
+                key_serde: key_serde.clone(),
+                value_serde: value_serde.clone(),
+                forward: ctx.forward::<K, V>(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let kind = NodeKind::Source {
+            topics,
+            extractor: consumed.extractor,
+        };
+        self.add_node(name, kind, &[], factory, None, Some(TypeSig::of::<K, V>()))
+    }
+
+    /// Adds a sink writing to `topic`.
+    pub(crate) fn sink<K: 'static, V: 'static>(
+        &mut self,
+        name: String,
+        topic: TopicRef,
+        key_serde: SerdeRef<K>,
+        value_serde: SerdeRef<V>,
+        parents: &[usize],
+    ) -> usize {
+        let sink_topic = topic.clone();
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(Sink {
+                topic: ctx.topic_index(&sink_topic),
+                key_serde: key_serde.clone(),
+                value_serde: value_serde.clone(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let input = Some(TypeSig::of::<K, V>());
+        self.add_node(
+            name,
+            NodeKind::Sink { topic },
+            parents,
+            factory,
+            input,
+            None,
+        )
+    }
+
+    /// Adds a node running a [`Processor`] from `supplier`.
+    pub(crate) fn processor<KIn, VIn, KOut, VOut, P>(
+        &mut self,
+        name: String,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        parents: &[usize],
+    ) -> usize
+    where
+        KIn: 'static,
+        VIn: 'static,
+        KOut: Clone + 'static,
+        VOut: Clone + 'static,
+        P: Processor<KIn, VIn, KOut, VOut>,
+    {
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node = Rc::new(RefCell::new(ProcessorNode {
+                processor: Box::new(supplier()),
+                node: Rc::new(ctx.node_shared::<KOut, VOut>()),
+            }));
+            let lifecycle: LifecycleRef = node.clone();
+            let typed: NodeRef<KIn, VIn> = node;
+            BuiltNode {
+                node: Box::new(typed),
+                flush: None,
+                lifecycle: Some(lifecycle),
+            }
+        });
+        let (input, output) = (TypeSig::of::<KIn, VIn>(), TypeSig::of::<KOut, VOut>());
+        let kind = NodeKind::Processor;
+        self.add_node(name, kind, parents, factory, Some(input), Some(output))
+    }
+
+    /// Adds a node running a [`FixedKeyProcessor`] from `supplier`.
+    pub(crate) fn fixed_key_processor<K, VIn, VOut, P>(
+        &mut self,
+        name: String,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        parents: &[usize],
+    ) -> usize
+    where
+        K: Clone + 'static,
+        VIn: 'static,
+        VOut: Clone + 'static,
+        P: FixedKeyProcessor<K, VIn, VOut>,
+    {
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node = Rc::new(RefCell::new(FixedKeyNode {
+                processor: Box::new(supplier()),
+                node: Rc::new(ctx.node_shared::<K, VOut>()),
+                _types: PhantomData,
+            }));
+            let lifecycle: LifecycleRef = node.clone();
+            let typed: NodeRef<K, VIn> = node;
+            BuiltNode {
+                node: Box::new(typed),
+                flush: None,
+                lifecycle: Some(lifecycle),
+            }
+        });
+        let (input, output) = (TypeSig::of::<K, VIn>(), TypeSig::of::<K, VOut>());
+        let kind = NodeKind::Processor;
+        self.add_node(name, kind, parents, factory, Some(input), Some(output))
     }
 }
 
@@ -147,6 +402,8 @@ pub struct Topology {
     pub(crate) nodes: Vec<NodeDef>,
     pub(crate) stores: Vec<StoreDef>,
     pub(crate) subtopologies: Vec<SubtopologyDef>,
+    /// The DSL's name counter, kept so names stay unique.
+    counter: usize,
 }
 
 impl fmt::Debug for Topology {
@@ -157,75 +414,190 @@ impl fmt::Debug for Topology {
     }
 }
 
+impl Default for Topology {
+    fn default() -> Self {
+        Topology::new()
+    }
+}
+
 impl Topology {
     pub(crate) fn from_graph(graph: GraphBuilder) -> Result<Topology> {
-        let n = graph.nodes.len();
-        if n == 0 {
+        if let Some(first) = graph.errors.first() {
+            return Err(Error::Topology(first.clone()));
+        }
+        if graph.nodes.is_empty() {
             return Err(Error::Topology(
                 "the topology has no nodes; add a stream".into(),
             ));
         }
-        // Union-find over parent-child edges: components are sub-topologies.
-        let mut parent: Vec<usize> = (0..n).collect();
-        fn find(parent: &mut [usize], mut x: usize) -> usize {
-            while parent[x] != x {
-                parent[x] = parent[parent[x]];
-                x = parent[x];
-            }
-            x
-        }
-        for (id, node) in graph.nodes.iter().enumerate() {
-            for &c in &node.children {
-                let (a, b) = (find(&mut parent, id), find(&mut parent, c));
-                if a != b {
-                    parent[a.max(b)] = a.min(b);
-                }
-            }
-        }
-        let mut roots: Vec<usize> = Vec::new();
-        let mut member_of = vec![0usize; n];
-        for (id, member) in member_of.iter_mut().enumerate() {
-            let root = find(&mut parent, id);
-            let index = match roots.iter().position(|&r| r == root) {
-                Some(i) => i,
-                None => {
-                    roots.push(root);
-                    roots.len() - 1
-                }
-            };
-            *member = index;
-        }
-        let mut subtopologies: Vec<SubtopologyDef> = (0..roots.len())
-            .map(|i| SubtopologyDef {
-                id: i as u32,
-                nodes: Vec::new(),
-                source_topics: Vec::new(),
-                sink_topics: Vec::new(),
-                stores: Vec::new(),
-            })
-            .collect();
-        for (id, node) in graph.nodes.iter().enumerate() {
-            let sub = &mut subtopologies[member_of[id]];
-            sub.nodes.push(id);
-            sub.stores.extend(&node.stores);
-            match &node.kind {
-                NodeKind::Source { topics } => sub.source_topics.extend(topics.iter().cloned()),
-                NodeKind::Sink { topic } => sub.sink_topics.push(topic.clone()),
-                NodeKind::Processor => {}
-            }
-        }
-        for sub in &subtopologies {
-            if sub.source_topics.is_empty() {
-                return Err(Error::Topology(format!(
-                    "sub-topology {} has no source; every processor must descend from a stream",
-                    sub.id
-                )));
-            }
-        }
+        let subtopologies = split(&graph.nodes)?;
         Ok(Topology {
             nodes: graph.nodes,
             stores: graph.stores,
             subtopologies,
+            counter: graph.counter,
+        })
+    }
+
+    /// An empty topology, for Kafka's low-level API: add sources, processors, sinks and
+    /// stores by name.
+    ///
+    /// ```
+    /// use riffle::{Consumed, Processor, ProcessorContext, Produced, Record, Result, Serdes, Topology};
+    ///
+    /// struct Upper;
+    /// impl Processor<String, String, String, String> for Upper {
+    ///     fn process(&mut self, ctx: &mut ProcessorContext<'_, String, String>, r: Record<String, String>) -> Result<()> {
+    ///         let upper = r.value().to_uppercase();
+    ///         ctx.forward(r.with_value(upper))
+    ///     }
+    /// }
+    ///
+    /// let mut topology = Topology::new();
+    /// topology
+    ///     .add_source("in", Consumed::with(Serdes::string(), Serdes::string()), &["words"])?
+    ///     .add_processor("upper", || Upper, &["in"])?
+    ///     .add_sink("out", "shouted", Produced::with(Serdes::string(), Serdes::string()), &["upper"])?;
+    /// assert!(topology.describe().to_string().contains("Processor: upper (stores: [])"));
+    /// # Ok::<(), riffle::Error>(())
+    /// ```
+    pub fn new() -> Topology {
+        Topology {
+            nodes: Vec::new(),
+            stores: Vec::new(),
+            subtopologies: Vec::new(),
+            counter: 0,
+        }
+    }
+
+    /// Applies `change` to the graph and splits it again; on an error nothing changes.
+    fn change(
+        &mut self,
+        change: impl FnOnce(&mut GraphBuilder) -> Result<(), String>,
+    ) -> Result<&mut Self> {
+        let mut graph = GraphBuilder {
+            nodes: std::mem::take(&mut self.nodes),
+            stores: std::mem::take(&mut self.stores),
+            counter: self.counter,
+            errors: Vec::new(),
+        };
+        let (node_count, store_count) = (graph.nodes.len(), graph.stores.len());
+        let mut result = change(&mut graph).map_err(Error::Topology);
+        if result.is_ok() {
+            match split(&graph.nodes) {
+                Ok(subs) => self.subtopologies = subs,
+                Err(e) => result = Err(e),
+            }
+        }
+        if result.is_err() {
+            // Undo: drop what was added, and the child links to it.
+            graph.nodes.truncate(node_count);
+            graph.stores.truncate(store_count);
+            for node in &mut graph.nodes {
+                node.children.retain(|&c| c < node_count);
+                node.stores.retain(|&s| s < store_count);
+            }
+        }
+        self.nodes = graph.nodes;
+        self.stores = graph.stores;
+        result.map(|()| self)
+    }
+
+    /// Adds a source node `name` reading `topics` (Kafka's `Topology.addSource`); the
+    /// [`Consumed`] gives its serdes and, optionally, its timestamp extractor.
+    pub fn add_source<K: Clone + 'static, V: Clone + 'static>(
+        &mut self,
+        name: &str,
+        consumed: Consumed<K, V>,
+        topics: &[&str],
+    ) -> Result<&mut Self> {
+        self.change(|g| {
+            if g.nodes.iter().any(|n| n.name == name) {
+                return Err(format!("a node named {name:?} already exists"));
+            }
+            if topics.is_empty() {
+                return Err(format!("source {name} needs at least one topic"));
+            }
+            let topics = topics
+                .iter()
+                .map(|t| TopicRef::External((*t).to_owned()))
+                .collect();
+            g.source(name.to_owned(), topics, consumed);
+            Ok(())
+        })
+    }
+
+    /// Adds a processor node `name` below `parents`, running a [`Processor`] made by
+    /// `supplier` for each task (Kafka's `Topology.addProcessor`). The parents must forward
+    /// what the processor takes.
+    pub fn add_processor<KIn, VIn, KOut, VOut, P>(
+        &mut self,
+        name: &str,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        parents: &[&str],
+    ) -> Result<&mut Self>
+    where
+        KIn: 'static,
+        VIn: 'static,
+        KOut: Clone + 'static,
+        VOut: Clone + 'static,
+        P: Processor<KIn, VIn, KOut, VOut>,
+    {
+        self.change(|g| {
+            let ids = g.parents_for(name, parents, TypeSig::of::<KIn, VIn>())?;
+            g.processor(name.to_owned(), supplier, &ids);
+            Ok(())
+        })
+    }
+
+    /// Adds a sink node `name` below `parents`, writing to `topic` (Kafka's
+    /// `Topology.addSink`), partitioned by the serialized key as Kafka's producer does.
+    pub fn add_sink<K: 'static, V: 'static>(
+        &mut self,
+        name: &str,
+        topic: &str,
+        produced: Produced<K, V>,
+        parents: &[&str],
+    ) -> Result<&mut Self> {
+        self.change(|g| {
+            let ids = g.parents_for(name, parents, TypeSig::of::<K, V>())?;
+            let topic = TopicRef::External(topic.to_owned());
+            g.sink(name.to_owned(), topic, produced.key, produced.value, &ids);
+            Ok(())
+        })
+    }
+
+    /// Adds a state store, connected to `processors` (Kafka's `Topology.addStateStore`).
+    /// Processors sharing a store are in one sub-topology.
+    pub fn add_state_store<K: 'static, V: 'static>(
+        &mut self,
+        builder: StoreBuilder<K, V>,
+        processors: &[&str],
+    ) -> Result<&mut Self> {
+        self.change(|g| {
+            let name = builder.name().to_owned();
+            g.declare_store(builder.into_def())?;
+            for p in processors {
+                let id = g.node_named(p)?;
+                g.connect_stores(id, &[&name])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Connects `processor` to stores added before (Kafka's
+    /// `Topology.connectProcessorAndStateStores`).
+    pub fn connect_processor_and_state_stores(
+        &mut self,
+        processor: &str,
+        stores: &[&str],
+    ) -> Result<&mut Self> {
+        self.change(|g| {
+            let id = g.node_named(processor)?;
+            if !matches!(g.nodes[id].kind, NodeKind::Processor) {
+                return Err(format!("{processor} is not a processor"));
+            }
+            g.connect_stores(id, stores)
         })
     }
 
@@ -255,52 +627,152 @@ impl Topology {
         let mut built: Vec<Option<Erased>> = (0..self.nodes.len()).map(|_| None).collect();
         let mut sources = Vec::new();
         let mut flushes = Vec::new();
+        let mut lifecycles = Vec::new();
         for &id in sub.nodes.iter().rev() {
             let def = &self.nodes[id];
             let ctx = BuildCtx {
+                name: &def.name,
                 children: &def.children,
+                nodes: &self.nodes,
                 built: &built,
                 topics,
                 application_id,
                 store_slots,
                 stores: &def.stores,
+                store_defs: &self.stores,
             };
-            let BuiltNode { node, flush } = (def.factory)(&ctx);
+            let BuiltNode {
+                node,
+                flush,
+                lifecycle,
+            } = (def.factory)(&ctx);
             if let NodeKind::Source {
                 topics: source_topics,
+                extractor,
             } = &def.kind
                 && let Some(source) = node.downcast_ref::<SourceRef>()
             {
-                {
-                    for t in source_topics {
-                        if let Some(index) = topics.index_of(&t.resolve(application_id)) {
-                            sources.push((index, source.clone()));
-                        }
+                for t in source_topics {
+                    if let Some(index) = topics.index_of(&t.resolve(application_id)) {
+                        sources.push((index, source.clone(), extractor.clone()));
                     }
                 }
             }
             if let Some(flush) = flush {
                 flushes.push(flush);
             }
+            if let Some(lifecycle) = lifecycle {
+                lifecycles.push(lifecycle);
+            }
             built[id] = Some(node);
         }
         // Built children-first; commits flush parents first, so forwarded updates reach a
-        // downstream stateful node before it flushes.
+        // downstream stateful node before it flushes. Processors are initialized parents
+        // first too.
         flushes.reverse();
-        Instance { sources, flushes }
+        lifecycles.reverse();
+        Instance {
+            sources,
+            flushes,
+            lifecycles,
+        }
     }
+}
+
+/// Splits the graph into sub-topologies: the connected parts, where nodes sharing a store are
+/// connected too. Numbered by their first node.
+fn split(nodes: &[NodeDef]) -> Result<Vec<SubtopologyDef>> {
+    let n = nodes.len();
+    // Union-find over parent-child edges and shared stores.
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    fn union(parent: &mut [usize], a: usize, b: usize) {
+        let (a, b) = (find(parent, a), find(parent, b));
+        if a != b {
+            parent[a.max(b)] = a.min(b);
+        }
+    }
+    let mut store_owner: std::collections::HashMap<usize, usize> = Default::default();
+    for (id, node) in nodes.iter().enumerate() {
+        for &c in &node.children {
+            union(&mut parent, id, c);
+        }
+        for &s in &node.stores {
+            match store_owner.get(&s) {
+                Some(&other) => union(&mut parent, id, other),
+                None => {
+                    store_owner.insert(s, id);
+                }
+            }
+        }
+    }
+    let mut roots: Vec<usize> = Vec::new();
+    let mut member_of = vec![0usize; n];
+    for (id, member) in member_of.iter_mut().enumerate() {
+        let root = find(&mut parent, id);
+        let index = match roots.iter().position(|&r| r == root) {
+            Some(i) => i,
+            None => {
+                roots.push(root);
+                roots.len() - 1
+            }
+        };
+        *member = index;
+    }
+    let mut subtopologies: Vec<SubtopologyDef> = (0..roots.len())
+        .map(|i| SubtopologyDef {
+            id: i as u32,
+            nodes: Vec::new(),
+            source_topics: Vec::new(),
+            sink_topics: Vec::new(),
+            stores: Vec::new(),
+        })
+        .collect();
+    for (id, node) in nodes.iter().enumerate() {
+        let sub = &mut subtopologies[member_of[id]];
+        sub.nodes.push(id);
+        for &s in &node.stores {
+            if !sub.stores.contains(&s) {
+                sub.stores.push(s);
+            }
+        }
+        match &node.kind {
+            NodeKind::Source { topics, .. } => sub.source_topics.extend(topics.iter().cloned()),
+            NodeKind::Sink { topic } => sub.sink_topics.push(topic.clone()),
+            NodeKind::Processor => {}
+        }
+    }
+    for sub in &subtopologies {
+        if sub.source_topics.is_empty() {
+            return Err(Error::Topology(format!(
+                "sub-topology {} has no source; every processor must descend from a stream",
+                sub.id
+            )));
+        }
+    }
+    Ok(subtopologies)
 }
 
 /// The nodes of one task: its sources by topic index, and its stateful nodes in topological
 /// order.
 pub(crate) struct Instance {
-    pub(crate) sources: Vec<(usize, SourceRef)>,
+    pub(crate) sources: Vec<(usize, SourceRef, Option<TimestampExtractorRef>)>,
     pub(crate) flushes: Vec<FlushRef>,
+    pub(crate) lifecycles: Vec<LifecycleRef>,
 }
 
 /// What a node factory can see: its children (already built) and the resolved names.
 pub(crate) struct BuildCtx<'a> {
+    name: &'a str,
     children: &'a [usize],
+    nodes: &'a [NodeDef],
+    store_defs: &'a [StoreDef],
     built: &'a [Option<Erased>],
     topics: &'a TopicTable,
     application_id: &'a str,
@@ -324,6 +796,30 @@ impl BuildCtx<'_> {
             })
             .collect();
         Forward { children }
+    }
+
+    /// What a processor node knows of itself: name, children (typed, and their names) and
+    /// connected stores.
+    pub(crate) fn node_shared<K: 'static, V: 'static>(&self) -> NodeShared<K, V> {
+        NodeShared {
+            name: Arc::from(self.name),
+            forward: self.forward::<K, V>(),
+            child_names: self
+                .children
+                .iter()
+                .map(|&c| Arc::from(self.nodes[c].name.as_str()))
+                .collect(),
+            stores: (0..self.stores.len())
+                .map(|i| {
+                    let def = &self.store_defs[self.stores[i]];
+                    ConnectedStore {
+                        name: def.name.clone(),
+                        slot: self.store_slot(i),
+                        serdes: def.serdes.clone(),
+                    }
+                })
+                .collect(),
+        }
     }
 
     /// The topic-table index of `topic`. Every topic the topology names is in the table.
@@ -356,7 +852,7 @@ impl fmt::Display for TopologyDescription<'_> {
             for &id in &sub.nodes {
                 let node = &t.nodes[id];
                 match &node.kind {
-                    NodeKind::Source { topics } => {
+                    NodeKind::Source { topics, .. } => {
                         let names: Vec<String> = topics.iter().map(ToString::to_string).collect();
                         writeln!(
                             f,

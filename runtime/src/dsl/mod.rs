@@ -14,10 +14,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::node::{Aggregate, FilterMap, FlatMap, FlushRef, NodeRef, Sink, Source, SourceRef};
+use crate::node::{Aggregate, FilterMap, FlatMap, FlushRef, NodeRef};
+use crate::processor::{FixedKeyProcessor, Processor, StoreSerdes};
 use crate::serdes::{DefaultSerde, SerdeRef, Serdes};
+use crate::stores::StoreBuilder;
 use crate::topology::{
-    BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, StoreDef, TopicRef, Topology,
+    BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, StoreDef, TopicRef, Topology, TypeSig,
 };
 
 /// Builds a [`Topology`] with the DSL.
@@ -72,7 +74,17 @@ impl StreamsBuilder {
             .iter()
             .map(|t| TopicRef::External((*t).to_owned()))
             .collect();
-        add_source(&self.graph, topics, consumed.key, consumed.value, false)
+        add_source(&self.graph, topics, consumed, false)
+    }
+
+    /// Adds a store for processors to use: name it in [`KStream::process`] or
+    /// [`KStream::process_values`] (Kafka's `StreamsBuilder.addStateStore`).
+    pub fn add_state_store<K: 'static, V: 'static>(&self, builder: StoreBuilder<K, V>) -> &Self {
+        let mut g = self.graph.borrow_mut();
+        if let Err(e) = g.declare_store(builder.into_def()) {
+            g.errors.push(e);
+        }
+        self
     }
 
     /// Finishes the topology: numbers its sub-topologies and checks it.
@@ -85,25 +97,16 @@ impl StreamsBuilder {
 fn add_source<K, V>(
     graph: &Rc<RefCell<GraphBuilder>>,
     topics: Vec<TopicRef>,
-    key_serde: SerdeRef<K>,
-    value_serde: SerdeRef<V>,
+    consumed: Consumed<K, V>,
     repartition_required: bool,
 ) -> KStream<K, V>
 where
     K: Clone + 'static,
     V: Clone + 'static,
 {
-    let factory: NodeFactory = Arc::new(move |ctx| {
-        let node: SourceRef = Rc::new(RefCell::new(Source {
-            key_serde: key_serde.clone(),
-            value_serde: value_serde.clone(),
-            forward: ctx.forward::<K, V>(),
-        }));
-        BuiltNode::plain(Box::new(node) as Erased)
-    });
     let mut g = graph.borrow_mut();
     let name = g.next_name("KSTREAM-SOURCE");
-    let node = g.add_node(name, NodeKind::Source { topics }, &[], factory);
+    let node = g.source(name, topics, consumed);
     KStream::at(graph.clone(), node, repartition_required)
 }
 
@@ -166,7 +169,15 @@ where
         });
         let mut g = self.graph.borrow_mut();
         let name = g.next_name(prefix);
-        let node = g.add_node(name, NodeKind::Processor, parents, factory);
+        let types = (Some(TypeSig::of::<K, V>()), Some(TypeSig::of::<K2, V2>()));
+        let node = g.add_node(
+            name,
+            NodeKind::Processor,
+            parents,
+            factory,
+            types.0,
+            types.1,
+        );
         KStream::at(self.graph.clone(), node, repartition_required)
     }
 
@@ -267,7 +278,15 @@ where
         });
         let mut g = self.graph.borrow_mut();
         let name = g.next_name(prefix);
-        let node = g.add_node(name, NodeKind::Processor, &[self.node], factory);
+        let types = (Some(TypeSig::of::<K, V>()), Some(TypeSig::of::<K2, V2>()));
+        let node = g.add_node(
+            name,
+            NodeKind::Processor,
+            &[self.node],
+            factory,
+            types.0,
+            types.1,
+        );
         KStream::at(self.graph.clone(), node, repartition_required)
     }
 
@@ -317,6 +336,54 @@ where
         );
     }
 
+    /// Runs a [`Processor`] made by `supplier` for each task on every record, with the stores
+    /// named in `stores` (added with [`StreamsBuilder::add_state_store`]) connected to it. The
+    /// processor may change keys: a later `group_by_key` repartitions.
+    pub fn process<KOut, VOut, P>(
+        &self,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        stores: &[&str],
+    ) -> KStream<KOut, VOut>
+    where
+        KOut: Clone + 'static,
+        VOut: Clone + 'static,
+        P: Processor<K, V, KOut, VOut>,
+    {
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name("KSTREAM-PROCESSOR");
+        let node = g.processor(name, supplier, &[self.node]);
+        if let Err(e) = g.connect_stores(node, stores) {
+            g.errors.push(e);
+        }
+        KStream::at(self.graph.clone(), node, true)
+    }
+
+    /// Runs a [`FixedKeyProcessor`] made by `supplier` for each task: like
+    /// [`KStream::process`], but keys stay, so no repartitioning follows.
+    pub fn process_values<VOut, P>(
+        &self,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        stores: &[&str],
+    ) -> KStream<K, VOut>
+    where
+        VOut: Clone + 'static,
+        P: FixedKeyProcessor<K, V, VOut>,
+    {
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name("KSTREAM-PROCESSVALUES");
+        let node = g.fixed_key_processor(name, supplier, &[self.node]);
+        if let Err(e) = g.connect_stores(node, stores) {
+            g.errors.push(e);
+        }
+        KStream::at(self.graph.clone(), node, self.repartition_required)
+    }
+
+    /// The name of the node this stream comes out of, to attach processors to it with the
+    /// low-level [`Topology`] API.
+    pub fn node_name(&self) -> String {
+        self.graph.borrow().nodes[self.node].name.clone()
+    }
+
     /// Groups by the current key, with the default serdes of `K` and `V`.
     pub fn group_by_key(&self) -> KGroupedStream<K, V>
     where
@@ -360,18 +427,9 @@ fn add_sink<K, V>(
     K: 'static,
     V: 'static,
 {
-    let sink_topic = topic.clone();
-    let factory: NodeFactory = Arc::new(move |ctx| {
-        let node: NodeRef<K, V> = Rc::new(RefCell::new(Sink {
-            topic: ctx.topic_index(&sink_topic),
-            key_serde: key_serde.clone(),
-            value_serde: value_serde.clone(),
-        }));
-        BuiltNode::plain(Box::new(node) as Erased)
-    });
     let mut g = graph.borrow_mut();
     let name = g.next_name("KSTREAM-SINK");
-    g.add_node(name, NodeKind::Sink { topic }, &[parent], factory);
+    g.sink(name, topic, key_serde, value_serde, &[parent]);
 }
 
 /// A stream grouped by key, ready to aggregate.
@@ -475,8 +533,7 @@ where
             let source = add_source::<K, V>(
                 &self.graph,
                 vec![topic],
-                self.grouped.key.clone(),
-                self.grouped.value.clone(),
+                Consumed::with(self.grouped.key.clone(), self.grouped.value.clone()),
                 false,
             );
             parent = source.node;
@@ -497,19 +554,31 @@ where
             BuiltNode {
                 node: Box::new(node),
                 flush: Some(flush),
+                lifecycle: None,
             }
         });
         let mut g = self.graph.borrow_mut();
         let name = g.next_name("KSTREAM-AGGREGATE");
-        let node = g.add_node(name, NodeKind::Processor, &[parent], factory);
-        g.add_store(
-            node,
-            StoreDef {
-                name: store_name,
-                logged: materialized.logging,
-                persistent: materialized.store_type == StoreType::Persistent,
-            },
+        let types = (Some(TypeSig::of::<K, V>()), Some(TypeSig::of::<K, A>()));
+        let node = g.add_node(
+            name,
+            NodeKind::Processor,
+            &[parent],
+            factory,
+            types.0,
+            types.1,
         );
+        let persistent = materialized.store_type == StoreType::Persistent;
+        if g.stores.iter().any(|s| s.name == store_name) {
+            g.errors
+                .push(format!("a store named {store_name:?} already exists"));
+        }
+        let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
+        def.serdes = Some(Arc::new(StoreSerdes {
+            key: table_key_serde.clone(),
+            value: table_value_serde.clone(),
+        }));
+        g.add_store(node, def);
         KTable {
             graph: self.graph.clone(),
             node,

@@ -7,14 +7,17 @@
 //! cleared (phase 2). A full cache asks for an early commit rather than evicting to the store,
 //! so the store never holds uncommitted writes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{KeyValueStore, StoreError};
+use crate::record::Headers;
 
 struct Entry {
     key: Vec<u8>,
     value: Option<Vec<u8>>,
     timestamp: i64,
+    /// The headers of the record that wrote it (what a cached aggregate forwards with).
+    headers: Headers,
 }
 
 /// A store behind its cache.
@@ -23,6 +26,9 @@ pub(crate) struct CachedStore {
     entries: Vec<Entry>,
     index: HashMap<Vec<u8>, usize>,
     bytes: usize,
+    /// Caching disabled (Kafka's `withCachingDisabled`): every write is kept, so each reaches
+    /// the changelog, not only a key's latest.
+    every_write: bool,
 }
 
 /// Bytes a cache entry is charged beyond its key and value.
@@ -35,6 +41,15 @@ impl CachedStore {
             entries: Vec::new(),
             index: HashMap::new(),
             bytes: 0,
+            every_write: false,
+        }
+    }
+
+    /// A store whose every write goes to the changelog (caching disabled).
+    pub(crate) fn without_caching(inner: Box<dyn KeyValueStore>) -> Self {
+        CachedStore {
+            every_write: true,
+            ..CachedStore::new(inner)
         }
     }
 
@@ -56,8 +71,14 @@ impl CachedStore {
     }
 
     /// Writes `key` (`None` deletes) into the cache.
-    pub(crate) fn put(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64) {
-        match self.index.get(key) {
+    pub(crate) fn put(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        headers: &Headers,
+    ) {
+        match self.index.get(key).filter(|_| !self.every_write) {
             Some(&i) => {
                 let entry = &mut self.entries[i];
                 self.bytes -= entry.value.as_ref().map_or(0, Vec::len);
@@ -70,14 +91,23 @@ impl CachedStore {
                 }
                 self.bytes += value.map_or(0, <[u8]>::len);
                 entry.timestamp = timestamp;
+                if entry.headers != *headers {
+                    entry.headers = headers.clone();
+                }
             }
             None => {
                 self.bytes += key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD;
-                self.index.insert(key.to_vec(), self.entries.len());
+                match self.index.get_mut(key) {
+                    Some(i) => *i = self.entries.len(),
+                    None => {
+                        self.index.insert(key.to_vec(), self.entries.len());
+                    }
+                }
                 self.entries.push(Entry {
                     key: key.to_vec(),
                     value: value.map(<[u8]>::to_vec),
                     timestamp,
+                    headers: headers.clone(),
                 });
             }
         }
@@ -97,6 +127,52 @@ impl CachedStore {
     pub(crate) fn dirty(&self, i: usize) -> (&[u8], Option<&[u8]>, i64) {
         let e = &self.entries[i];
         (&e.key, e.value.as_deref(), e.timestamp)
+    }
+
+    /// The headers of the `i`-th entry's write.
+    pub(crate) fn dirty_headers(&self, i: usize) -> &Headers {
+        &self.entries[i].headers
+    }
+
+    /// The entries with `from <= key <= to` (either bound absent: unbounded) as processing
+    /// sees them: the store overlaid with the cache, in key order.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn scan(
+        &self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+        let within = |k: &[u8]| from.is_none_or(|f| k >= f) && to.is_none_or(|t| k <= t);
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let mut visit = |k: &[u8], v: &[u8]| {
+            if within(k) {
+                merged.insert(k.to_vec(), Some(v.to_vec()));
+            }
+        };
+        match to {
+            Some(t) => {
+                // The smallest key after `to` is `to` followed by a zero byte.
+                let mut end = t.to_vec();
+                end.push(0);
+                self.inner
+                    .range(from.unwrap_or_default(), &end, &mut visit)?
+            }
+            None => self.inner.for_each(&mut visit)?,
+        }
+        for (key, &i) in &self.index {
+            if within(key) {
+                merged.insert(key.clone(), self.entries[i].value.clone());
+            }
+        }
+        Ok(merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+
+    /// About how many entries the store holds, counting cached new keys.
+    pub(crate) fn approximate_len(&self) -> usize {
+        self.inner.approximate_len() + self.index.len()
     }
 
     /// Phase 2 of a commit: writes the cache to the store and clears it.
@@ -129,9 +205,10 @@ mod tests {
     fn reads_see_the_cache_and_the_store_sees_only_committed_writes() {
         let mut store = CachedStore::new(Box::new(InMemoryKeyValueStore::new("s")));
         let mut out = Vec::new();
-        store.put(b"a", Some(b"1"), 1);
-        store.put(b"a", Some(b"2"), 2);
-        store.put(b"b", Some(b"3"), 3);
+        let h = Headers::new();
+        store.put(b"a", Some(b"1"), 1, &h);
+        store.put(b"a", Some(b"2"), 2, &h);
+        store.put(b"b", Some(b"3"), 3, &h);
         assert!(store.get_into(b"a", &mut out).unwrap_or(false));
         assert_eq!(out, b"2");
         assert!(
@@ -144,7 +221,7 @@ mod tests {
         assert_eq!(store.dirty_len(), 0);
         assert!(store.inner.get_into(b"a", &mut out).unwrap_or(false));
         assert_eq!(out, b"2");
-        store.put(b"a", None, 4);
+        store.put(b"a", None, 4, &h);
         assert!(
             !store.get_into(b"a", &mut out).unwrap_or(true),
             "a cached delete hides the store's value"

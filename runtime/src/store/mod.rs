@@ -66,16 +66,8 @@ pub(crate) trait KeyValueStore: Send {
         self.write_batch(batch)
     }
     /// Visits every entry, in key order.
-    #[allow(
-        dead_code,
-        reason = "the processor API's `all()` and window stores read with it; tested here"
-    )]
     fn for_each(&self, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError>;
     /// Visits the entries with `from <= key < to`, in key order (what a window store scans).
-    #[allow(
-        dead_code,
-        reason = "the processor API's `range()` and window stores read with it; tested here"
-    )]
     fn range(
         &self,
         from: &[u8],
