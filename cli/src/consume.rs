@@ -1,4 +1,6 @@
-//! `riffle consume`: a topic's records as `key<TAB>value`.
+//! `riffle consume`: a topic's records as `key<TAB>value`; with `--print-headers`, as
+//! `h1:v1,h2:v2<TAB>key<TAB>value`, the layout of Kafka's console consumer with
+//! `print.key=true print.headers=true`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -8,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use riffle_log::{Log, LogOptions, TopicPartition};
+use riffle_log::{Log, LogOptions, Record, TopicPartition};
+
+use crate::produce::NO_HEADERS;
 
 /// How values are printed.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -45,6 +49,31 @@ pub(crate) struct Args {
     /// How values are decoded.
     #[arg(long, value_enum, default_value = "string")]
     value_serde: ValueSerde,
+    /// Print each record's headers first: `h1:v1,h2:v2<TAB>key<TAB>value`, as Kafka's console
+    /// consumer does with `print.key=true print.headers=true` (in order, `,` between headers,
+    /// each `key:value` with the value's bytes as they are, a null header value as `null`),
+    /// `NO_HEADERS` for a record without headers; key and value as without the flag. `produce --headers` reads these lines back. With --latest-per-key, the
+    /// headers of each key's latest record.
+    #[arg(long)]
+    print_headers: bool,
+}
+
+/// Appends `record`'s headers field to `out`, as Kafka's `DefaultMessageFormatter` prints it:
+/// `key:value` joined by `,` (a null value is `null`, its `null.literal`), or `NO_HEADERS`.
+fn render_headers(record: &Record, out: &mut Vec<u8>) {
+    if record.header_count() == 0 {
+        out.extend_from_slice(NO_HEADERS.as_bytes());
+        return;
+    }
+    for (i, header) in record.headers().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // Kafka's header keys are strings: invalid UTF-8 is replaced, as Java's decoder does.
+        out.extend_from_slice(String::from_utf8_lossy(&header.key).as_bytes());
+        out.push(b':');
+        out.extend_from_slice(header.value.as_deref().unwrap_or(b"null"));
+    }
 }
 
 fn render(serde: ValueSerde, value: Option<&[u8]>) -> String {
@@ -63,6 +92,13 @@ fn render(serde: ValueSerde, value: Option<&[u8]>) -> String {
             Err(e) => format!("<invalid json: {e}>"),
         },
     }
+}
+
+/// A key's latest record, for --latest-per-key: its value and (with --print-headers) its
+/// rendered headers field with the tab after it.
+struct Latest {
+    value: Option<Vec<u8>>,
+    headers: Vec<u8>,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
@@ -94,7 +130,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         };
         positions.push((tp, start));
     }
-    let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+    let mut latest: BTreeMap<Vec<u8>, Latest> = BTreeMap::new();
+    let mut headers = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     // Partitions that may hold records past their position: all at first, then (following)
@@ -134,9 +171,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                     *position = record.offset() + 1;
                     let key = record.key().map(|k| k.to_vec()).unwrap_or_default();
                     let value = record.value().map(|v| &v[..]);
+                    headers.clear();
+                    if args.print_headers {
+                        render_headers(&record, &mut headers);
+                        headers.push(b'\t');
+                    }
                     if args.latest_per_key {
-                        latest.insert(key, value.map(<[u8]>::to_vec));
+                        latest.insert(
+                            key,
+                            Latest {
+                                value: value.map(<[u8]>::to_vec),
+                                headers: headers.clone(),
+                            },
+                        );
                     } else {
+                        out.write_all(&headers)?;
                         writeln!(
                             out,
                             "{}\t{}",
@@ -175,7 +224,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     }
-    for (key, value) in &latest {
+    for (key, Latest { value, headers }) in &latest {
+        out.write_all(headers)?;
         writeln!(
             out,
             "{}\t{}",

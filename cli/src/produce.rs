@@ -1,4 +1,6 @@
-//! `riffle produce`: `key<TAB>value` lines into a topic, partitioned like Kafka's producer.
+//! `riffle produce`: `key<TAB>value` lines into a topic, partitioned like Kafka's producer; with
+//! `--headers`, `h1:v1,h2:v2<TAB>key<TAB>value` lines, as Kafka's console producer reads them with
+//! `parse.key=true` and `parse.headers=true`.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -23,6 +25,14 @@ pub(crate) struct Args {
     /// Compression of the written batches: none, lz4 or zstd.
     #[arg(long, default_value = "none")]
     compression: String,
+    /// Each line starts with the record's headers: `h1:v1,h2:v2<TAB>key<TAB>value`, as Kafka's
+    /// console producer reads it with `parse.key=true parse.headers=true` (headers separated by
+    /// `,`, a header's key from its value by its first `:`; a key may repeat, a value may be
+    /// empty). A headers field of exactly `NO_HEADERS` (what `consume --print-headers` prints
+    /// for a record without headers) means none. A header without `:` is an error naming the
+    /// line, like any malformed line.
+    #[arg(long)]
+    headers: bool,
     /// The input file; standard input when absent.
     file: Option<PathBuf>,
 }
@@ -86,13 +96,26 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             Ok(_) => {
                 let line = raw.strip_suffix(b"\n").unwrap_or(&raw);
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
-                match std::str::from_utf8(line) {
-                    Err(e) => Some(format!("not UTF-8 ({e})")),
-                    Ok(line) => match line.split_once('\t') {
-                        None => Some("expected `key<TAB>value`, found no tab".to_owned()),
-                        Some((key, value)) => {
+                match std::str::from_utf8(line).map_err(|e| format!("not UTF-8 ({e})")) {
+                    Err(problem) => Some(problem),
+                    Ok(line) => match parse_line(line, args.headers) {
+                        Err(problem) => Some(problem),
+                        Ok(Line {
+                            headers,
+                            key,
+                            value,
+                        }) => {
                             let p = partition_for_key(key.as_bytes(), partitions) as usize;
-                            builders[p].push(now, Some(key.as_bytes()), Some(value.as_bytes()));
+                            let (key, value) = (Some(key.as_bytes()), Some(value.as_bytes()));
+                            match headers {
+                                None => builders[p].push(now, key, value),
+                                Some(headers) => builders[p].push_with_headers(
+                                    now,
+                                    key,
+                                    value,
+                                    header_pairs(headers),
+                                ),
+                            }
                             written += 1;
                             if builders[p].size_bytes() >= BATCH_BYTES {
                                 flush(&log, &mut builders, p)?;
@@ -125,4 +148,133 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.topic
     );
     Ok(())
+}
+
+/// The headers field of a line that says the record has none: what Kafka's console consumer
+/// (and `riffle consume --print-headers`) prints for such a record.
+pub(crate) const NO_HEADERS: &str = "NO_HEADERS";
+
+/// One parsed input line.
+#[derive(Debug, PartialEq, Eq)]
+struct Line<'a> {
+    /// The headers field, checked (every header has its `:`); `None` for no headers.
+    headers: Option<&'a str>,
+    key: &'a str,
+    value: &'a str,
+}
+
+/// Splits a line into its fields: `key<TAB>value`, or with `headers`
+/// `h1:v1,h2:v2<TAB>key<TAB>value` (the value is the rest of the line, tabs and all). The error
+/// says what is wrong, for the caller to prefix with the line number.
+fn parse_line(line: &str, headers: bool) -> Result<Line<'_>, String> {
+    if !headers {
+        let (key, value) = line
+            .split_once('\t')
+            .ok_or("expected `key<TAB>value`, found no tab")?;
+        return Ok(Line {
+            headers: None,
+            key,
+            value,
+        });
+    }
+    const LAYOUT: &str = "expected `headers<TAB>key<TAB>value`";
+    let (field, rest) = line
+        .split_once('\t')
+        .ok_or_else(|| format!("{LAYOUT}, found no tab"))?;
+    let (key, value) = rest
+        .split_once('\t')
+        .ok_or_else(|| format!("{LAYOUT}, found one tab"))?;
+    let headers = if field == NO_HEADERS {
+        None
+    } else {
+        for (i, header) in field.split(',').enumerate() {
+            if !header.contains(':') {
+                return Err(format!(
+                    "header {} ({header:?}) has no `:` between its key and value (expected \
+                     `key:value`, or a headers field of {NO_HEADERS} for none)",
+                    i + 1
+                ));
+            }
+        }
+        Some(field)
+    };
+    Ok(Line {
+        headers,
+        key,
+        value,
+    })
+}
+
+/// The headers of a checked headers field, in order: key up to the first `:`, value after it.
+fn header_pairs(field: &str) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> + Clone {
+    field.split(',').map(|header| {
+        let (key, value) = header.split_once(':').unwrap_or((header, ""));
+        (key.as_bytes(), Some(value.as_bytes()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Line, header_pairs, parse_line};
+
+    fn headers(field: &str) -> Vec<(String, String)> {
+        header_pairs(field)
+            .map(|(k, v)| {
+                let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap_or_default();
+                (text(k), text(v.unwrap_or_default()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_header_value_may_hold_colons_and_be_empty_and_a_key_may_repeat() {
+        assert_eq!(
+            headers("a:1,b:x:y,a:,:v"),
+            [("a", "1"), ("b", "x:y"), ("a", ""), ("", "v")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+    }
+
+    #[test]
+    fn the_value_is_the_rest_of_the_line_and_no_headers_means_none() {
+        assert_eq!(
+            parse_line("NO_HEADERS\tk\tv\tw", true),
+            Ok(Line {
+                headers: None,
+                key: "k",
+                value: "v\tw"
+            })
+        );
+        assert_eq!(
+            parse_line("h:1\tk\t", true),
+            Ok(Line {
+                headers: Some("h:1"),
+                key: "k",
+                value: ""
+            })
+        );
+        // Without --headers a headers-looking first field is the key.
+        assert_eq!(
+            parse_line("h:1\tk\tv", false),
+            Ok(Line {
+                headers: None,
+                key: "h:1",
+                value: "k\tv"
+            })
+        );
+    }
+
+    #[test]
+    fn a_header_without_a_colon_or_a_missing_field_is_refused() {
+        for (line, says) in [
+            ("a:1,b\tk\tv", "header 2 (\"b\") has no `:`"),
+            ("\tk\tv", "header 1 (\"\") has no `:`"),
+            ("a:1,\tk\tv", "header 2 (\"\") has no `:`"),
+            ("a:1\tk", "found one tab"),
+            ("a:1", "found no tab"),
+        ] {
+            let err = parse_line(line, true).expect_err(line);
+            assert!(err.contains(says), "{line:?}: {err}");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! [`KafkaBroker`]: one broker process started by `start-broker.sh`, owned by a test.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -65,11 +65,41 @@ fn tail(text: &str, max: usize) -> &str {
 }
 
 /// Runs `cmd` to completion; its stdout, or an error with the end of its output.
-fn run(mut cmd: Command, what: &str) -> Result<String> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(io(format!("running {what}")))?;
+fn run(cmd: Command, what: &str) -> Result<String> {
+    run_with_stdin(cmd, what, None)
+}
+
+/// [`run`], feeding `stdin` (then end of file) to the command's standard input, or none.
+fn run_with_stdin(mut cmd: Command, what: &str, stdin: Option<&[u8]>) -> Result<String> {
+    let out = match stdin {
+        None => cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(io(format!("running {what}")))?,
+        Some(input) => {
+            let mut child = cmd
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(io(format!("running {what}")))?;
+            // Written from another thread: the command's output is read meanwhile, so neither
+            // side can block on a full pipe. A command that exits early breaks the pipe: its
+            // status says why.
+            let mut pipe = child.stdin.take();
+            let input = input.to_vec();
+            let writer = std::thread::spawn(move || {
+                if let Some(pipe) = pipe.as_mut() {
+                    let _ = pipe.write_all(&input);
+                }
+            });
+            let out = child
+                .wait_with_output()
+                .map_err(io(format!("waiting for {what}")))?;
+            let _ = writer.join();
+            out
+        }
+    };
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -279,13 +309,119 @@ impl KafkaBroker {
 
     /// Runs a Kafka tool's main class (`kafka-run.sh`) and returns its stdout.
     pub fn run_tool(&self, main_class: &str, args: &[&str]) -> Result<String> {
+        self.tool(main_class, args, None)
+    }
+
+    /// [`KafkaBroker::run_tool`], feeding `stdin` (then end of file) to the tool's standard
+    /// input.
+    pub fn run_tool_with_stdin(
+        &self,
+        main_class: &str,
+        args: &[&str],
+        stdin: &[u8],
+    ) -> Result<String> {
+        self.tool(main_class, args, Some(stdin))
+    }
+
+    fn tool(&self, main_class: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<String> {
         let mut cmd = Command::new("bash");
         cmd.arg(scripts().join("kafka-run.sh"))
             .arg(main_class)
             .args(args)
             .env("KAFKA_LIBS", &self.libs);
         let short = main_class.rsplit('.').next().unwrap_or(main_class);
-        run(cmd, &format!("{short} {}", args.join(" ")))
+        run_with_stdin(cmd, &format!("{short} {}", args.join(" ")), stdin)
+    }
+
+    /// Appends `lines` to `topic` with Kafka's console producer (`kafka-console-producer.sh`,
+    /// `org.apache.kafka.tools.ConsoleProducer`), one record per line fed on its standard input,
+    /// `props` passed to its line reader as `--reader-property name=value` (the successor of the
+    /// deprecated `--property`): `parse.key=true`, `parse.headers=true`, `null.marker=…`, ….
+    /// Returns once the producer has sent every line and exited.
+    pub fn console_produce(
+        &self,
+        topic: &str,
+        lines: &[&str],
+        props: &[(&str, &str)],
+    ) -> Result<()> {
+        self.console_produce_with(topic, lines, props, &[])
+    }
+
+    /// [`KafkaBroker::console_produce`] with producer configurations too, passed as
+    /// `--command-property name=value` (the successor of `--producer-property`) — except
+    /// `compression.type`, passed as `--compression-codec VALUE`: the console producer sets
+    /// `compression.type` from that option (`none` without it) over any property, so
+    /// `--command-property compression.type=lz4` alone would send uncompressed batches.
+    pub fn console_produce_with(
+        &self,
+        topic: &str,
+        lines: &[&str],
+        props: &[(&str, &str)],
+        producer_props: &[(&str, &str)],
+    ) -> Result<()> {
+        let mut args: Vec<String> = ["--bootstrap-server", &self.bootstrap, "--topic", topic]
+            .map(str::to_owned)
+            .into();
+        for (name, value) in props {
+            args.push("--reader-property".to_owned());
+            args.push(format!("{name}={value}"));
+        }
+        for &(name, value) in producer_props {
+            if name == "compression.type" {
+                args.extend(["--compression-codec".to_owned(), value.to_owned()]);
+            } else {
+                args.push("--command-property".to_owned());
+                args.push(format!("{name}={value}"));
+            }
+        }
+        let mut input = String::new();
+        for line in lines {
+            input.push_str(line);
+            input.push('\n');
+        }
+        self.run_tool_with_stdin(
+            "org.apache.kafka.tools.ConsoleProducer",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            input.as_bytes(),
+        )
+        .map(drop)
+    }
+
+    /// Reads `topic` from the beginning with Kafka's console consumer
+    /// (`kafka-console-consumer.sh`, `org.apache.kafka.tools.consumer.ConsoleConsumer`) until
+    /// `max_messages` records (`--max-messages`) and returns the lines it printed. `props` go
+    /// to its formatter as `--formatter-property name=value` (the successor of the deprecated
+    /// `--property`): `print.key=true`, `print.headers=true`, `null.literal=…`, …. If no record
+    /// comes for 30 seconds (`--timeout-ms`) it stops early, so fewer lines come back.
+    pub fn console_consume(
+        &self,
+        topic: &str,
+        max_messages: usize,
+        props: &[(&str, &str)],
+    ) -> Result<Vec<String>> {
+        let max = max_messages.to_string();
+        let mut args: Vec<String> = [
+            "--bootstrap-server",
+            &self.bootstrap,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            &max,
+            "--timeout-ms",
+            "30000",
+        ]
+        .map(str::to_owned)
+        .into();
+        for (name, value) in props {
+            args.push("--formatter-property".to_owned());
+            args.push(format!("{name}={value}"));
+        }
+        let out = self.run_tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        )?;
+        Ok(out.lines().map(str::to_owned).collect())
     }
 
     /// Creates `topic` with `partitions` partitions (`kafka-topics.sh --create`).
