@@ -12,8 +12,7 @@ use proptest::prelude::*;
 use riffle::{
     Consumed, Error, FixedKeyProcessor, FixedKeyProcessorContext, FixedKeyRecord, Headers,
     Processor, ProcessorContext, Produced, PunctuationType, Record, Result, Serdes, Stores,
-    StreamsBuilder, StreamsConfig, TestRecord, TimestampExtractorRef, Topology,
-    TopologyTestDriver,
+    StreamsBuilder, StreamsConfig, TestRecord, TimestampExtractorRef, Topology, TopologyTestDriver,
 };
 
 fn strings() -> (riffle::SerdeRef<String>, riffle::SerdeRef<String>) {
@@ -94,9 +93,19 @@ fn the_context_tells_metadata_task_application_and_both_clocks() {
             &["src"],
         )
         .unwrap()
-        .add_sink("left", "left-out", Produced::with(k.clone(), v.clone()), &["rec"])
+        .add_sink(
+            "left",
+            "left-out",
+            Produced::with(k.clone(), v.clone()),
+            &["rec"],
+        )
         .unwrap()
-        .add_sink("all", "all-out", Produced::with(k.clone(), v.clone()), &["rec"])
+        .add_sink(
+            "all",
+            "all-out",
+            Produced::with(k.clone(), v.clone()),
+            &["rec"],
+        )
         .unwrap();
     let driver =
         TopologyTestDriver::with_wall_clock(topology, StreamsConfig::new("ctx-app"), 50_000)
@@ -106,10 +115,14 @@ fn the_context_tells_metadata_task_application_and_both_clocks() {
     let all = driver.create_output_topic("all-out", k.clone(), v.clone());
     input.pipe_input_at("a".into(), "x".into(), 100).unwrap();
     input.pipe_input_at("b".into(), "left".into(), 70).unwrap();
-    driver.advance_wall_clock_time(Duration::from_millis(999)).unwrap();
+    driver
+        .advance_wall_clock_time(Duration::from_millis(999))
+        .unwrap();
     assert!(all.read_key_value().unwrap() == Some(("a".into(), "x".into())));
     assert!(all.is_empty().unwrap(), "not due yet: 999 ms of 1000");
-    driver.advance_wall_clock_time(Duration::from_millis(1)).unwrap();
+    driver
+        .advance_wall_clock_time(Duration::from_millis(1))
+        .unwrap();
 
     let seen = log.lock().unwrap().clone();
     assert_eq!(seen.len(), 3);
@@ -186,9 +199,15 @@ fn misusing_the_context_is_an_error_naming_the_processor() {
         let driver =
             TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("bad")).unwrap();
         let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
-        let err = input.pipe_input("k".into(), "v".into()).unwrap_err().to_string();
+        let err = input
+            .pipe_input("k".into(), "v".into())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(expected), "{case}: {err}");
-        assert!(err.contains("KSTREAM-PROCESSOR-0000000001"), "{case}: {err}");
+        assert!(
+            err.contains("KSTREAM-PROCESSOR-0000000001"),
+            "{case}: {err}"
+        );
     }
 }
 
@@ -224,7 +243,8 @@ fn a_processor_store_matches_a_hashmap_and_reads_its_own_writes() {
         .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
         .process(|| Counter, &["counts"])
         .to("out", Produced::with(Serdes::string(), Serdes::i64()));
-    let driver = TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("c")).unwrap();
+    let driver =
+        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("c")).unwrap();
     let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
     let out = driver.create_output_topic("out", Serdes::string(), Serdes::i64());
     let mut model: HashMap<String, i64> = HashMap::new();
@@ -232,7 +252,10 @@ fn a_processor_store_matches_a_hashmap_and_reads_its_own_writes() {
         let key = format!("k{}", (i * 7) % 23);
         *model.entry(key.clone()).or_default() += 1;
         input.pipe_input(key.clone(), "v".into()).unwrap();
-        assert_eq!(out.read_key_value().unwrap(), Some((key.clone(), model[&key])));
+        assert_eq!(
+            out.read_key_value().unwrap(),
+            Some((key.clone(), model[&key]))
+        );
     }
     let store = driver.get_key_value_store::<String, i64>("counts").unwrap();
     let mut expected: Vec<(String, i64)> = model.into_iter().collect();
@@ -248,7 +271,11 @@ fn a_processor_store_matches_a_hashmap_and_reads_its_own_writes() {
         "range is inclusive at both ends"
     );
     assert_eq!(store.approximate_num_entries().unwrap(), 23);
-    assert!(driver.get_key_value_store::<String, String>("counts").is_err());
+    assert!(
+        driver
+            .get_key_value_store::<String, String>("counts")
+            .is_err()
+    );
 }
 
 #[test]
@@ -281,7 +308,8 @@ fn put_if_absent_and_delete_return_what_was_there() {
         .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
         .process_values(|| Ops, &["kv"])
         .to("out", Produced::with(Serdes::string(), Serdes::string()));
-    let driver = TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("o")).unwrap();
+    let driver =
+        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("o")).unwrap();
     let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
     let out = driver.create_output_topic("out", Serdes::string(), Serdes::string());
     for v in ["1", "2", "delete", "delete", "3"] {
@@ -293,10 +321,7 @@ fn put_if_absent_and_delete_return_what_was_there() {
         .into_iter()
         .map(|(_, v)| v)
         .collect();
-    assert_eq!(
-        said,
-        ["None", "Some(\"1\")", "Some(\"1\")", "None", "None"]
-    );
+    assert_eq!(said, ["None", "Some(\"1\")", "Some(\"1\")", "None", "None"]);
 }
 
 /// Forwards a record at each stream-time punctuation, with the punctuation time.
@@ -409,9 +434,15 @@ fn a_cancelled_punctuator_stops_and_wall_clock_punctuators_fire_without_input() 
         TopologyTestDriver::with_wall_clock(builder.build().unwrap(), StreamsConfig::new("w"), 0)
             .unwrap();
     let out = driver.create_output_topic("out", Serdes::string(), Serdes::string());
-    driver.advance_wall_clock_time(Duration::from_millis(3_500)).unwrap();
-    driver.advance_wall_clock_time(Duration::from_millis(600)).unwrap();
-    driver.advance_wall_clock_time(Duration::from_secs(10)).unwrap();
+    driver
+        .advance_wall_clock_time(Duration::from_millis(3_500))
+        .unwrap();
+    driver
+        .advance_wall_clock_time(Duration::from_millis(600))
+        .unwrap();
+    driver
+        .advance_wall_clock_time(Duration::from_secs(10))
+        .unwrap();
     let times: Vec<i64> = out
         .read_records_to_list()
         .unwrap()
@@ -449,7 +480,8 @@ fn headers_pass_through_dsl_operators_and_a_processor_can_change_them() {
         .filter(|_, v| !v.is_empty())
         .process_values(|| Tag, &[])
         .to("out", Produced::with(Serdes::string(), Serdes::string()));
-    let driver = TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("h")).unwrap();
+    let driver =
+        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("h")).unwrap();
     let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
     let out = driver.create_output_topic("out", Serdes::string(), Serdes::string());
     let mut headers = Headers::new();
@@ -481,7 +513,11 @@ fn headers_pass_through_dsl_operators_and_a_processor_can_change_them() {
         ]
     );
     assert_eq!((records[0].value.as_str(), records[0].timestamp), ("V", 5));
-    assert_eq!(records[1].headers.len(), 1, "only the tag: the input had none");
+    assert_eq!(
+        records[1].headers.len(),
+        1,
+        "only the tag: the input had none"
+    );
 }
 
 #[test]
@@ -494,9 +530,11 @@ fn a_negative_timestamp_fails_by_default_naming_the_record_and_extractors_can_ch
         builder.build().unwrap()
     };
     let (k, v) = strings();
-    let driver =
-        TopologyTestDriver::new(build(Consumed::with(k.clone(), v.clone())), StreamsConfig::new("t"))
-            .unwrap();
+    let driver = TopologyTestDriver::new(
+        build(Consumed::with(k.clone(), v.clone())),
+        StreamsConfig::new("t"),
+    )
+    .unwrap();
     let input = driver.create_input_topic("in", k.clone(), v.clone());
     input.pipe_input_at("a".into(), "x".into(), 1).unwrap();
     let err = input.pipe_input_at("b".into(), "y".into(), -5).unwrap_err();
@@ -508,9 +546,13 @@ fn a_negative_timestamp_fails_by_default_naming_the_record_and_extractors_can_ch
     // Skipping: the record is dropped, the next one goes on.
     let mut config = StreamsConfig::new("t");
     config
-        .set("default.timestamp.extractor", "LogAndSkipOnInvalidTimestamp")
+        .set(
+            "default.timestamp.extractor",
+            "LogAndSkipOnInvalidTimestamp",
+        )
         .unwrap();
-    let driver = TopologyTestDriver::new(build(Consumed::with(k.clone(), v.clone())), config).unwrap();
+    let driver =
+        TopologyTestDriver::new(build(Consumed::with(k.clone(), v.clone())), config).unwrap();
     let input = driver.create_input_topic("in", k.clone(), v.clone());
     let out = driver.create_output_topic("out", k.clone(), v.clone());
     input.pipe_input_at("a".into(), "x".into(), -1).unwrap();
@@ -521,10 +563,9 @@ fn a_negative_timestamp_fails_by_default_naming_the_record_and_extractors_can_ch
     );
 
     // A source's own extractor: the value's length as the timestamp.
-    let consumed = Consumed::with(k.clone(), v.clone())
-        .with_timestamp_extractor(TimestampExtractorRef::from_fn(|r, _| {
-            r.value().map_or(0, |v| v.len() as i64 * 1000)
-        }));
+    let consumed = Consumed::with(k.clone(), v.clone()).with_timestamp_extractor(
+        TimestampExtractorRef::from_fn(|r, _| r.value().map_or(0, |v| v.len() as i64 * 1000)),
+    );
     let driver = TopologyTestDriver::new(build(consumed), StreamsConfig::new("t")).unwrap();
     let input = driver.create_input_topic("in", k.clone(), v.clone());
     let out = driver.create_output_topic("out", k, v);
@@ -543,17 +584,35 @@ fn the_low_level_api_checks_names_and_types_and_mixes_with_the_dsl() {
     let parent = counts.node_name();
     let mut topology = builder.build().unwrap();
     let err = topology
-        .add_sink("bad", "out", Produced::with(Serdes::string(), Serdes::string()), &[&parent])
+        .add_sink(
+            "bad",
+            "out",
+            Produced::with(Serdes::string(), Serdes::string()),
+            &[&parent],
+        )
         .unwrap_err()
         .to_string();
-    assert!(err.contains("takes") && err.contains("forwards") && err.contains("i64"), "{err}");
+    assert!(
+        err.contains("takes") && err.contains("forwards") && err.contains("i64"),
+        "{err}"
+    );
     let err = topology
-        .add_sink("bad", "out", Produced::with(Serdes::string(), Serdes::i64()), &["nope"])
+        .add_sink(
+            "bad",
+            "out",
+            Produced::with(Serdes::string(), Serdes::i64()),
+            &["nope"],
+        )
         .unwrap_err()
         .to_string();
     assert!(err.contains("nope"), "{err}");
     topology
-        .add_sink("counts", "out", Produced::with(Serdes::string(), Serdes::i64()), &[&parent])
+        .add_sink(
+            "counts",
+            "out",
+            Produced::with(Serdes::string(), Serdes::i64()),
+            &[&parent],
+        )
         .unwrap();
     let text = topology.describe().to_string();
     assert!(text.contains("Sink: counts (topic: out)"), "{text}");
@@ -596,7 +655,12 @@ fn processors_sharing_a_store_are_one_sub_topology() {
         .unwrap()
         .connect_processor_and_state_stores("count-b", &["counts"])
         .unwrap()
-        .add_sink("out", "out", Produced::with(k.clone(), Serdes::i64()), &["count-a", "count-b"])
+        .add_sink(
+            "out",
+            "out",
+            Produced::with(k.clone(), Serdes::i64()),
+            &["count-a", "count-b"],
+        )
         .unwrap();
     assert_eq!(topology.subtopology_count(), 1);
     let driver = TopologyTestDriver::new(topology, StreamsConfig::new("s")).unwrap();
