@@ -46,6 +46,10 @@ pub(crate) struct ThroughputArgs {
         default_value = "at_least_once,exactly_once"
     )]
     guarantees: Vec<String>,
+    /// Serdes of the words: string (the sample's), bytes (`Serdes::bytes()`: keys and values
+    /// are slices of the fetched batches, no allocation per record).
+    #[arg(long, value_delimiter = ',', default_value = "string")]
+    serdes: Vec<String>,
     /// Write the rows as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -54,6 +58,7 @@ pub(crate) struct ThroughputArgs {
 #[derive(Serialize, Debug)]
 struct ThroughputRow {
     backend: &'static str,
+    serdes: String,
     store: String,
     guarantee: String,
     records: u64,
@@ -75,6 +80,7 @@ fn parse_store(s: &str) -> anyhow::Result<Store> {
 fn run_once(
     args: &ThroughputArgs,
     store: Store,
+    serdes: &str,
     guarantee: &str,
     count_allocations: bool,
 ) -> anyhow::Result<(f64, u64, u64)> {
@@ -95,11 +101,12 @@ fn run_once(
     if guarantee == "at_least_once" {
         config.commit_interval = Some(Duration::from_millis(1_000));
     }
-    let mut app = StreamsApp::new(
-        topology("words", "counts", store)?,
-        config,
-        EmbeddedBackend::new(log.clone()).shared(),
-    )?;
+    let topology = match serdes {
+        "string" => topology("words", "counts", store)?,
+        "bytes" => bytes_topology("words", "counts", store)?,
+        other => bail!("unknown serdes {other:?}: expected string or bytes"),
+    };
+    let mut app = StreamsApp::new(topology, config, EmbeddedBackend::new(log.clone()).shared())?;
     let bar = ProgressBar::new(args.records);
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}")
@@ -140,33 +147,54 @@ fn run_once(
     Ok((seconds, c1 - c0, b1 - b0))
 }
 
+/// The sample over `Serdes::bytes()` keys and values.
+fn bytes_topology(input: &str, output: &str, store: Store) -> riffle::Result<riffle::Topology> {
+    use riffle::{Consumed, Grouped, Materialized, Produced, Serdes, StoreType, StreamsBuilder};
+    let store_type = match store {
+        Store::Memory => StoreType::InMemory,
+        Store::Persistent => StoreType::Persistent,
+    };
+    let builder = StreamsBuilder::new();
+    builder
+        .stream(input, Consumed::with(Serdes::bytes(), Serdes::bytes()))
+        .group_by_key_with(Grouped::with(Serdes::bytes(), Serdes::bytes()))
+        .count_with(Materialized::named("counts").with_store_type(store_type))
+        .to_stream()
+        .to(output, Produced::with(Serdes::bytes(), Serdes::i64()));
+    builder.build()
+}
+
 pub(crate) fn throughput(args: ThroughputArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
-    for store in &args.stores {
-        for guarantee in &args.guarantees {
-            let parsed = parse_store(store)?;
-            let (seconds, _, _) = run_once(&args, parsed, guarantee, false)?;
-            let (_, allocs, bytes) = run_once(&args, parsed, guarantee, true)?;
-            let n = args.records as f64;
-            rows.push(ThroughputRow {
-                backend: "embedded",
-                store: store.clone(),
-                guarantee: guarantee.clone(),
-                records: args.records,
-                seconds,
-                records_per_sec: n / seconds,
-                allocs_per_record: allocs as f64 / n,
-                bytes_per_record: bytes as f64 / n,
-            });
+    for serdes in &args.serdes {
+        for store in &args.stores {
+            for guarantee in &args.guarantees {
+                let parsed = parse_store(store)?;
+                let (seconds, _, _) = run_once(&args, parsed, serdes, guarantee, false)?;
+                let (_, allocs, bytes) = run_once(&args, parsed, serdes, guarantee, true)?;
+                let n = args.records as f64;
+                rows.push(ThroughputRow {
+                    backend: "embedded",
+                    serdes: serdes.clone(),
+                    store: store.clone(),
+                    guarantee: guarantee.clone(),
+                    records: args.records,
+                    seconds,
+                    records_per_sec: n / seconds,
+                    allocs_per_record: allocs as f64 / n,
+                    bytes_per_record: bytes as f64 / n,
+                });
+            }
         }
     }
     println!(
-        "{:<10} {:<14} {:>10} {:>8} {:>14} {:>12} {:>12}",
-        "store", "guarantee", "records", "s", "records/s", "allocs/rec", "B/rec"
+        "{:<7} {:<10} {:<14} {:>10} {:>8} {:>14} {:>12} {:>12}",
+        "serdes", "store", "guarantee", "records", "s", "records/s", "allocs/rec", "B/rec"
     );
     for r in &rows {
         println!(
-            "{:<10} {:<14} {:>10} {:>8.2} {:>14.0} {:>12.2} {:>12.1}",
+            "{:<7} {:<10} {:<14} {:>10} {:>8.2} {:>14.0} {:>12.3} {:>12.1}",
+            r.serdes,
             r.store,
             r.guarantee,
             r.records,

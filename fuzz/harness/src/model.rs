@@ -14,13 +14,31 @@ pub struct Rec {
     pub key: Option<Vec<u8>>,
     /// Its value (`None`: a tombstone).
     pub value: Option<Vec<u8>>,
+    /// Its headers, in order (a value of `None` is null).
+    pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
+
+/// Headers as pairs of byte strings.
+pub type ModelHeaders = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 impl Rec {
     /// Pushes the record into `b`.
     pub fn push(&self, b: &mut BatchBuilder) {
-        b.push(self.timestamp, self.key.as_deref(), self.value.as_deref());
+        let headers = self.headers.iter().map(|(k, v)| (&k[..], v.as_deref()));
+        b.push_with_headers(
+            self.timestamp,
+            self.key.as_deref(),
+            self.value.as_deref(),
+            headers,
+        );
     }
+}
+
+/// A record's headers as the log decodes them.
+pub fn headers_of(r: &riffle_log::Record) -> ModelHeaders {
+    r.headers()
+        .map(|h| (h.key.to_vec(), h.value.map(|v| v.to_vec())))
+        .collect()
 }
 
 /// Reads `tp` from `from` to its end offset, `max_bytes` per fetch, checking what every consumer
@@ -77,6 +95,7 @@ pub fn read_all(
                             timestamp: r.timestamp(),
                             key: r.key().map(|k| k.to_vec()),
                             value: r.value().map(|v| v.to_vec()),
+                            headers: headers_of(&r),
                         },
                     ));
                 }
@@ -94,7 +113,7 @@ pub fn read_all(
 }
 
 /// A decoded record of [`decode_section`]: offset delta, timestamp delta, key, value.
-pub type ModelRecord = (u32, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+pub type ModelRecord = (u32, i64, Option<Vec<u8>>, Option<Vec<u8>>, ModelHeaders);
 
 /// Kafka's zig-zag varlong, at most 10 bytes (FORMAT.md).
 fn varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
@@ -117,7 +136,7 @@ fn varint(b: &[u8], pos: &mut usize) -> Option<i32> {
 
 /// Decodes a records section of `count` records the strict way FORMAT.md describes it: each
 /// record exactly as long as its length says, offset deltas strictly increasing and at most
-/// `last_offset_delta`, headers skipped, and nothing after the last record. `None` if the
+/// `last_offset_delta`, header keys never null, and nothing after the last record. `None` if the
 /// section is not that.
 pub fn decode_section(s: &[u8], count: u32, last_offset_delta: u32) -> Option<Vec<ModelRecord>> {
     let mut pos = 0usize;
@@ -146,25 +165,20 @@ pub fn decode_section(s: &[u8], count: u32, last_offset_delta: u32) -> Option<Ve
         };
         let key = bytes(&mut pos)?;
         let value = bytes(&mut pos)?;
-        let headers = varint(r, &mut pos)?;
-        if headers < 0 {
+        let count = varint(r, &mut pos)?;
+        if count < 0 {
             return None;
         }
-        for _ in 0..headers {
-            // Header keys are never null; a negative length is read as empty, as the log's
-            // reader (which only skips headers) does.
-            let k = varint(r, &mut pos)?;
-            pos = pos.checked_add(usize::try_from(k).unwrap_or(0))?;
-            let v = varint(r, &mut pos)?;
-            pos = pos.checked_add(usize::try_from(v).unwrap_or(0))?;
-            if pos > end {
-                return None;
-            }
+        let mut headers = Vec::new();
+        for _ in 0..count {
+            let k = bytes(&mut pos)??; // a null key is not a header
+            let v = bytes(&mut pos)?;
+            headers.push((k, v));
         }
         if pos != end {
             return None;
         }
-        out.push((delta, ts, key, value));
+        out.push((delta, ts, key, value, headers));
     }
     (pos == s.len()).then_some(out)
 }

@@ -138,6 +138,7 @@ fn check_section(b: &BatchBuilder, records: &[Rec]) {
                 timestamp: r.timestamp(),
                 key: r.key().map(|k| k.to_vec()),
                 value: r.value().map(|v| v.to_vec()),
+                headers: crate::model::headers_of(&r),
             }
         })
         .collect();
@@ -186,7 +187,8 @@ fn raw(base_offset: u64, first_timestamp: i64, count: u8, gaps: u8, section: Vec
         Some(model) => {
             assert!(!failed, "the reader refused a section the model decodes");
             assert_eq!(got.len(), model.len());
-            for (r, (delta, ts, key, value)) in got.iter().zip(&model) {
+            for (r, (delta, ts, key, value, headers)) in got.iter().zip(&model) {
+                assert_eq!(crate::model::headers_of(r), *headers);
                 assert_eq!(r.offset(), base_offset + u64::from(*delta));
                 assert_eq!(r.timestamp(), first_timestamp.wrapping_add(*ts));
                 assert_eq!(r.key().map(|k| k.to_vec()), *key);
