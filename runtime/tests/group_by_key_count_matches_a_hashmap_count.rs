@@ -99,49 +99,6 @@ fn group_by_a_new_key_goes_through_a_repartition_topic() {
 }
 
 #[test]
-fn stateless_operators_compose() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
-    let records: Vec<(String, String)> = (0..500)
-        .map(|i| (format!("k{}", i % 10), format!("{i}")))
-        .collect();
-    common::produce(&log, "a", 2, &records[..250]);
-    common::produce(&log, "b", 2, &records[250..]);
-    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let seen2 = seen.clone();
-    let builder = StreamsBuilder::new();
-    let a = builder.stream("a", Consumed::with(Serdes::string(), Serdes::string()));
-    let b = builder.stream("b", Consumed::with(Serdes::string(), Serdes::string()));
-    a.merge(&b)
-        .map_values(|v| v.parse::<i64>().unwrap_or(-1))
-        .filter(|_, v| v % 2 == 0)
-        .filter_not(|_, v| v % 3 == 0)
-        .peek(move |_, _| {
-            seen2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        })
-        .flat_map_values(|v| vec![v, v])
-        .map(|k, v| (format!("{k}-x"), v))
-        .select_key(|k, _| k.to_uppercase())
-        .to("evens", Produced::with(Serdes::string(), Serdes::i64()));
-    let app = StreamsApp::new(
-        builder.build().expect("topology"),
-        config("ops", &dir.path().join("state"), 1),
-        EmbeddedBackend::new(log.clone()).shared(),
-    )
-    .expect("app");
-    app.run_until_idle().expect("run");
-    let kept = (0..500i64).filter(|v| v % 2 == 0 && v % 3 != 0).count() as u64;
-    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), kept);
-    let mut total = 0;
-    for p in 0..log.partitions("evens").expect("evens exists") {
-        total += log
-            .end_offset(&riffle::log::TopicPartition::new("evens", p))
-            .expect("end");
-    }
-    assert_eq!(total, kept * 2);
-}
-
-#[test]
 fn a_value_that_does_not_decode_stops_the_app_with_topic_partition_and_offset() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");

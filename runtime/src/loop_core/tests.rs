@@ -496,3 +496,64 @@ fn an_unchanged_assignment_plans_nothing() {
     let p = plan(&owning(&[0], &[1], &[2]), &assignment(&[0, 1], &[2], &[]));
     assert_eq!(p, AssignmentPlan::default());
 }
+
+// ---- punctuation and requested commits ------------------------------------------------------
+
+#[test]
+fn an_idle_thread_sleeps_only_to_the_next_wall_clock_punctuation() {
+    let t0 = Instant::now();
+    let mut core = caught_up_core(settings(), 3, t0);
+    assert_eq!(
+        core.wait(t0, true).map(|w| w.until),
+        Some(t0 + 5_000 * MS),
+        "the heartbeat"
+    );
+    core.set_punctuation_deadline(task(1), Some(t0 + 700 * MS));
+    core.set_punctuation_deadline(task(2), Some(t0 + 300 * MS));
+    assert_eq!(core.wait(t0, true).map(|w| w.until), Some(t0 + 300 * MS));
+    assert_eq!(core.punctuation_due(t0 + 299 * MS).count(), 0);
+    assert_eq!(
+        core.punctuation_due(t0 + 700 * MS).collect::<Vec<_>>(),
+        [task(2), task(1)],
+        "due tasks, earliest first"
+    );
+    // Task 2 punctuated and moved its deadline on; task 1 stopped.
+    core.set_punctuation_deadline(task(2), Some(t0 + 1_300 * MS));
+    core.punctuated(task(2));
+    core.task_stopped(task(1), &[tp(1)]);
+    assert_eq!(
+        core.punctuation_due(t0 + 1_000 * MS).count(),
+        0,
+        "a stopped task's deadline is forgotten"
+    );
+    assert!(core.is_dirty(), "a punctuation's output waits for a commit");
+    core.committed(t0 + 1_000 * MS);
+    core.set_punctuation_deadline(task(2), None);
+    assert_eq!(
+        core.wait(t0 + 1_000 * MS, true).map(|w| w.until),
+        Some(t0 + 5_000 * MS)
+    );
+}
+
+#[test]
+fn a_requested_commit_is_due_at_once_even_while_busy_and_inside_the_interval() {
+    let t0 = Instant::now();
+    let mut core = caught_up_core(settings(), 1, t0);
+    core.observe(1, Changes::Named(&[tp(0)]));
+    core.fetched((task(0), 0), true);
+    core.processed(task(0), 10, true);
+    assert_eq!(
+        core.commit_due(t0 + MS, 0),
+        None,
+        "busy, inside the interval"
+    );
+    core.request_commit();
+    assert_eq!(core.commit_due(t0 + MS, 0), Some(CommitReason::Requested));
+    core.committed(t0 + 2 * MS);
+    core.processed(task(0), 1, true);
+    assert_eq!(
+        core.commit_due(t0 + 3 * MS, 0),
+        None,
+        "a commit answers the request"
+    );
+}
