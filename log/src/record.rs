@@ -258,11 +258,7 @@ impl RecordIter {
             key,
             value,
             header_count: headers.max(0) as u32,
-            headers: if headers > 0 {
-                self.buf.slice(headers_start..pos)
-            } else {
-                Bytes::new()
-            },
+            headers: (headers > 0).then(|| self.buf.slice(headers_start..pos)),
         })
     }
 }
@@ -306,8 +302,9 @@ pub struct Record {
     key: Option<Bytes>,
     value: Option<Bytes>,
     header_count: u32,
-    /// The encoded headers after their count: empty (no allocation) when there are none.
-    headers: Bytes,
+    /// The encoded headers after their count; `None` (nothing to clone or drop) when there
+    /// are none.
+    headers: Option<Bytes>,
 }
 
 impl Record {
@@ -350,7 +347,7 @@ impl Record {
     /// iterating allocates nothing. They were checked when the record was decoded.
     pub fn headers(&self) -> HeaderIter {
         HeaderIter {
-            buf: self.headers.clone(),
+            buf: self.headers.clone().unwrap_or_default(),
             pos: 0,
             left: self.header_count,
         }

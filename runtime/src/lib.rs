@@ -35,6 +35,37 @@
 //! assert_eq!(summary.records_processed, 2);
 //! ```
 //!
+//! Below the DSL is the processor API: a [`Processor`] gets each [`Record`] with a
+//! [`ProcessorContext`] to forward, use its stores and schedule punctuators, and
+//! [`TopologyTestDriver`] runs any topology in a unit test, without threads or files:
+//!
+//! ```
+//! use riffle::{Consumed, Processor, ProcessorContext, Produced, Record, Result, Serdes, StreamsBuilder, StreamsConfig, TopologyTestDriver};
+//!
+//! /// Forwards each value with its record's offset.
+//! struct WithOffset;
+//! impl Processor<String, String, String, String> for WithOffset {
+//!     fn process(&mut self, ctx: &mut ProcessorContext<'_, String, String>, r: Record<String, String>) -> Result<()> {
+//!         let offset = ctx.record_metadata().map_or(0, |m| m.offset);
+//!         let value = format!("{}@{offset}", r.value());
+//!         ctx.forward(r.with_value(value))
+//!     }
+//! }
+//!
+//! let builder = StreamsBuilder::new();
+//! builder
+//!     .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+//!     .process(|| WithOffset, &[])
+//!     .to("out", Produced::with(Serdes::string(), Serdes::string()));
+//! let driver = TopologyTestDriver::new(builder.build()?, StreamsConfig::new("offsets"))?;
+//! let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
+//! let output = driver.create_output_topic("out", Serdes::string(), Serdes::string());
+//! input.pipe_input("k".into(), "a".into())?;
+//! input.pipe_input("k".into(), "b".into())?;
+//! assert_eq!(output.read_key_values_to_list()?, [("k".into(), "a@0".into()), ("k".into(), "b@1".into())]);
+//! # Ok::<(), riffle::Error>(())
+//! ```
+//!
 //! What riffle is not: a client library for Kafka (it uses one), or a database (stores are
 //! local caches of their changelogs).
 //!
@@ -106,8 +137,13 @@
 //! # The crate's parts
 //!
 //! - `dsl`: the builder API and its options; `serdes`: keys and values as bytes.
-//! - `topology`: the built graph, sub-topologies and their per-task instantiation.
+//! - `processor`: the processor API ([`Processor`], [`ProcessorContext`], punctuation, the typed
+//!   [`KeyValueStore`]); `record`: [`Record`] and [`Headers`]; `stores`: [`Stores`] builders;
+//!   `timestamp`: [`TimestampExtractor`]s.
+//! - `topology`: the built graph, Kafka's low-level [`Topology`] API, sub-topologies and their
+//!   per-task instantiation.
 //! - `task`, `node`, `store`, `collector`: what one task processes records with.
+//! - `test_driver`: [`TopologyTestDriver`], a topology run in the calling thread for tests.
 //! - `loop_core`: every decision of a stream thread's loop, with no I/O; `thread`: the thin
 //!   loop that executes them; `snapshot`, `restore`: the thread's offset-sum snapshot and its
 //!   state updater's view of the stores.
