@@ -86,15 +86,20 @@ pub(crate) enum Store {
 
 /// The sample's topology: `stream(input).groupByKey().count().toStream().to(output)`, with the
 /// counts in the store `counts`.
+/// The DSL's store type for `store`.
+pub(crate) fn store_type(store: Store) -> StoreType {
+    match store {
+        Store::Memory => StoreType::InMemory,
+        Store::Persistent => StoreType::Persistent,
+    }
+}
+
 pub(crate) fn topology(
     input: &str,
     output: &str,
     store: Store,
 ) -> riffle::Result<riffle::Topology> {
-    let store_type = match store {
-        Store::Memory => StoreType::InMemory,
-        Store::Persistent => StoreType::Persistent,
-    };
+    let store_type = store_type(store);
     let builder = StreamsBuilder::new();
     builder
         .stream(input, Consumed::with(Serdes::string(), Serdes::string()))

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;

@@ -406,10 +406,10 @@ fn a_cancelled_punctuator_stops_and_wall_clock_punctuators_fire_without_input() 
                 PunctuationType::WallClockTime,
                 move |ctx, time| {
                     *fired.borrow_mut() += 1;
-                    if *fired.borrow() == 2 {
-                        if let Some(c) = handle.borrow().as_ref() {
-                            c.cancel();
-                        }
+                    if *fired.borrow() == 2
+                        && let Some(c) = handle.borrow().as_ref()
+                    {
+                        c.cancel();
                     }
                     ctx.forward(Record::new("tick".into(), time.to_string(), time))
                 },

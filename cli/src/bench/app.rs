@@ -149,11 +149,8 @@ fn run_once(
 
 /// The sample over `Serdes::bytes()` keys and values.
 fn bytes_topology(input: &str, output: &str, store: Store) -> riffle::Result<riffle::Topology> {
-    use riffle::{Consumed, Grouped, Materialized, Produced, Serdes, StoreType, StreamsBuilder};
-    let store_type = match store {
-        Store::Memory => StoreType::InMemory,
-        Store::Persistent => StoreType::Persistent,
-    };
+    use riffle::{Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder};
+    let store_type = crate::sample::store_type(store);
     let builder = StreamsBuilder::new();
     builder
         .stream(input, Consumed::with(Serdes::bytes(), Serdes::bytes()))
