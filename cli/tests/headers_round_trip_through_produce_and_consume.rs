@@ -276,3 +276,67 @@ fn a_null_header_value_prints_as_null_and_latest_per_key_prints_the_latest_heade
     );
     assert_eq!(consume(d, "t", &["--latest-per-key"]), "j\tnull\nk\tv2\n");
 }
+
+/// The embedded-log half of the headers round trip through an application: `produce --headers`
+/// → `sample group-by-key-count` (a riffle application) → `consume --print-headers`. A count
+/// is forwarded with the headers of the latest record that updated it (Kafka Streams' cached
+/// KTable forwards the latest record context), so each key's latest count carries its latest
+/// input record's headers.
+#[test]
+fn headers_go_through_the_sample_application_to_its_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("log");
+    let state = dir.path().join("state");
+    let (log_s, state_s) = (log.to_str().expect("utf8"), state.to_str().expect("utf8"));
+    let lines = "src:web,trace:t1\talice\tx\nNO_HEADERS\tbob\ty\nsrc:app\talice\tz\ntrace:t9,trace:t10\tcarol\tw\n";
+    ok(
+        &[
+            "produce",
+            "--log-dir",
+            log_s,
+            "--topic",
+            "clicks",
+            "--partitions",
+            "2",
+            "--headers",
+        ],
+        lines.as_bytes(),
+    );
+    ok(
+        &[
+            "sample",
+            "group-by-key-count",
+            "--log-dir",
+            log_s,
+            "--input",
+            "clicks",
+            "--output",
+            "counts",
+            "--state-dir",
+            state_s,
+            "--application-id",
+            "headers-app",
+        ],
+        b"",
+    );
+    let out = consume(
+        log_s,
+        "counts",
+        &[
+            "--latest-per-key",
+            "--value-serde",
+            "long",
+            "--print-headers",
+        ],
+    );
+    let mut got: Vec<&str> = out.lines().collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "NO_HEADERS\tbob\t1",
+            "src:app\talice\t2",
+            "trace:t9,trace:t10\tcarol\t1",
+        ]
+    );
+}
