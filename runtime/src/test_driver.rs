@@ -290,6 +290,15 @@ impl TopologyTestDriver {
         inner.read(&TopicPartition::new(topic, 0), from)
     }
 
+    /// Closes every processor (`Processor::close`) and drops the driver's state (Kafka's
+    /// `TopologyTestDriver.close`). Topics and stores handed out before fail afterwards.
+    pub fn close(self) {
+        let mut inner = self.inner.borrow_mut();
+        for task in std::mem::take(&mut inner.tasks) {
+            drop(task.into_stores());
+        }
+    }
+
     /// The application id internal topics are named with.
     pub fn application_id(&self) -> String {
         self.inner.borrow().app_id.clone()

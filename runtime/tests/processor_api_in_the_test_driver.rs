@@ -675,3 +675,41 @@ fn processors_sharing_a_store_are_one_sub_topology() {
         "both processors count in the one store"
     );
 }
+
+#[test]
+fn init_runs_before_the_first_record_and_close_when_the_driver_closes() {
+    type Calls = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+    struct Lifecycle(Calls);
+    impl Processor<String, String, String, String> for Lifecycle {
+        fn init(&mut self, _: &mut ProcessorContext<'_, String, String>) -> Result<()> {
+            self.0.lock().unwrap().push("init".into());
+            Ok(())
+        }
+        fn process(
+            &mut self,
+            _: &mut ProcessorContext<'_, String, String>,
+            record: Record<String, String>,
+        ) -> Result<()> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("process {}", record.key()));
+            Ok(())
+        }
+        fn close(&mut self) {
+            self.0.lock().unwrap().push("close".into());
+        }
+    }
+    let calls = Calls::default();
+    let made = calls.clone();
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+        .process(move || Lifecycle(made.clone()), &[]);
+    let driver =
+        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("l")).unwrap();
+    let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
+    input.pipe_input("a".into(), "1".into()).unwrap();
+    driver.close();
+    assert_eq!(*calls.lock().unwrap(), ["init", "process a", "close"]);
+}
