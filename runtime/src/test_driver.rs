@@ -398,7 +398,13 @@ impl Inner {
         self.run(false)
     }
 
-    fn read(&self, tp: &TopicPartition, from: u64) -> Result<Vec<riffle_log::Record>> {
+    /// The records of `tp` from offset `from` on, at most `max`.
+    fn read_at_most(
+        &self,
+        tp: &TopicPartition,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<riffle_log::Record>> {
         if self.log.partitions(&tp.topic).is_none() {
             return Err(Error::Topology(format!(
                 "the topology writes no topic {}",
@@ -407,21 +413,26 @@ impl Inner {
         }
         let mut out = Vec::new();
         let mut at = from;
-        loop {
+        while out.len() < max {
             let batches = self.log.fetch(tp, at, 1 << 20)?;
             if batches.is_empty() {
-                return Ok(out);
+                break;
             }
             for batch in batches {
                 for record in batch.records() {
                     let record = record?;
-                    if record.offset() >= at {
+                    if record.offset() >= at && out.len() < max {
                         at = record.offset() + 1;
                         out.push(record);
                     }
                 }
             }
         }
+        Ok(out)
+    }
+
+    fn read(&self, tp: &TopicPartition, from: u64) -> Result<Vec<riffle_log::Record>> {
+        self.read_at_most(tp, from, usize::MAX)
     }
 }
 
@@ -520,7 +531,10 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
 
     /// The next record not read yet.
     pub fn read_record(&self) -> Result<Option<TestRecord<K, V>>> {
-        let records = self.inner.borrow().read(&self.tp, self.position.get())?;
+        let records = self
+            .inner
+            .borrow()
+            .read_at_most(&self.tp, self.position.get(), 1)?;
         match records.first() {
             Some(r) => {
                 self.position.set(r.offset() + 1);
