@@ -713,3 +713,94 @@ fn init_runs_before_the_first_record_and_close_when_the_driver_closes() {
     driver.close();
     assert_eq!(*calls.lock().unwrap(), ["init", "process a", "close"]);
 }
+
+#[test]
+fn process_may_change_keys_and_repartitions_before_a_grouping_process_values_does_not() {
+    struct Same;
+    impl FixedKeyProcessor<String, String, String> for Same {
+        fn process(
+            &mut self,
+            ctx: &mut FixedKeyProcessorContext<'_, String, String>,
+            record: FixedKeyRecord<String, String>,
+        ) -> Result<()> {
+            ctx.forward(record)
+        }
+    }
+    struct Rekey;
+    impl Processor<String, String, String, String> for Rekey {
+        fn process(
+            &mut self,
+            ctx: &mut ProcessorContext<'_, String, String>,
+            record: Record<String, String>,
+        ) -> Result<()> {
+            let key = record.value().clone();
+            ctx.forward(record.with_key(key))
+        }
+    }
+    let fixed = StreamsBuilder::new();
+    fixed
+        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+        .process_values(|| Same, &[])
+        .group_by_key()
+        .count();
+    assert_eq!(fixed.build().unwrap().subtopology_count(), 1);
+
+    let rekeyed = StreamsBuilder::new();
+    rekeyed
+        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+        .process(|| Rekey, &[])
+        .group_by_key()
+        .count()
+        .to_stream()
+        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+    let topology = rekeyed.build().unwrap();
+    assert_eq!(
+        topology.subtopology_count(),
+        2,
+        "a repartition topic after process"
+    );
+    let driver = TopologyTestDriver::new(topology, StreamsConfig::new("rk")).unwrap();
+    let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
+    let out = driver.create_output_topic("out", Serdes::string(), Serdes::i64());
+    for (k, v) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        input.pipe_input(k.into(), v.into()).unwrap();
+    }
+    assert_eq!(
+        out.read_key_values_to_map().unwrap(),
+        HashMap::from([("x".to_string(), 2), ("y".to_string(), 1)]),
+        "counted by the new key"
+    );
+}
+
+#[test]
+fn a_store_with_logging_disabled_has_no_changelog_and_an_enabled_one_has() {
+    for logged in [true, false] {
+        let builder = StreamsBuilder::new();
+        let store = Stores::key_value_store_builder(
+            Stores::in_memory_key_value_store("counts"),
+            Serdes::string(),
+            Serdes::i64(),
+        );
+        builder.add_state_store(if logged {
+            store.with_logging_enabled(Default::default())
+        } else {
+            store.with_logging_disabled()
+        });
+        builder
+            .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+            .process(|| Counter, &["counts"])
+            .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+        let driver =
+            TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("lg")).unwrap();
+        let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
+        input.pipe_input("a".into(), "1".into()).unwrap();
+        input.pipe_input("a".into(), "2".into()).unwrap();
+        let changelog = driver.read_raw("lg-counts-changelog", 0);
+        if logged {
+            let records = changelog.unwrap();
+            assert_eq!(records.len(), 2, "caching off: every write is logged");
+        } else {
+            assert!(changelog.is_err(), "no changelog topic");
+        }
+    }
+}
