@@ -244,24 +244,20 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
         self.key_serde.serialize(&key, &mut scratch.key);
-        let found = ctx.stores[self.store].get_into(&scratch.key, &mut scratch.old)?;
-        let old = if found {
-            match self.agg_serde.deserialize(Some(&scratch.old)) {
-                Ok(old) => Some(old),
+        let found = ctx.stores[self.store].get_with_timestamp(&scratch.key, &mut scratch.old)?;
+        // The result's timestamp is the largest of its inputs' (Kafka's timestamped
+        // aggregation), so a late record does not move an aggregate back in time.
+        let (old, timestamp) = match found {
+            Some(old_ts) => match self.agg_serde.deserialize(Some(&scratch.old)) {
+                Ok(old) => (Some(old), old_ts.max(ctx.timestamp)),
                 Err(e) => return Err(self.corrupt(ctx, e)),
-            }
-        } else {
-            None
+            },
+            None => (None, ctx.timestamp),
         };
         let new = (self.fold)(&key, value, old);
         scratch.value.clear();
         self.agg_serde.serialize(&new, &mut scratch.value);
-        ctx.stores[self.store].put(
-            &scratch.key,
-            Some(&scratch.value),
-            ctx.timestamp,
-            &ctx.headers,
-        );
+        ctx.stores[self.store].put(&scratch.key, Some(&scratch.value), timestamp, &ctx.headers);
         Ok(())
     }
 }

@@ -105,6 +105,7 @@ impl ChangelogReader for BackendChangelogReader {
                 offset: record.offset(),
                 key: record.key().map(|k| k.to_vec()).unwrap_or_default(),
                 value: record.value().map(|v| v.to_vec()),
+                timestamp: record.timestamp(),
             });
             added += 1;
         }
@@ -161,9 +162,10 @@ impl RestoreTarget for StoreLease {
         let mut order: Vec<usize> = (0..records.len()).collect();
         order.sort_by(|&a, &b| records[a].key.cmp(&records[b].key).then(b.cmp(&a)));
         order.dedup_by(|later, earlier| records[*later].key == records[*earlier].key);
-        let mut batch = order
-            .iter()
-            .map(|&i| (records[i].key.as_slice(), records[i].value.as_deref()));
+        let mut batch = order.iter().map(|&i| {
+            let r = &records[i];
+            (r.key.as_slice(), r.value.as_deref(), r.timestamp)
+        });
         stores.apply_restored(partition, &mut batch, last.offset + 1, records.len() as u64)?;
         self.progress
             .records_restored
@@ -214,7 +216,7 @@ mod tests {
             for batch in &batches {
                 let records: Vec<ChangelogRecord> = batch.iter().map(|(k, v)| {
                     offset += 1;
-                    ChangelogRecord { offset: offset - 1, key: vec![*k], value: v.map(|v| vec![v]) }
+                    ChangelogRecord { offset: offset - 1, key: vec![*k], value: v.map(|v| vec![v]), timestamp: 0 }
                 }).collect();
                 for r in &records {
                     match &r.value {

@@ -97,6 +97,7 @@ impl<K: 'static, V: 'static> StoreBuilder<K, V> {
             logged: self.logging,
             persistent: self.supplier.persistent,
             caching: self.caching,
+            timestamped: false,
             serdes: Some(Arc::new(StoreSerdes {
                 key: self.key_serde,
                 value: self.value_serde,

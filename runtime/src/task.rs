@@ -77,9 +77,16 @@ impl TaskStores {
             } else {
                 None
             };
+            // A store's data is trusted at its checkpointed offset only if its directory was
+            // there: a store created now (deleted, or never written in this format) restores
+            // from the start. Timestamped stores live in a directory of their own, so data of
+            // the format before them is never read as theirs.
+            let mut existed = true;
             let mut inner: Box<dyn KeyValueStore> =
                 if let Some(state_dir) = state_dir.filter(|_| def.persistent) {
-                    let dir = state_dir.task_dir_path(id).join("fjall").join(&def.name);
+                    let format = if def.timestamped { "fjall-ts" } else { "fjall" };
+                    let dir = state_dir.task_dir_path(id).join(format).join(&def.name);
+                    existed = dir.exists();
                     Box::new(PersistentKeyValueStore::open(&def.name, Path::new(&dir))?)
                 } else {
                     Box::new(InMemoryKeyValueStore::new(&def.name))
@@ -88,8 +95,11 @@ impl TaskStores {
                 let partition = ChangelogPartition::new(&**topics.name(topic), id.partition);
                 let checkpointed = checkpoint.as_ref().and_then(|cp| cp.get(&partition));
                 let offset = match checkpointed {
-                    Some(offset) if inner.is_persistent() => offset,
+                    Some(offset) if inner.is_persistent() && existed => offset,
                     _ => {
+                        if checkpointed.is_some() && inner.is_persistent() {
+                            tracing::info!(task = %id, store = %def.name, "a checkpointed store without its directory: restoring it from the changelog start");
+                        }
                         if inner.is_persistent() && inner.approximate_len() > 0 {
                             tracing::info!(task = %id, store = %def.name, "no checkpoint for a non-empty store: wiping it to restore from the changelog");
                             inner.wipe()?;
@@ -104,10 +114,10 @@ impl TaskStores {
                     offset,
                 });
             }
-            stores.push(if def.caching {
-                CachedStore::new(inner)
-            } else {
-                CachedStore::without_caching(inner)
+            stores.push(match (def.timestamped, def.caching) {
+                (true, _) => CachedStore::timestamped(inner),
+                (false, true) => CachedStore::new(inner),
+                (false, false) => CachedStore::without_caching(inner),
             });
         }
         let checkpointed_sum = checkpoint.map(|cp| cp.offset_sum());
@@ -180,7 +190,7 @@ impl TaskStores {
     pub(crate) fn apply_restored(
         &mut self,
         partition: &ChangelogPartition,
-        records: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        records: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>, i64)>,
         next_offset: u64,
         count: u64,
     ) -> Result<()> {
@@ -189,7 +199,7 @@ impl TaskStores {
             .iter_mut()
             .find(|c| &c.partition == partition)
         {
-            self.stores[c.store].inner.restore_sorted(records)?;
+            self.stores[c.store].restore(records)?;
             self.restored_records += count;
             c.offset = next_offset;
         }

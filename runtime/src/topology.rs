@@ -141,18 +141,21 @@ pub(crate) struct StoreDef {
     pub(crate) persistent: bool,
     /// Kafka's record cache: one changelog write per key per commit (`false`: every write).
     pub(crate) caching: bool,
+    /// Values kept with their timestamps (a DSL aggregation's store).
+    pub(crate) timestamped: bool,
     /// The typed serdes of a store built with [`crate::Stores`] (`StoreSerdes<K, V>`).
     pub(crate) serdes: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl StoreDef {
-    /// A DSL aggregation's store: cached, no typed serdes.
+    /// A DSL aggregation's store: cached, timestamped, serdes set by the caller.
     pub(crate) fn dsl(name: String, logged: bool, persistent: bool) -> Self {
         StoreDef {
             name,
             logged,
             persistent,
             caching: true,
+            timestamped: true,
             serdes: None,
         }
     }

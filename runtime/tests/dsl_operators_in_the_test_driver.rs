@@ -165,3 +165,30 @@ fn grouping_by_a_new_key_repartitions_and_counts_exactly() {
         "every word went through the repartition topic"
     );
 }
+
+#[test]
+fn an_aggregate_keeps_the_largest_timestamp_of_its_inputs_like_kafka() {
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("words", Consumed::with(Serdes::string(), Serdes::string()))
+        .group_by_key()
+        .count()
+        .to_stream()
+        .to("counts", Produced::with(Serdes::string(), Serdes::i64()));
+    let driver =
+        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("ts")).unwrap();
+    let input = driver.create_input_topic("words", Serdes::string(), Serdes::string());
+    let counts = driver.create_output_topic("counts", Serdes::string(), Serdes::i64());
+    // Each record is committed before the next, so the later ones read the aggregate (and its
+    // timestamp) back from the store, not from the cache.
+    for ts in [5, 3, 7, 6] {
+        input.pipe_input_at("a".into(), "x".into(), ts).unwrap();
+    }
+    let got: Vec<(i64, i64)> = counts
+        .read_records_to_list()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.value, r.timestamp))
+        .collect();
+    assert_eq!(got, [(1, 5), (2, 5), (3, 7), (4, 7)]);
+}

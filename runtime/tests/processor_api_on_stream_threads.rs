@@ -259,3 +259,59 @@ fn headers_go_from_the_input_through_an_app_to_the_output_on_the_embedded_log() 
         ]
     );
 }
+
+#[test]
+fn an_aggregate_restored_from_its_changelog_keeps_its_timestamp() {
+    use riffle::{Materialized, StoreType};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).unwrap();
+    log.create_topic("in", 1).unwrap();
+    let tp = TopicPartition::new("in", 0);
+    let append = |ts: i64| {
+        let mut b = BatchBuilder::new(Compression::None);
+        b.push(ts, Some(b"a"), Some(b"x"));
+        log.append(&tp, &mut b).unwrap();
+    };
+    let topology = || {
+        let builder = StreamsBuilder::new();
+        builder
+            .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+            .group_by_key()
+            .count_with(Materialized::named("counts").with_store_type(StoreType::Persistent))
+            .to_stream()
+            .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+        builder.build().unwrap()
+    };
+    append(10);
+    let state = dir.path().join("state-1");
+    let backend = EmbeddedBackend::new(log.clone()).shared();
+    StreamsApp::new(topology(), config("tsr", &state), backend.clone())
+        .unwrap()
+        .run_until_idle()
+        .unwrap();
+    // Once from the store on disk (same state directory), once restored from the changelog
+    // into a new one: both know the aggregate's timestamp is 10.
+    for (ts, state) in [(3, "state-1"), (4, "state-2")] {
+        append(ts);
+        StreamsApp::new(
+            topology(),
+            config("tsr", &dir.path().join(state)),
+            backend.clone(),
+        )
+        .unwrap()
+        .run_until_idle()
+        .unwrap();
+    }
+    let mut out = Vec::new();
+    for b in log
+        .fetch(&TopicPartition::new("out", 0), 0, usize::MAX)
+        .unwrap()
+    {
+        for r in b.records() {
+            let r = r.unwrap();
+            let n = i64::from_be_bytes(r.value().unwrap()[..].try_into().unwrap());
+            out.push((n, r.timestamp()));
+        }
+    }
+    assert_eq!(out, [(1, 10), (2, 10), (3, 10)]);
+}

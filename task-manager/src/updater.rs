@@ -23,6 +23,8 @@ pub struct ChangelogRecord {
     pub key: Vec<u8>,
     /// The value; `None` is a delete (tombstone).
     pub value: Option<Vec<u8>>,
+    /// The record's timestamp (a timestamped store keeps it with the value).
+    pub timestamp: i64,
 }
 
 /// Where changelogs are read from. Implemented by the log/backend crates; tests use a `Vec`.

@@ -25,6 +25,7 @@ impl MemoryChangelogs {
                 offset,
                 key: offset.to_be_bytes().to_vec(),
                 value: Some(b"v".to_vec()),
+                timestamp: 0,
             });
         }
     }

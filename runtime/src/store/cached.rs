@@ -29,7 +29,17 @@ pub(crate) struct CachedStore {
     /// Caching disabled (Kafka's `withCachingDisabled`): every write is kept, so each reaches
     /// the changelog, not only a key's latest.
     every_write: bool,
+    /// The store keeps each value behind its 8-byte big-endian timestamp (Kafka's timestamped
+    /// stores, what aggregations need for their results' timestamps); the cache, the changelog
+    /// and everything above see plain values.
+    timestamped: bool,
+    /// Reused at commit to put the timestamps in front of the values.
+    arena: Vec<u8>,
+    spans: Vec<Option<(usize, usize)>>,
 }
+
+/// The timestamp of a value read from a store that keeps none.
+pub(crate) const NO_TIMESTAMP: i64 = i64::MIN;
 
 /// Bytes a cache entry is charged beyond its key and value.
 const ENTRY_OVERHEAD: usize = 64;
@@ -42,7 +52,40 @@ impl CachedStore {
             index: HashMap::new(),
             bytes: 0,
             every_write: false,
+            timestamped: false,
+            arena: Vec::new(),
+            spans: Vec::new(),
         }
+    }
+
+    /// A store that keeps each value's timestamp (a DSL aggregation's).
+    pub(crate) fn timestamped(inner: Box<dyn KeyValueStore>) -> Self {
+        CachedStore {
+            timestamped: true,
+            ..CachedStore::new(inner)
+        }
+    }
+
+    fn corrupt(&self, reason: String) -> StoreError {
+        StoreError::Corrupt {
+            store: self.inner.name().to_owned(),
+            reason,
+        }
+    }
+
+    /// Splits a timestamped store's value into its timestamp and the value (left in `value`).
+    fn strip_timestamp(&self, key: &[u8], value: &mut Vec<u8>) -> Result<i64, StoreError> {
+        let Some(ts) = value.get(..8) else {
+            return Err(self.corrupt(format!(
+                "the value of a key of {} bytes has {} bytes, fewer than its 8-byte timestamp",
+                key.len(),
+                value.len()
+            )));
+        };
+        let mut b = [0u8; 8];
+        b.copy_from_slice(ts);
+        value.drain(..8);
+        Ok(i64::from_be_bytes(b))
     }
 
     /// A store whose every write goes to the changelog (caching disabled).
@@ -55,18 +98,38 @@ impl CachedStore {
 
     /// The value of `key` as processing sees it: the cache, else the store.
     pub(crate) fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        Ok(self.get_with_timestamp(key, out)?.is_some())
+    }
+
+    /// The value of `key` (into `out`) and its timestamp: the cached write's, the store's for a
+    /// timestamped store, else [`NO_TIMESTAMP`]. `None` if there is no value.
+    pub(crate) fn get_with_timestamp(
+        &self,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<i64>, StoreError> {
         match self.index.get(key) {
             Some(&i) => {
                 out.clear();
-                match &self.entries[i].value {
+                let entry = &self.entries[i];
+                match &entry.value {
                     Some(v) => {
                         out.extend_from_slice(v);
-                        Ok(true)
+                        Ok(Some(entry.timestamp))
                     }
-                    None => Ok(false),
+                    None => Ok(None),
                 }
             }
-            None => self.inner.get_into(key, out),
+            None => {
+                if !self.inner.get_into(key, out)? {
+                    return Ok(None);
+                }
+                if self.timestamped {
+                    self.strip_timestamp(key, out).map(Some)
+                } else {
+                    Ok(Some(NO_TIMESTAMP))
+                }
+            }
         }
     }
 
@@ -144,9 +207,16 @@ impl CachedStore {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
         let within = |k: &[u8]| from.is_none_or(|f| k >= f) && to.is_none_or(|t| k <= t);
         let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let skip = if self.timestamped { 8 } else { 0 };
+        let mut short = None;
         let mut visit = |k: &[u8], v: &[u8]| {
             if within(k) {
-                merged.insert(k.to_vec(), Some(v.to_vec()));
+                match v.get(skip..) {
+                    Some(v) => {
+                        merged.insert(k.to_vec(), Some(v.to_vec()));
+                    }
+                    None => short = Some(v.len()),
+                }
             }
         };
         match to {
@@ -159,6 +229,11 @@ impl CachedStore {
             }
             None => self.inner.for_each(&mut visit)?,
         }
+        if let Some(len) = short {
+            return Err(self.corrupt(format!(
+                "a value has {len} bytes, fewer than its 8-byte timestamp"
+            )));
+        }
         for (key, &i) in &self.index {
             if within(key) {
                 merged.insert(key.clone(), self.entries[i].value.clone());
@@ -170,6 +245,31 @@ impl CachedStore {
             .collect())
     }
 
+    /// Applies restored changelog records (ascending keys, each once) to the store, with their
+    /// timestamps in front of the values if the store keeps them.
+    pub(crate) fn restore(
+        &mut self,
+        records: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>, i64)>,
+    ) -> Result<(), StoreError> {
+        if !self.timestamped {
+            let mut plain = records.map(|(k, v, _)| (k, v));
+            return self.inner.restore_sorted(&mut plain);
+        }
+        let restored: Vec<(&[u8], Option<Vec<u8>>)> = records
+            .map(|(k, v, ts)| {
+                let value = v.map(|v| {
+                    let mut out = Vec::with_capacity(8 + v.len());
+                    out.extend_from_slice(&ts.to_be_bytes());
+                    out.extend_from_slice(v);
+                    out
+                });
+                (k, value)
+            })
+            .collect();
+        let mut batch = restored.iter().map(|(k, v)| (*k, v.as_deref()));
+        self.inner.restore_sorted(&mut batch)
+    }
+
     /// About how many entries the store holds, counting cached new keys.
     pub(crate) fn approximate_len(&self) -> usize {
         self.inner.approximate_len() + self.index.len()
@@ -178,11 +278,37 @@ impl CachedStore {
     /// Phase 2 of a commit: writes the cache to the store and clears it.
     pub(crate) fn write_to_store(&mut self) -> Result<(), StoreError> {
         if !self.entries.is_empty() {
-            let mut batch = self
-                .entries
-                .iter()
-                .map(|e| (e.key.as_slice(), e.value.as_deref()));
-            self.inner.write_batch(&mut batch)?;
+            let CachedStore {
+                inner,
+                entries,
+                arena,
+                spans,
+                timestamped,
+                ..
+            } = self;
+            if *timestamped {
+                arena.clear();
+                spans.clear();
+                for e in entries.iter() {
+                    spans.push(e.value.as_ref().map(|v| {
+                        let start = arena.len();
+                        arena.extend_from_slice(&e.timestamp.to_be_bytes());
+                        arena.extend_from_slice(v);
+                        (start, arena.len())
+                    }));
+                }
+                let arena = &*arena;
+                let mut batch = entries
+                    .iter()
+                    .zip(spans.iter())
+                    .map(|(e, span)| (e.key.as_slice(), span.map(|(a, b)| &arena[a..b])));
+                inner.write_batch(&mut batch)?;
+            } else {
+                let mut batch = entries
+                    .iter()
+                    .map(|e| (e.key.as_slice(), e.value.as_deref()));
+                inner.write_batch(&mut batch)?;
+            }
         }
         self.discard();
         Ok(())
@@ -231,5 +357,41 @@ mod tests {
             store.get_into(b"a", &mut out).unwrap_or(false),
             "discarded writes never reach the store"
         );
+    }
+
+    #[test]
+    fn a_timestamped_store_keeps_each_values_timestamp_and_refuses_a_value_too_short_for_one() {
+        let mut store = CachedStore::timestamped(Box::new(InMemoryKeyValueStore::new("t")));
+        let h = Headers::new();
+        let mut out = Vec::new();
+        store.put(b"a", Some(b"1"), 42, &h);
+        assert_eq!(
+            store.get_with_timestamp(b"a", &mut out).ok(),
+            Some(Some(42))
+        );
+        store.write_to_store().ok();
+        assert_eq!(
+            store.get_with_timestamp(b"a", &mut out).ok(),
+            Some(Some(42)),
+            "read back from the store"
+        );
+        assert_eq!(out, b"1", "the value without its timestamp");
+        let mut raw = Vec::new();
+        assert!(store.inner.get_into(b"a", &mut raw).unwrap_or(false));
+        assert_eq!(
+            raw,
+            [&42i64.to_be_bytes()[..], b"1"].concat(),
+            "8-byte BE prefix"
+        );
+        assert_eq!(
+            store.scan(None, None).ok(),
+            Some(vec![(b"a".to_vec(), b"1".to_vec())])
+        );
+        store.inner.put(b"short", b"1234").ok();
+        assert!(matches!(
+            store.get_with_timestamp(b"short", &mut out),
+            Err(StoreError::Corrupt { .. })
+        ));
+        assert!(store.scan(None, None).is_err());
     }
 }

@@ -30,6 +30,14 @@ pub enum StoreError {
         /// What failed.
         reason: String,
     },
+    /// The store holds bytes that cannot be its values.
+    #[error("store {store} holds a corrupt value: {reason}")]
+    Corrupt {
+        /// The store's name.
+        store: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// A key-value store of bytes. Implementations are owned by one task at a time.
