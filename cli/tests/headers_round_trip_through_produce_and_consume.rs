@@ -6,25 +6,15 @@
 //! those headers. Without the flags both commands are as before. A header without `:` stops
 //! `produce` with an error naming its line, after writing the records before it.
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use riffle_log::{BatchBuilder, Compression, Header, Log, LogOptions, TopicPartition};
 
 fn riffle(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_riffle"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn riffle");
-    let mut input = child.stdin.take().expect("stdin");
-    // riffle may exit before reading it all (on an error): a broken pipe is fine.
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output().expect("riffle")
+    common::riffle_with_stdin(args, stdin)
 }
 
 fn ok(args: &[&str], stdin: &[u8]) -> String {

@@ -4,22 +4,12 @@
 //! are: `consume` shows them); `--help` says produce is not atomic; an I/O error names its file
 //! and says its OS error once.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use std::process::Output;
 
 fn riffle(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_riffle"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn riffle");
-    let mut input = child.stdin.take().expect("stdin");
-    // riffle may exit before reading it all (on an error): a broken pipe is fine.
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output().expect("riffle")
+    common::riffle_with_stdin(args, stdin)
 }
 
 fn stderr(out: &Output) -> String {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use crate::collector::TopicTable;
 use crate::dsl::{Consumed, Produced};
 use crate::error::{Error, Result};
-use crate::node::{FlushRef, Forward, NodeRef, Sink, Source, SourceRef};
+use crate::node::{FlushRef, Forward, Node, NodeRef, Sink, Source, SourceRef};
 use crate::processor::{
     ConnectedStore, FixedKeyNode, FixedKeyProcessor, Lifecycle, NodeShared, Processor,
     ProcessorNode,
@@ -339,17 +339,10 @@ impl GraphBuilder {
         P: Processor<KIn, VIn, KOut, VOut>,
     {
         let factory: NodeFactory = Arc::new(move |ctx| {
-            let node = Rc::new(RefCell::new(ProcessorNode {
+            lifecycle_node::<KIn, VIn, _>(ProcessorNode {
                 processor: Box::new(supplier()),
                 node: Rc::new(ctx.node_shared::<KOut, VOut>()),
-            }));
-            let lifecycle: LifecycleRef = node.clone();
-            let typed: NodeRef<KIn, VIn> = node;
-            BuiltNode {
-                node: Box::new(typed),
-                flush: None,
-                lifecycle: Some(lifecycle),
-            }
+            })
         });
         let (input, output) = (TypeSig::of::<KIn, VIn>(), TypeSig::of::<KOut, VOut>());
         let kind = NodeKind::Processor;
@@ -370,22 +363,31 @@ impl GraphBuilder {
         P: FixedKeyProcessor<K, VIn, VOut>,
     {
         let factory: NodeFactory = Arc::new(move |ctx| {
-            let node = Rc::new(RefCell::new(FixedKeyNode {
+            lifecycle_node::<K, VIn, _>(FixedKeyNode {
                 processor: Box::new(supplier()),
                 node: Rc::new(ctx.node_shared::<K, VOut>()),
                 _types: PhantomData,
-            }));
-            let lifecycle: LifecycleRef = node.clone();
-            let typed: NodeRef<K, VIn> = node;
-            BuiltNode {
-                node: Box::new(typed),
-                flush: None,
-                lifecycle: Some(lifecycle),
-            }
+            })
         });
         let (input, output) = (TypeSig::of::<K, VIn>(), TypeSig::of::<K, VOut>());
         let kind = NodeKind::Processor;
         self.add_node(name, kind, parents, factory, Some(input), Some(output))
+    }
+}
+
+/// A processor node's two handles: the typed one its parents call, and the one its task calls
+/// `init` and `close` through.
+fn lifecycle_node<KIn: 'static, VIn: 'static, N>(node: N) -> BuiltNode
+where
+    N: Node<KIn, VIn> + Lifecycle + 'static,
+{
+    let node = Rc::new(RefCell::new(node));
+    let lifecycle: LifecycleRef = node.clone();
+    let typed: NodeRef<KIn, VIn> = node;
+    BuiltNode {
+        node: Box::new(typed),
+        flush: None,
+        lifecycle: Some(lifecycle),
     }
 }
 

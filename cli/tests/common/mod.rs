@@ -487,3 +487,20 @@ pub(crate) fn file_len(path: &Path) -> u64 {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .len()
 }
+
+/// Runs the `riffle` binary with `args`, `stdin` on its standard input; waits for it.
+pub(crate) fn riffle_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn riffle");
+    let mut input = child.stdin.take().expect("stdin");
+    // riffle may exit before reading it all (on an error): a broken pipe is fine.
+    let _ = input.write_all(stdin);
+    drop(input);
+    child.wait_with_output().expect("riffle")
+}
