@@ -274,10 +274,6 @@ impl StreamThread {
     }
 
     /// Tells the core when `task`'s next wall-clock punctuator is due.
-    fn schedule_punctuation(&mut self, task: &StreamTask, now: Instant, now_ms: i64) {
-        Self::reschedule(&mut self.core, task.id, task, now, now_ms);
-    }
-
     fn reschedule(core: &mut LoopCore, id: TaskId, task: &StreamTask, now: Instant, now_ms: i64) {
         let at = task.next_wall_clock_punctuation().map(|ms| {
             // At least 1 ms: the two clocks round differently, and a deadline that looks due to
@@ -519,7 +515,7 @@ impl StreamThread {
         let Some(sub) = shared.topology.subtopologies.get(id.subtopology as usize) else {
             return Ok(());
         };
-        let task = StreamTask::create(
+        let mut task = StreamTask::create(
             stores,
             &shared.topology,
             sub,
@@ -528,11 +524,11 @@ impl StreamThread {
             &*shared.backend,
             &shared.config.default_timestamp_extractor,
         )?;
-        let mut task = task;
-        task.init(&mut self.collector, &mut self.scratch, system_time_ms())?;
+        let now_ms = system_time_ms();
+        task.init(&mut self.collector, &mut self.scratch, now_ms)?;
         self.snapshot.task_running(id)?;
         self.core.task_started(id, &task.input_partitions());
-        self.schedule_punctuation(&task, Instant::now(), system_time_ms());
+        Self::reschedule(&mut self.core, id, &task, Instant::now(), now_ms);
         self.tasks.insert(id, task);
         Ok(())
     }
