@@ -15,6 +15,11 @@ use riffle::{
     StreamsBuilder, StreamsConfig, TestRecord, TimestampExtractorRef, Topology, TopologyTestDriver,
 };
 
+/// A test driver for what `builder` built, as application `app`.
+fn drive(builder: StreamsBuilder, app: &str) -> TopologyTestDriver {
+    TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new(app)).unwrap()
+}
+
 fn strings() -> (riffle::SerdeRef<String>, riffle::SerdeRef<String>) {
     (Serdes::string(), Serdes::string())
 }
@@ -196,8 +201,7 @@ fn misusing_the_context_is_an_error_naming_the_processor() {
             .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
             .process(move || Bad(case), &["counts"])
             .to("out", Produced::with(Serdes::string(), Serdes::string()));
-        let driver =
-            TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("bad")).unwrap();
+        let driver = drive(builder, "bad");
         let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
         let err = input
             .pipe_input("k".into(), "v".into())
@@ -243,8 +247,7 @@ fn a_processor_store_matches_a_hashmap_and_reads_its_own_writes() {
         .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
         .process(|| Counter, &["counts"])
         .to("out", Produced::with(Serdes::string(), Serdes::i64()));
-    let driver =
-        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("c")).unwrap();
+    let driver = drive(builder, "c");
     let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
     let out = driver.create_output_topic("out", Serdes::string(), Serdes::i64());
     let mut model: HashMap<String, i64> = HashMap::new();
@@ -308,8 +311,7 @@ fn put_if_absent_and_delete_return_what_was_there() {
         .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
         .process_values(|| Ops, &["kv"])
         .to("out", Produced::with(Serdes::string(), Serdes::string()));
-    let driver =
-        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("o")).unwrap();
+    let driver = drive(builder, "o");
     let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
     let out = driver.create_output_topic("out", Serdes::string(), Serdes::string());
     for v in ["1", "2", "delete", "delete", "3"] {
@@ -377,7 +379,7 @@ proptest! {
             .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
             .process(move || Ticker { interval }, &[])
             .to("out", Produced::with(Serdes::string(), Serdes::string()));
-        let driver = TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("p")).unwrap();
+        let driver = drive(builder, "p");
         let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
         let out = driver.create_output_topic("out", Serdes::string(), Serdes::string());
         for (i, &ts) in timestamps.iter().enumerate() {
@@ -480,8 +482,7 @@ fn headers_pass_through_dsl_operators_and_a_processor_can_change_them() {
         .filter(|_, v| !v.is_empty())
         .process_values(|| Tag, &[])
         .to("out", Produced::with(Serdes::string(), Serdes::string()));
-    let driver =
-        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("h")).unwrap();
+    let driver = drive(builder, "h");
     let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
     let out = driver.create_output_topic("out", Serdes::string(), Serdes::string());
     let mut headers = Headers::new();
@@ -706,8 +707,7 @@ fn init_runs_before_the_first_record_and_close_when_the_driver_closes() {
     builder
         .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
         .process(move || Lifecycle(made.clone()), &[]);
-    let driver =
-        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("l")).unwrap();
+    let driver = drive(builder, "l");
     let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
     input.pipe_input("a".into(), "1".into()).unwrap();
     driver.close();
@@ -790,8 +790,7 @@ fn a_store_with_logging_disabled_has_no_changelog_and_an_enabled_one_has() {
             .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
             .process(|| Counter, &["counts"])
             .to("out", Produced::with(Serdes::string(), Serdes::i64()));
-        let driver =
-            TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("lg")).unwrap();
+        let driver = drive(builder, "lg");
         let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
         input.pipe_input("a".into(), "1".into()).unwrap();
         input.pipe_input("a".into(), "2".into()).unwrap();
