@@ -25,12 +25,14 @@ struct Cli {
 enum Command {
     /// Append `key<TAB>value` lines to a topic of the embedded log; with --headers,
     /// `h1:v1,h2:v2<TAB>key<TAB>value` lines (Kafka's console producer layout with
-    /// `parse.key=true parse.headers=true`; `NO_HEADERS` for none).
+    /// `parse.key=true parse.headers=true`; `NO_HEADERS` for none); with --timestamps, each
+    /// line starts with the record's timestamp: `timestamp_ms<TAB>[headers<TAB>]key<TAB>value`.
     ///
     /// Not atomic: records are appended as lines are read. A line that is not `key<TAB>value`
-    /// (with --headers: `headers<TAB>key<TAB>value`, every header `key:value`) or not UTF-8
-    /// stops it with an error naming the line; every record before that line is then written
-    /// and fsynced, none from it on, and the error says how many were written.
+    /// (with --headers: `headers<TAB>key<TAB>value`, every header `key:value`; with
+    /// --timestamps: a non-negative integer first) or not UTF-8 stops it with an error naming
+    /// the line; every record before that line is then written and fsynced, none from it on,
+    /// and the error says how many were written.
     Produce(produce::Args),
     /// Print a topic's records as `key<TAB>value`; with --print-headers, as
     /// `h1:v1,h2:v2<TAB>key<TAB>value` (Kafka's console consumer layout with `print.key=true

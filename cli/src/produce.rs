@@ -1,6 +1,8 @@
 //! `riffle produce`: `key<TAB>value` lines into a topic, partitioned like Kafka's producer; with
 //! `--headers`, `h1:v1,h2:v2<TAB>key<TAB>value` lines, as Kafka's console producer reads them with
-//! `parse.key=true` and `parse.headers=true`.
+//! `parse.key=true` and `parse.headers=true`; with `--timestamps`, each line starts with the
+//! record's timestamp (`timestamp_ms<TAB>[headers<TAB>]key<TAB>value`, the order Kafka's console
+//! consumer prints them in with `print.timestamp=true`).
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -33,6 +35,14 @@ pub(crate) struct Args {
     /// line, like any malformed line.
     #[arg(long)]
     headers: bool,
+    /// Each line starts with the record's timestamp in milliseconds since the epoch (a
+    /// non-negative integer), which the record carries instead of the wall clock:
+    /// `timestamp_ms<TAB>key<TAB>value`, with --headers `timestamp_ms<TAB>headers<TAB>key<TAB>value`
+    /// (timestamp first, as Kafka's console consumer prints it; what `consume
+    /// --print-timestamps` prints). A timestamp that is not such an integer is an error naming
+    /// the line, like any malformed line.
+    #[arg(long)]
+    timestamps: bool,
     /// The input file; standard input when absent.
     file: Option<PathBuf>,
 }
@@ -86,6 +96,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
+    let layout = Layout {
+        timestamps: args.timestamps,
+        headers: args.headers,
+    };
     let mut written = 0u64;
     let mut raw = Vec::new();
     for number in 1.. {
@@ -98,19 +112,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 match std::str::from_utf8(line).map_err(|e| format!("not UTF-8 ({e})")) {
                     Err(problem) => Some(problem),
-                    Ok(line) => match parse_line(line, args.headers) {
+                    Ok(line) => match parse_line(line, layout) {
                         Err(problem) => Some(problem),
                         Ok(Line {
+                            timestamp,
                             headers,
                             key,
                             value,
                         }) => {
                             let p = partition_for_key(key.as_bytes(), partitions) as usize;
                             let (key, value) = (Some(key.as_bytes()), Some(value.as_bytes()));
+                            let timestamp = timestamp.unwrap_or(now);
                             match headers {
-                                None => builders[p].push(now, key, value),
+                                None => builders[p].push(timestamp, key, value),
                                 Some(headers) => builders[p].push_with_headers(
-                                    now,
+                                    timestamp,
                                     key,
                                     value,
                                     header_pairs(headers),
@@ -154,55 +170,101 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 /// (and `riffle consume --print-headers`) prints for such a record.
 pub(crate) const NO_HEADERS: &str = "NO_HEADERS";
 
+/// Which fields a line has before its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    /// A timestamp field first (--timestamps).
+    timestamps: bool,
+    /// A headers field (after the timestamp, if any; --headers).
+    headers: bool,
+}
+
+impl Layout {
+    /// The layout as the error messages name it: `timestamp_ms<TAB>headers<TAB>key<TAB>value`.
+    fn describe(self) -> String {
+        let mut fields = Vec::new();
+        if self.timestamps {
+            fields.push("timestamp_ms");
+        }
+        if self.headers {
+            fields.push("headers");
+        }
+        fields.extend(["key", "value"]);
+        fields.join("<TAB>")
+    }
+}
+
 /// One parsed input line.
 #[derive(Debug, PartialEq, Eq)]
 struct Line<'a> {
+    /// The timestamp field, checked; `None` without --timestamps.
+    timestamp: Option<i64>,
     /// The headers field, checked (every header has its `:`); `None` for no headers.
     headers: Option<&'a str>,
     key: &'a str,
     value: &'a str,
 }
 
-/// Splits a line into its fields: `key<TAB>value`, or with `headers`
-/// `h1:v1,h2:v2<TAB>key<TAB>value` (the value is the rest of the line, tabs and all). The error
-/// says what is wrong, for the caller to prefix with the line number.
-fn parse_line(line: &str, headers: bool) -> Result<Line<'_>, String> {
-    if !headers {
-        let (key, value) = line
-            .split_once('\t')
-            .ok_or("expected `key<TAB>value`, found no tab")?;
-        return Ok(Line {
-            headers: None,
-            key,
-            value,
-        });
+/// Splits a line into its fields as `layout` says: `key<TAB>value`, with a headers field
+/// `h1:v1,h2:v2<TAB>key<TAB>value`, with a timestamp field before those
+/// `timestamp_ms<TAB>...` (the value is the rest of the line, tabs and all). The error says
+/// what is wrong, for the caller to prefix with the line number.
+fn parse_line(line: &str, layout: Layout) -> Result<Line<'_>, String> {
+    let before_value = 1 + usize::from(layout.headers) + usize::from(layout.timestamps);
+    let fields: Vec<&str> = line.splitn(before_value + 1, '\t').collect();
+    if fields.len() <= before_value {
+        let tabs = match fields.len() - 1 {
+            0 => "no tab".to_owned(),
+            1 => "one tab".to_owned(),
+            n => format!("{n} tabs"),
+        };
+        return Err(format!("expected `{}`, found {tabs}", layout.describe()));
     }
-    const LAYOUT: &str = "expected `headers<TAB>key<TAB>value`";
-    let (field, rest) = line
-        .split_once('\t')
-        .ok_or_else(|| format!("{LAYOUT}, found no tab"))?;
-    let (key, value) = rest
-        .split_once('\t')
-        .ok_or_else(|| format!("{LAYOUT}, found one tab"))?;
-    let headers = if field == NO_HEADERS {
-        None
-    } else {
-        for (i, header) in field.split(',').enumerate() {
-            if !header.contains(':') {
-                return Err(format!(
-                    "header {} ({header:?}) has no `:` between its key and value (expected \
-                     `key:value`, or a headers field of {NO_HEADERS} for none)",
-                    i + 1
-                ));
+    let mut fields = fields.into_iter();
+    let mut field = || fields.next().unwrap_or_default();
+    let timestamp = layout.timestamps.then(&mut field);
+    let headers = layout.headers.then(&mut field);
+    let (key, value) = (field(), field());
+    let timestamp = timestamp.map(parse_timestamp).transpose()?;
+    let headers = match headers {
+        None => None,
+        Some(NO_HEADERS) => None,
+        Some(field) => {
+            for (i, header) in field.split(',').enumerate() {
+                if !header.contains(':') {
+                    return Err(format!(
+                        "header {} ({header:?}) has no `:` between its key and value (expected \
+                         `key:value`, or a headers field of {NO_HEADERS} for none)",
+                        i + 1
+                    ));
+                }
             }
+            Some(field)
         }
-        Some(field)
     };
     Ok(Line {
+        timestamp,
         headers,
         key,
         value,
     })
+}
+
+/// A timestamp field: milliseconds since the epoch, a non-negative decimal integer (Kafka's
+/// producer refuses negative timestamps).
+fn parse_timestamp(field: &str) -> Result<i64, String> {
+    let digits = field.strip_prefix('-').unwrap_or(field);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "timestamp {field:?} is not an integer (expected milliseconds since the epoch)"
+        ));
+    }
+    if field.starts_with('-') {
+        return Err(format!("timestamp {field} is negative"));
+    }
+    field
+        .parse()
+        .map_err(|_| format!("timestamp {field} is out of range (at most {})", i64::MAX))
 }
 
 /// The headers of a checked headers field, in order: key up to the first `:`, value after it.
@@ -215,7 +277,24 @@ fn header_pairs(field: &str) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> + C
 
 #[cfg(test)]
 mod tests {
-    use super::{Line, header_pairs, parse_line};
+    use super::{Layout, Line, header_pairs, parse_line};
+
+    const HEADERS: Layout = Layout {
+        timestamps: false,
+        headers: true,
+    };
+    const PLAIN: Layout = Layout {
+        timestamps: false,
+        headers: false,
+    };
+    const TIMESTAMPS: Layout = Layout {
+        timestamps: true,
+        headers: false,
+    };
+    const BOTH: Layout = Layout {
+        timestamps: true,
+        headers: true,
+    };
 
     fn headers(field: &str) -> Vec<(String, String)> {
         header_pairs(field)
@@ -238,16 +317,18 @@ mod tests {
     #[test]
     fn the_value_is_the_rest_of_the_line_and_no_headers_means_none() {
         assert_eq!(
-            parse_line("NO_HEADERS\tk\tv\tw", true),
+            parse_line("NO_HEADERS\tk\tv\tw", HEADERS),
             Ok(Line {
+                timestamp: None,
                 headers: None,
                 key: "k",
                 value: "v\tw"
             })
         );
         assert_eq!(
-            parse_line("h:1\tk\t", true),
+            parse_line("h:1\tk\t", HEADERS),
             Ok(Line {
+                timestamp: None,
                 headers: Some("h:1"),
                 key: "k",
                 value: ""
@@ -255,8 +336,9 @@ mod tests {
         );
         // Without --headers a headers-looking first field is the key.
         assert_eq!(
-            parse_line("h:1\tk\tv", false),
+            parse_line("h:1\tk\tv", PLAIN),
             Ok(Line {
+                timestamp: None,
                 headers: None,
                 key: "h:1",
                 value: "k\tv"
@@ -273,8 +355,76 @@ mod tests {
             ("a:1\tk", "found one tab"),
             ("a:1", "found no tab"),
         ] {
-            let err = parse_line(line, true).expect_err(line);
+            let err = parse_line(line, HEADERS).expect_err(line);
             assert!(err.contains(says), "{line:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_timestamp_comes_first_then_the_headers() {
+        assert_eq!(
+            parse_line("1700000000000\tk\tv\tw", TIMESTAMPS),
+            Ok(Line {
+                timestamp: Some(1_700_000_000_000),
+                headers: None,
+                key: "k",
+                value: "v\tw"
+            })
+        );
+        assert_eq!(
+            parse_line("0\th:1\tk\tv", BOTH),
+            Ok(Line {
+                timestamp: Some(0),
+                headers: Some("h:1"),
+                key: "k",
+                value: "v"
+            })
+        );
+        assert_eq!(
+            parse_line("9223372036854775807\tNO_HEADERS\tk\t", BOTH),
+            Ok(Line {
+                timestamp: Some(i64::MAX),
+                headers: None,
+                key: "k",
+                value: ""
+            })
+        );
+    }
+
+    #[test]
+    fn a_bad_timestamp_or_a_missing_field_is_refused() {
+        for (line, layout, says) in [
+            ("-1\tk\tv", TIMESTAMPS, "timestamp -1 is negative"),
+            ("abc\tk\tv", TIMESTAMPS, "timestamp \"abc\" is not an integer"),
+            ("1.5\tk\tv", TIMESTAMPS, "timestamp \"1.5\" is not an integer"),
+            ("+5\tk\tv", TIMESTAMPS, "timestamp \"+5\" is not an integer"),
+            ("\tk\tv", TIMESTAMPS, "timestamp \"\" is not an integer"),
+            ("-\tk\tv", TIMESTAMPS, "timestamp \"-\" is not an integer"),
+            (
+                "9223372036854775808\tk\tv",
+                TIMESTAMPS,
+                "timestamp 9223372036854775808 is out of range",
+            ),
+            (
+                "5\tk",
+                TIMESTAMPS,
+                "expected `timestamp_ms<TAB>key<TAB>value`, found one tab",
+            ),
+            (
+                "5\th:1\tk",
+                BOTH,
+                "expected `timestamp_ms<TAB>headers<TAB>key<TAB>value`, found 2 tabs",
+            ),
+            ("5\tnocolon\tk\tv", BOTH, "header 1 (\"nocolon\") has no `:`"),
+            // Without --timestamps a number first is the key.
+            ("k", PLAIN, "expected `key<TAB>value`, found no tab"),
+        ] {
+            let err = parse_line(line, layout).expect_err(line);
+            assert!(err.contains(says), "{line:?}: {err}");
+        }
+        assert_eq!(
+            parse_line("5\tk\tv", PLAIN).map(|l| (l.timestamp, l.key)),
+            Ok((None, "5"))
+        );
     }
 }
