@@ -36,7 +36,10 @@ enum Command {
     Produce(produce::Args),
     /// Print a topic's records as `key<TAB>value`; with --print-headers, as
     /// `h1:v1,h2:v2<TAB>key<TAB>value` (Kafka's console consumer layout with `print.key=true
-    /// print.headers=true`; `NO_HEADERS` for none), which `produce --headers` reads back.
+    /// print.headers=true`; `NO_HEADERS` for none), which `produce --headers` reads back; with
+    /// --print-timestamps, `timestamp_ms<TAB>` first, which `produce --timestamps` reads back.
+    /// With --key-serde windowed-string or session-windowed-string, windowed keys (Kafka
+    /// Streams' windowed serdes) print as `key@start/end`.
     Consume(consume::Args),
     /// List the topics of the embedded log with their partitions and end offsets.
     Topics {
