@@ -51,7 +51,9 @@ pub(crate) enum KeySerde {
 enum KeyFormat {
     String,
     /// Time windows of this many milliseconds.
-    Windowed { size_ms: i64 },
+    Windowed {
+        size_ms: i64,
+    },
     SessionWindowed,
 }
 
@@ -166,7 +168,7 @@ pub(crate) struct Args {
     /// the key, then the window start, 8 bytes big-endian; needs --window-size) or
     /// `session-windowed-string` (the key, then the session end and start, 8 bytes big-endian
     /// each), both printed `key@start/end` in milliseconds. A key too short for its window
-    /// prints as `<not a windowed key: N bytes>`.
+    /// prints as `<not a windowed key: N bytes>` (`<not a session-windowed key: N bytes>`).
     #[arg(long, value_enum, default_value = "string")]
     key_serde: KeySerde,
     /// The window size of --key-serde windowed-string, like `500ms`, `60s`, `5m`, `1h` or `1d`:
@@ -396,7 +398,10 @@ mod tests {
     #[test]
     fn windowed_keys_print_as_key_at_start_slash_end() {
         let minute = KeyFormat::Windowed { size_ms: 60_000 };
-        assert_eq!(render_key(minute, &windowed(b"alice", 120_000)), "alice@120000/180000");
+        assert_eq!(
+            render_key(minute, &windowed(b"alice", 120_000)),
+            "alice@120000/180000"
+        );
         assert_eq!(render_key(minute, &windowed(b"", 0)), "@0/60000");
         // A tab or `@` in the key is printed as is; invalid UTF-8 is replaced.
         assert_eq!(render_key(minute, &windowed(b"a@b", 5)), "a@b@5/60005");

@@ -395,8 +395,16 @@ mod tests {
     fn a_bad_timestamp_or_a_missing_field_is_refused() {
         for (line, layout, says) in [
             ("-1\tk\tv", TIMESTAMPS, "timestamp -1 is negative"),
-            ("abc\tk\tv", TIMESTAMPS, "timestamp \"abc\" is not an integer"),
-            ("1.5\tk\tv", TIMESTAMPS, "timestamp \"1.5\" is not an integer"),
+            (
+                "abc\tk\tv",
+                TIMESTAMPS,
+                "timestamp \"abc\" is not an integer",
+            ),
+            (
+                "1.5\tk\tv",
+                TIMESTAMPS,
+                "timestamp \"1.5\" is not an integer",
+            ),
             ("+5\tk\tv", TIMESTAMPS, "timestamp \"+5\" is not an integer"),
             ("\tk\tv", TIMESTAMPS, "timestamp \"\" is not an integer"),
             ("-\tk\tv", TIMESTAMPS, "timestamp \"-\" is not an integer"),
@@ -415,7 +423,11 @@ mod tests {
                 BOTH,
                 "expected `timestamp_ms<TAB>headers<TAB>key<TAB>value`, found 2 tabs",
             ),
-            ("5\tnocolon\tk\tv", BOTH, "header 1 (\"nocolon\") has no `:`"),
+            (
+                "5\tnocolon\tk\tv",
+                BOTH,
+                "header 1 (\"nocolon\") has no `:`",
+            ),
             // Without --timestamps a number first is the key.
             ("k", PLAIN, "expected `key<TAB>value`, found no tab"),
         ] {

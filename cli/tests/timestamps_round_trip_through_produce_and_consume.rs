@@ -210,7 +210,10 @@ fn a_bad_timestamp_is_an_error_naming_its_line_and_nothing_of_that_line_is_writt
         err.contains("line 2: timestamp \"h:1\" is not an integer"),
         "{err}"
     );
-    assert!(err.contains("the 1 records before it were written"), "{err}");
+    assert!(
+        err.contains("the 1 records before it were written"),
+        "{err}"
+    );
 }
 
 #[test]

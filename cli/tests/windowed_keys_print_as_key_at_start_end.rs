@@ -116,10 +116,17 @@ fn time_windowed_keys_print_as_key_at_start_slash_end() {
     assert!(minute.starts_with("alice@120000/180000\t"), "{minute}");
 
     // With --print-timestamps: the record's timestamp first, then the windowed key.
-    let stamped = consumed(&log, "counts", &[&args[..], &["--print-timestamps"]].concat());
+    let stamped = consumed(
+        &log,
+        "counts",
+        &[&args[..], &["--print-timestamps"]].concat(),
+    );
     assert_eq!(
         stamped.lines().take(2).collect::<Vec<_>>(),
-        ["120500\talice@120000/180000\t1", "130000\tbob@120000/180000\t1"]
+        [
+            "120500\talice@120000/180000\t1",
+            "130000\tbob@120000/180000\t1"
+        ]
     );
 
     // The latest count of each window, sorted by key, then window start (the window before
@@ -165,7 +172,11 @@ fn session_windowed_keys_print_as_key_at_start_slash_end() {
     );
     // Each session is its own key: sorted by key, start, end.
     assert_eq!(
-        consumed(&log, "sessions", &[&args[..], &["--latest-per-key"]].concat()),
+        consumed(
+            &log,
+            "sessions",
+            &[&args[..], &["--latest-per-key"]].concat()
+        ),
         "@0/0\t5\nalice@1000/1000\t1\nalice@1000/4500\t2\nalice@9000/9000\t1\n\
          bob@2000/2000\t1\n"
     );
