@@ -1,5 +1,6 @@
 //! State stores: the [`KeyValueStore`] trait, an in-memory and a persistent (fjall)
-//! implementation, and the write cache every store sits behind.
+//! implementation, the segmented window/session store ([`SegmentedStore`]), and the write cache
+//! every store sits behind.
 //!
 //! Stores hold bytes; typed access goes through serdes in the processor nodes. A store is written
 //! only at commit, after the commit's changelog writes and offsets are durable: between commits,
@@ -10,9 +11,18 @@
 mod cached;
 mod memory;
 mod persistent;
+// Until the windowed DSL operators use the segmented store, only its tests do; the test build
+// (where this allow is off) still reports whatever even they leave unused.
+#[cfg_attr(not(test), allow(dead_code))]
+mod window;
 
 pub(crate) use memory::InMemoryKeyValueStore;
 pub(crate) use persistent::PersistentKeyValueStore;
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use window::{
+    DecodedEntry, SegmentedKind, SegmentedStore, decode_entry, encode_key, flip, is_meta,
+    key_bounds, meta_key, session_entry_key, unflip, window_entry_key,
+};
 
 pub(crate) use cached::CachedStore;
 
@@ -73,9 +83,10 @@ pub(crate) trait KeyValueStore: Send {
     ) -> Result<(), StoreError> {
         self.write_batch(batch)
     }
-    /// Visits every entry, in key order.
+    /// Visits every entry, in key order ([`SegmentedStore`]: meta keys, then segment by segment).
     fn for_each(&self, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError>;
-    /// Visits the entries with `from <= key < to`, in key order (what a window store scans).
+    /// Visits the entries with `from <= key < to`, in key order ([`SegmentedStore`]: meta keys,
+    /// then segment by segment).
     fn range(
         &self,
         from: &[u8],
@@ -96,6 +107,13 @@ pub(crate) trait KeyValueStore: Send {
     fn is_persistent(&self) -> bool;
     /// The number of entries (approximate for persistent stores).
     fn approximate_len(&self) -> usize;
+    /// The store as a window or session store, if it is one (what windowed operators scan by
+    /// time).
+    // Called only by tests until the windowed DSL operators land.
+    #[cfg_attr(not(test), allow(dead_code))]
+    fn as_segmented(&self) -> Option<&SegmentedStore> {
+        None
+    }
 }
 
 #[cfg(test)]

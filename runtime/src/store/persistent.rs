@@ -30,30 +30,36 @@ impl std::fmt::Debug for PersistentKeyValueStore {
 /// The block cache of one store; stores are per task, so it stays small.
 const CACHE_BYTES: u64 = 4 << 20;
 
+/// A [`StoreError::Backend`] of the store `name` at `path`.
+pub(super) fn backend_error(name: &str, path: &Path, reason: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend {
+        store: name.to_owned(),
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Opens (creating if needed) the fjall database of the store `name` in `path`, with the options
+/// every persistent store uses.
+pub(super) fn open_database(name: &str, path: &Path) -> Result<Database, StoreError> {
+    std::fs::create_dir_all(path).map_err(|e| backend_error(name, path, e))?;
+    Database::builder(path)
+        .worker_threads(1)
+        .cache_size(CACHE_BYTES)
+        .manual_journal_persist(true)
+        .open()
+        .map_err(|e| backend_error(name, path, e))
+}
+
 impl PersistentKeyValueStore {
     /// Opens (creating if needed) the store `name` in `dir`.
     pub(crate) fn open(name: impl Into<String>, dir: &Path) -> Result<Self, StoreError> {
         let name = name.into();
         let path = dir.to_owned();
-        let err = |e: fjall::Error| StoreError::Backend {
-            store: name.clone(),
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        };
-        std::fs::create_dir_all(&path).map_err(|e| StoreError::Backend {
-            store: name.clone(),
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        let db = Database::builder(&path)
-            .worker_threads(1)
-            .cache_size(CACHE_BYTES)
-            .manual_journal_persist(true)
-            .open()
-            .map_err(err)?;
+        let db = open_database(&name, &path)?;
         let data = db
             .keyspace("data", KeyspaceCreateOptions::default)
-            .map_err(err)?;
+            .map_err(|e| backend_error(&name, &path, e))?;
         Ok(PersistentKeyValueStore {
             name,
             path,
@@ -63,11 +69,7 @@ impl PersistentKeyValueStore {
     }
 
     fn err(&self, e: fjall::Error) -> StoreError {
-        StoreError::Backend {
-            store: self.name.clone(),
-            path: self.path.display().to_string(),
-            reason: e.to_string(),
-        }
+        backend_error(&self.name, &self.path, e)
     }
 }
 
