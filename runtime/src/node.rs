@@ -65,6 +65,13 @@ pub(crate) struct Scratch {
 /// A node that takes typed records.
 pub(crate) trait Node<K, V> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()>;
+    /// A record without a value: a table's delete (a session merged away). Nodes that pass
+    /// table updates on (`to_stream`, sinks, suppression) handle it; the stream operators,
+    /// whose functions take values, drop it.
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        let _ = (ctx, key);
+        Ok(())
+    }
 }
 
 /// A node that takes raw records from a topic: the root of a sub-topology.
@@ -97,6 +104,19 @@ impl<K: Clone, V: Clone> Forward<K, V> {
                         .process(ctx, key.clone(), value.clone())?;
                 }
                 last.borrow_mut().process(ctx, key, value)
+            }
+        }
+    }
+
+    /// Sends a tombstone for `key` to every child.
+    pub(crate) fn send_tombstone(&self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        match self.children.split_last() {
+            None => Ok(()),
+            Some((last, rest)) => {
+                for child in rest {
+                    child.borrow_mut().process_tombstone(ctx, key.clone())?;
+                }
+                last.borrow_mut().process_tombstone(ctx, key)
             }
         }
     }
@@ -193,13 +213,16 @@ pub(crate) struct Sink<K, V> {
     pub(crate) value_serde: SerdeRef<V>,
 }
 
-impl<K: 'static, V: 'static> Node<K, V> for Sink<K, V> {
-    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+impl<K: 'static, V: 'static> Sink<K, V> {
+    fn write(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: Option<V>) -> Result<()> {
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
         scratch.value.clear();
         self.key_serde.serialize(&key, &mut scratch.key);
-        self.value_serde.serialize(&value, &mut scratch.value);
+        let value = value.filter(|v| !self.value_serde.is_null(v));
+        if let Some(value) = &value {
+            self.value_serde.serialize(value, &mut scratch.value);
+        }
         let partitions = ctx.collector.topics().partitions(self.topic);
         let partition = if scratch.key.is_empty() {
             ctx.task.partition % partitions.max(1)
@@ -211,9 +234,32 @@ impl<K: 'static, V: 'static> Node<K, V> for Sink<K, V> {
             partition,
             ctx.timestamp,
             Some(&scratch.key),
-            Some(&scratch.value),
+            value.is_some().then_some(&scratch.value[..]),
             &ctx.headers,
         )
+    }
+}
+
+impl<K: 'static, V: 'static> Node<K, V> for Sink<K, V> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        self.write(ctx, key, Some(value))
+    }
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        self.write(ctx, key, None)
+    }
+}
+
+/// Passes records and tombstones on unchanged (`KTable::to_stream`).
+pub(crate) struct Passthrough<K, V> {
+    pub(crate) forward: Forward<K, V>,
+}
+
+impl<K: Clone, V: Clone> Node<K, V> for Passthrough<K, V> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        self.forward.send(ctx, key, value)
+    }
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        self.forward.send_tombstone(ctx, key)
     }
 }
 

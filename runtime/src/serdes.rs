@@ -9,6 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::SerdeError;
+use crate::windows::{Window, Windowed};
 
 /// Turns values of `T` into bytes and back. Implementations must be cheap to call per record:
 /// `serialize` appends to a buffer the caller owns and reuses.
@@ -22,6 +23,12 @@ pub trait Serde<T>: Send + Sync + 'static {
     /// [`Serde::deserialize`].
     fn deserialize_bytes(&self, bytes: Option<&Bytes>) -> Result<T, SerdeError> {
         self.deserialize(bytes.map(|b| &b[..]))
+    }
+    /// Whether `value` is written as a null (a tombstone) rather than as bytes: only
+    /// [`OptionSerde`]'s `None` is.
+    fn is_null(&self, value: &T) -> bool {
+        let _ = value;
+        false
     }
 }
 
@@ -159,6 +166,100 @@ where
     }
 }
 
+/// Windowed keys as Kafka Streams' `TimeWindowedSerializer` writes them: the inner key, then the
+/// window start as an 8-byte big-endian long. The end is not on the wire: the deserializer adds
+/// the window size (Kafka's `window.size.ms`).
+pub struct TimeWindowedSerde<K> {
+    inner: SerdeRef<K>,
+    size_ms: i64,
+}
+
+impl<K: 'static> Serde<Windowed<K>> for TimeWindowedSerde<K> {
+    fn serialize(&self, value: &Windowed<K>, out: &mut Vec<u8>) {
+        self.inner.serialize(&value.key, out);
+        out.extend_from_slice(&value.window.start.to_be_bytes());
+    }
+    fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Windowed<K>, SerdeError> {
+        let (key, start) = split_suffix::<1>(bytes, "Windowed (time)")?;
+        let key = self.inner.deserialize(Some(key))?;
+        let start = start[0];
+        Ok(Windowed::new(
+            key,
+            Window::new(start, start.saturating_add(self.size_ms)),
+        ))
+    }
+}
+
+/// Session keys as Kafka Streams' `SessionWindowedSerializer` writes them: the inner key, then
+/// the session end, then its start, each an 8-byte big-endian long.
+pub struct SessionWindowedSerde<K> {
+    inner: SerdeRef<K>,
+}
+
+impl<K: 'static> Serde<Windowed<K>> for SessionWindowedSerde<K> {
+    fn serialize(&self, value: &Windowed<K>, out: &mut Vec<u8>) {
+        self.inner.serialize(&value.key, out);
+        out.extend_from_slice(&value.window.end.to_be_bytes());
+        out.extend_from_slice(&value.window.start.to_be_bytes());
+    }
+    fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Windowed<K>, SerdeError> {
+        let (key, times) = split_suffix::<2>(bytes, "Windowed (session)")?;
+        let key = self.inner.deserialize(Some(key))?;
+        Ok(Windowed::new(key, Window::new(times[1], times[0])))
+    }
+}
+
+/// Splits `N` trailing big-endian longs off a windowed key.
+fn split_suffix<'b, const N: usize>(
+    bytes: Option<&'b [u8]>,
+    type_name: &'static str,
+) -> Result<(&'b [u8], [i64; N]), SerdeError> {
+    let bytes = bytes.ok_or(SerdeError::UnexpectedNull { type_name })?;
+    let Some(split) = bytes.len().checked_sub(8 * N) else {
+        return Err(SerdeError::Invalid {
+            type_name,
+            reason: format!(
+                "{} bytes, fewer than the {} of its window",
+                bytes.len(),
+                8 * N
+            ),
+        });
+    };
+    let (key, tail) = bytes.split_at(split);
+    let mut times = [0i64; N];
+    for (i, t) in times.iter_mut().enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&tail[8 * i..8 * i + 8]);
+        *t = i64::from_be_bytes(b);
+    }
+    Ok((key, times))
+}
+
+/// Nullable values: `None` is a null on the wire (a tombstone: a sink writes a record without a
+/// value) and a null reads as `None`.
+pub struct OptionSerde<T> {
+    inner: SerdeRef<T>,
+}
+
+impl<T: 'static> Serde<Option<T>> for OptionSerde<T> {
+    fn serialize(&self, value: &Option<T>, out: &mut Vec<u8>) {
+        if let Some(v) = value {
+            self.inner.serialize(v, out);
+        }
+    }
+    fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Option<T>, SerdeError> {
+        bytes.map(|b| self.inner.deserialize(Some(b))).transpose()
+    }
+    fn deserialize_bytes(&self, bytes: Option<&Bytes>) -> Result<Option<T>, SerdeError> {
+        bytes
+            .map(|b| self.inner.deserialize_bytes(Some(b)))
+            .transpose()
+    }
+    fn is_null(&self, value: &Option<T>) -> bool {
+        value.is_none()
+    }
+}
+
 /// Shorthands for the built-in serdes, as shared handles.
 #[derive(Debug)]
 pub struct Serdes;
@@ -190,6 +291,25 @@ impl Serdes {
         T: serde::Serialize + serde::de::DeserializeOwned + 'static,
     {
         Arc::new(JsonSerde::<T>::new())
+    }
+    /// Time-windowed keys in Kafka's layout (inner key, then the 8-byte start), for windows of
+    /// `size` (which gives each window's end when reading).
+    pub fn time_windowed<K: 'static>(
+        inner: SerdeRef<K>,
+        size: std::time::Duration,
+    ) -> SerdeRef<Windowed<K>> {
+        Arc::new(TimeWindowedSerde {
+            inner,
+            size_ms: size.as_millis().min(i64::MAX as u128) as i64,
+        })
+    }
+    /// Session-windowed keys in Kafka's layout (inner key, then the 8-byte end and start).
+    pub fn session_windowed<K: 'static>(inner: SerdeRef<K>) -> SerdeRef<Windowed<K>> {
+        Arc::new(SessionWindowedSerde { inner })
+    }
+    /// `Option<T>`: `None` is a null (a tombstone when written).
+    pub fn optional<T: 'static>(inner: SerdeRef<T>) -> SerdeRef<Option<T>> {
+        Arc::new(OptionSerde { inner })
     }
 }
 
@@ -241,6 +361,35 @@ mod tests {
                 .deserialize(Some(b"{"))
                 .is_err()
         );
+    }
+
+    /// The byte layouts of Kafka's `TimeWindowedSerializer` and `SessionWindowedSerializer`.
+    #[test]
+    fn windowed_keys_are_laid_out_as_kafka_writes_them() {
+        let time = Serdes::time_windowed(Serdes::string(), std::time::Duration::from_secs(60));
+        let key = Windowed::new("ab".to_string(), Window::new(120_000, 180_000));
+        let mut out = Vec::new();
+        time.serialize(&key, &mut out);
+        assert_eq!(out, [&b"ab"[..], &120_000i64.to_be_bytes()].concat());
+        assert_eq!(time.deserialize(Some(&out)).ok(), Some(key.clone()));
+        assert!(time.deserialize(Some(b"short")).is_err(), "no panic");
+        let session = Serdes::session_windowed(Serdes::string());
+        out.clear();
+        session.serialize(&key, &mut out);
+        assert_eq!(
+            out,
+            [
+                &b"ab"[..],
+                &180_000i64.to_be_bytes(),
+                &120_000i64.to_be_bytes()
+            ]
+            .concat(),
+            "end before start"
+        );
+        assert_eq!(session.deserialize(Some(&out)).ok(), Some(key));
+        let optional = Serdes::optional(Serdes::i64());
+        assert!(optional.is_null(&None) && !optional.is_null(&Some(1)));
+        assert_eq!(optional.deserialize(None).ok(), Some(None));
     }
 
     #[test]
