@@ -7,7 +7,7 @@
 //! cleared (phase 2). A full cache asks for an early commit rather than evicting to the store,
 //! so the store never holds uncommitted writes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{KeyValueStore, StoreError};
 use crate::record::Headers;
@@ -36,6 +36,11 @@ pub(crate) struct CachedStore {
     /// Reused at commit to put the timestamps in front of the values.
     arena: Vec<u8>,
     spans: Vec<Option<(usize, usize)>>,
+    /// The cached keys in order, for stores read by range between commits (window and session
+    /// stores that sliding and session aggregations and processors query).
+    ordered: Option<BTreeSet<Vec<u8>>>,
+    /// The last sequence number a window store keeping duplicates gave a put.
+    seq: u32,
 }
 
 /// The timestamp of a value read from a store that keeps none.
@@ -55,10 +60,45 @@ impl CachedStore {
             timestamped: false,
             arena: Vec::new(),
             spans: Vec::new(),
+            ordered: None,
+            seq: 0,
+        }
+    }
+
+    /// Decodes an entry key of this window or session store.
+    pub(crate) fn decode_entry(&self, bytes: &[u8]) -> Result<super::DecodedEntry, StoreError> {
+        match self.inner.as_segmented() {
+            Some(segmented) => segmented.decode(bytes),
+            None => Err(self.corrupt(
+                "an entry key read from a store that is not a window or session store".into(),
+            )),
+        }
+    }
+
+    /// The next sequence number for a put of a window store keeping duplicates.
+    pub(crate) fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// Sets how writes are kept: `timestamped` values, `caching` (one entry per key, else every
+    /// write), an `ordered` index of cached keys for range reads.
+    pub(crate) fn configured(
+        inner: Box<dyn KeyValueStore>,
+        timestamped: bool,
+        caching: bool,
+        ordered: bool,
+    ) -> Self {
+        CachedStore {
+            timestamped,
+            every_write: !caching,
+            ordered: ordered.then(BTreeSet::new),
+            ..CachedStore::new(inner)
         }
     }
 
     /// A store that keeps each value's timestamp (a DSL aggregation's).
+    #[cfg(test)]
     pub(crate) fn timestamped(inner: Box<dyn KeyValueStore>) -> Self {
         CachedStore {
             timestamped: true,
@@ -86,14 +126,6 @@ impl CachedStore {
         b.copy_from_slice(ts);
         value.drain(..8);
         Ok(i64::from_be_bytes(b))
-    }
-
-    /// A store whose every write goes to the changelog (caching disabled).
-    pub(crate) fn without_caching(inner: Box<dyn KeyValueStore>) -> Self {
-        CachedStore {
-            every_write: true,
-            ..CachedStore::new(inner)
-        }
     }
 
     /// The value of `key` as processing sees it: the cache, else the store.
@@ -164,6 +196,9 @@ impl CachedStore {
                     Some(i) => *i = self.entries.len(),
                     None => {
                         self.index.insert(key.to_vec(), self.entries.len());
+                        if let Some(ordered) = &mut self.ordered {
+                            ordered.insert(key.to_vec());
+                        }
                     }
                 }
                 self.entries.push(Entry {
@@ -245,6 +280,85 @@ impl CachedStore {
             .collect())
     }
 
+    /// The entries of a window or session store with `from <= key < to` (an empty `to`: no
+    /// upper bound) and entry time (a
+    /// window's start, a session's end) in `[time_from, time_to]`, as processing sees them (the
+    /// store overlaid with the cache), in key order: `(entry key, value, timestamp)`. The
+    /// timestamp is the value's for a timestamped store, else [`NO_TIMESTAMP`].
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn scan_window(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        time_from: i64,
+        time_to: i64,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>, i64)>, StoreError> {
+        let Some(segmented) = self.inner.as_segmented() else {
+            return Err(self.corrupt(
+                "a time-range read of a store that is not a window or session store".into(),
+            ));
+        };
+        let mut merged: BTreeMap<Vec<u8>, Option<(Vec<u8>, i64)>> = BTreeMap::new();
+        let mut bad = None;
+        let timestamped = self.timestamped;
+        segmented.scan_time(from, to, time_from, time_to, &mut |k, v| {
+            if timestamped {
+                match v.get(..8) {
+                    Some(ts) => {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(ts);
+                        merged.insert(k.to_vec(), Some((v[8..].to_vec(), i64::from_be_bytes(b))));
+                    }
+                    None => bad = Some(v.len()),
+                }
+            } else {
+                merged.insert(k.to_vec(), Some((v.to_vec(), NO_TIMESTAMP)));
+            }
+        })?;
+        if let Some(len) = bad {
+            return Err(self.corrupt(format!(
+                "a value has {len} bytes, fewer than its 8-byte timestamp"
+            )));
+        }
+        let mut overlay = |key: &[u8], i: usize| -> Result<(), StoreError> {
+            if super::window::is_meta(key) {
+                return Ok(());
+            }
+            let time = segmented.decode(key)?.time;
+            if time >= time_from && time <= time_to {
+                let e = &self.entries[i];
+                merged.insert(key.to_vec(), e.value.clone().map(|v| (v, e.timestamp)));
+            }
+            Ok(())
+        };
+        // An empty `to` is no upper bound.
+        let below = |k: &[u8]| to.is_empty() || k < to;
+        match &self.ordered {
+            Some(ordered) if to.is_empty() || from < to => {
+                let upper = if to.is_empty() {
+                    std::ops::Bound::Unbounded
+                } else {
+                    std::ops::Bound::Excluded(to)
+                };
+                for key in ordered.range::<[u8], _>((std::ops::Bound::Included(from), upper)) {
+                    overlay(key, self.index[key.as_slice()])?;
+                }
+            }
+            Some(_) => {}
+            None => {
+                for (key, &i) in &self.index {
+                    if key.as_slice() >= from && below(key) {
+                        overlay(key, i)?;
+                    }
+                }
+            }
+        }
+        Ok(merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|(v, ts)| (k, v, ts)))
+            .collect())
+    }
+
     /// Applies restored changelog records (ascending keys, each once) to the store, with their
     /// timestamps in front of the values if the store keeps them.
     pub(crate) fn restore(
@@ -318,6 +432,9 @@ impl CachedStore {
     pub(crate) fn discard(&mut self) {
         self.entries.clear();
         self.index.clear();
+        if let Some(ordered) = &mut self.ordered {
+            ordered.clear();
+        }
         self.bytes = 0;
     }
 }

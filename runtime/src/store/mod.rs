@@ -11,20 +11,16 @@
 mod cached;
 mod memory;
 mod persistent;
-// Until the windowed DSL operators use the segmented store, only its tests do; the test build
-// (where this allow is off) still reports whatever even they leave unused.
-#[cfg_attr(not(test), allow(dead_code))]
 mod window;
 
 pub(crate) use memory::InMemoryKeyValueStore;
 pub(crate) use persistent::PersistentKeyValueStore;
-#[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use window::{
-    DecodedEntry, SegmentedKind, SegmentedStore, decode_entry, encode_key, flip, is_meta,
-    key_bounds, meta_key, session_entry_key, unflip, window_entry_key,
+    DecodedEntry, SegmentedKind, SegmentedStore, encode_key, is_meta, key_bounds, meta_key,
+    session_entry_key, window_entry_key,
 };
 
-pub(crate) use cached::CachedStore;
+pub(crate) use cached::{CachedStore, NO_TIMESTAMP};
 
 /// A failure inside a store.
 #[derive(Debug, thiserror::Error)]
@@ -109,8 +105,6 @@ pub(crate) trait KeyValueStore: Send {
     fn approximate_len(&self) -> usize;
     /// The store as a window or session store, if it is one (what windowed operators scan by
     /// time).
-    // Called only by tests until the windowed DSL operators land.
-    #[cfg_attr(not(test), allow(dead_code))]
     fn as_segmented(&self) -> Option<&SegmentedStore> {
         None
     }

@@ -446,11 +446,11 @@ fn visit_segments<S: Space>(
     first: i64,
     last: i64,
     lo: &[u8],
-    hi: &[u8],
+    hi: Option<&[u8]>,
     f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<(), fjall::Error> {
     for segment in segments.range(first..=last).map(|(_, s)| s) {
-        if !segment.visit(lo, Some(hi), f)? {
+        if !segment.visit(lo, hi, f)? {
             break;
         }
     }
@@ -726,21 +726,25 @@ impl SegmentedStore {
     }
 
     /// What the store holds.
+    #[cfg(test)]
     pub(crate) fn kind(&self) -> SegmentedKind {
         self.kind
     }
 
     /// How long after the observed time entries are kept, in ms.
+    #[cfg(test)]
     pub(crate) fn retention_ms(&self) -> i64 {
         self.retention_ms
     }
 
     /// The length of a segment, in ms.
+    #[cfg(test)]
     pub(crate) fn segment_interval_ms(&self) -> i64 {
         self.segment_interval_ms
     }
 
     /// The largest entry time written (`i64::MIN` before the first).
+    #[cfg(test)]
     pub(crate) fn observed_time(&self) -> i64 {
         self.observed
     }
@@ -754,6 +758,7 @@ impl SegmentedStore {
     }
 
     /// Writes ignored because their entry's segment had expired (for a metric).
+    #[cfg(test)]
     pub(crate) fn expired_writes(&self) -> u64 {
         self.expired_writes
     }
@@ -764,6 +769,7 @@ impl SegmentedStore {
     }
 
     /// Whether an entry at `time` would be kept now (its segment is not expired).
+    #[cfg(test)]
     pub(crate) fn is_live(&self, time: i64) -> bool {
         self.segment_id(time) >= self.live_bound()
     }
@@ -867,7 +873,8 @@ impl SegmentedStore {
     /// Visits the entries with `from <= key < to` (encoded entry keys) whose entry time is in
     /// `[time_from, time_to]`: only the segments that can hold such times, in ascending segment
     /// order, in key order within one. Never visits meta keys. When `[from, to)` is one key's
-    /// [`key_bounds`], only that key's entries in the time range are read.
+    /// [`key_bounds`], only that key's entries in the time range are read. An empty `to` is no
+    /// upper bound (every key from `from` on).
     pub(crate) fn scan_time(
         &self,
         from: &[u8],
@@ -876,7 +883,8 @@ impl SegmentedStore {
         time_to: i64,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<(), StoreError> {
-        if time_from > time_to || from >= to {
+        let unbounded = to.is_empty();
+        if time_from > time_to || (!unbounded && from >= to) {
             return Ok(());
         }
         let first = self.segment_id(time_from).max(self.live_bound());
@@ -884,10 +892,14 @@ impl SegmentedStore {
         if first > last {
             return Ok(());
         }
-        let narrowed = narrow_to_times(from, to, time_from, time_to);
+        let narrowed = if unbounded {
+            None
+        } else {
+            narrow_to_times(from, to, time_from, time_to)
+        };
         let (lo, hi) = match &narrowed {
-            Some((lo, hi)) => (lo.as_slice(), hi.as_slice()),
-            None => (from, to),
+            Some((lo, hi)) => (lo.as_slice(), Some(hi.as_slice())),
+            None => (from, (!unbounded).then_some(to)),
         };
         let kind = self.kind;
         let mut corrupt = None;
@@ -1082,12 +1094,11 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::{Malformed, parse_entry};
+    use super::{Malformed, decode_entry, flip, parse_entry, unflip};
     // Through the store module's re-exports, as the operators will reach them.
     use crate::store::{
         DecodedEntry, KeyValueStore, PersistentKeyValueStore, SegmentedKind, SegmentedStore,
-        StoreError, decode_entry, encode_key, flip, is_meta, key_bounds, meta_key,
-        session_entry_key, unflip, window_entry_key,
+        StoreError, encode_key, is_meta, key_bounds, meta_key, session_entry_key, window_entry_key,
     };
 
     use SegmentedKind::{Session, Window};
@@ -1544,7 +1555,8 @@ mod tests {
             .map_err(fail)?;
         prop_assert_eq!(
             got,
-            model.entries_in(from, Some(to), t0, t1),
+            // An empty `to` is no upper bound.
+            model.entries_in(from, (!to.is_empty()).then_some(to), t0, t1),
             "scan_time {:?}..{:?} [{}, {}]",
             from,
             to,
