@@ -194,17 +194,32 @@ impl KafkaBackend {
     }
 }
 
+/// A windowed changelog's `retention.ms`: the store's retention plus Kafka Streams' default
+/// `windowstore.changelog.additional.retention.ms` (a day), so a restore finds every window
+/// the store still keeps.
+pub(crate) fn windowed_changelog_retention(retention_ms: i64) -> String {
+    retention_ms.saturating_add(86_400_000).to_string()
+}
+
 impl Backend for KafkaBackend {
     fn create_topic(&self, topic: &str, partitions: u32, kind: TopicKind) -> riffle::Result<()> {
-        let configs: &[(&str, &str)] = match kind {
-            TopicKind::Changelog => &[("cleanup.policy", "compact")],
-            TopicKind::Repartition => &[("cleanup.policy", "delete")],
-            _ => &[],
+        let retention;
+        let configs: Vec<(&str, &str)> = match kind {
+            TopicKind::Changelog => vec![("cleanup.policy", "compact")],
+            TopicKind::WindowedChangelog { retention_ms } => {
+                retention = windowed_changelog_retention(retention_ms);
+                vec![
+                    ("cleanup.policy", "compact,delete"),
+                    ("retention.ms", retention.as_str()),
+                ]
+            }
+            TopicKind::Repartition => vec![("cleanup.policy", "delete")],
+            _ => Vec::new(),
         };
         Ok(self
             .inner
             .cluster
-            .create_topic(topic, partitions, configs)?)
+            .create_topic(topic, partitions, &configs)?)
     }
 
     fn partitions(&self, topic: &str) -> riffle::Result<Option<u32>> {

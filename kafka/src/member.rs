@@ -308,7 +308,16 @@ impl GroupSpec {
                     .map(|name| TopicInfo {
                         name: name.clone(),
                         partitions: 0, // the broker sizes changelogs (must be 0)
-                        configs: vec![("cleanup.policy".into(), "compact".into())],
+                        configs: match s.windowed_changelog_retention_ms.get(name) {
+                            Some(&retention) => vec![
+                                ("cleanup.policy".into(), "compact,delete".into()),
+                                (
+                                    "retention.ms".into(),
+                                    crate::backend::windowed_changelog_retention(retention),
+                                ),
+                            ],
+                            None => vec![("cleanup.policy".into(), "compact".into())],
+                        },
                     })
                     .collect(),
                 repartition_sink_topics: s.repartition_sink_topics.clone(),

@@ -430,7 +430,11 @@ pub(crate) fn resolve_topics(
             let store = &topology.stores[s];
             if store.logged {
                 let name = changelog_topic(app_id, &store.name);
-                backend.create_topic(&name, n, TopicKind::Changelog)?;
+                let kind = match store.kind.retention_ms() {
+                    Some(retention_ms) => TopicKind::WindowedChangelog { retention_ms },
+                    None => TopicKind::Changelog,
+                };
+                backend.create_topic(&name, n, kind)?;
                 table.insert(&name, n);
             }
         }
@@ -453,6 +457,16 @@ pub(crate) fn resolve_topics(
                 .iter()
                 .filter(|&&s| topology.stores[s].logged)
                 .map(|&s| changelog_topic(app_id, &topology.stores[s].name))
+                .collect(),
+            windowed_changelog_retention_ms: sub
+                .stores
+                .iter()
+                .filter(|&&s| topology.stores[s].logged)
+                .filter_map(|&s| {
+                    let store = &topology.stores[s];
+                    let retention = store.kind.retention_ms()?;
+                    Some((changelog_topic(app_id, &store.name), retention))
+                })
                 .collect(),
             partitions: n,
         });

@@ -28,6 +28,12 @@ pub enum TopicKind {
     Repartition,
     /// A store's changelog (compacted).
     Changelog,
+    /// A window or session store's changelog: compacted, and deleted by time after the
+    /// store's retention (in ms) plus a day, as Kafka Streams creates them.
+    WindowedChangelog {
+        /// The store's retention.
+        retention_ms: i64,
+    },
     /// A user topic.
     User,
 }

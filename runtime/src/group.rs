@@ -53,6 +53,9 @@ pub struct SubtopologyInfo {
     pub repartition_sink_topics: Vec<String>,
     /// Changelog topics of its stores.
     pub changelog_topics: Vec<String>,
+    /// The retention (ms) of the changelogs of window and session stores, by topic: Kafka
+    /// Streams creates those `compact,delete` with the store's retention plus a day.
+    pub windowed_changelog_retention_ms: std::collections::BTreeMap<String, i64>,
     /// Its task count (the partitions of its widest source).
     pub partitions: u32,
 }

@@ -170,18 +170,22 @@ mod shared;
 mod snapshot;
 mod store;
 mod stores;
+mod suppress;
 mod task;
 mod test_driver;
 mod thread;
 mod timestamp;
 mod topology;
+mod window_store;
+mod windowed;
+mod windows;
 
 pub use app::{RunSummary, ShutdownHandle, StreamsApp};
 pub use backend::EmbeddedBackend;
 pub use config::{FetchStrategy, IdleWakeup, ProcessingGuarantee, StreamsConfig};
 pub use dsl::{
-    Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Produced, StoreType,
-    StreamsBuilder,
+    Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Produced,
+    SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
 pub use metrics::ThreadMetrics;
@@ -191,18 +195,27 @@ pub use processor::{
 };
 pub use record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
 pub use serdes::{
-    ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, Serde, SerdeRef, Serdes,
-    StringSerde, U64Serde,
+    ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,
+    Serdes, SessionWindowedSerde, StringSerde, TimeWindowedSerde, U64Serde,
 };
 pub use shared::StreamThreadExceptionResponse;
 pub use store::StoreError;
-pub use stores::{KeyValueBytesStoreSupplier, StoreBuilder, Stores};
-pub use test_driver::{TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver};
+pub use stores::{
+    KeyValueBytesStoreSupplier, SessionBytesStoreSupplier, StoreBuilder, Stores,
+    WindowBytesStoreSupplier,
+};
+pub use suppress::{BufferConfig, Suppressed};
+pub use test_driver::{
+    TestInputTopic, TestKeyValueStore, TestOutputTopic, TestRecord, TestSessionStore,
+    TestWindowStore, TopologyTestDriver,
+};
 pub use timestamp::{
     FailOnInvalidTimestamp, LogAndSkipOnInvalidTimestamp, TimestampExtractor,
     TimestampExtractorRef, UsePartitionTimeOnInvalidTimestamp, WallclockTimestampExtractor,
 };
 pub use topology::{Topology, TopologyDescription};
+pub use window_store::{SessionStore, WindowStore};
+pub use windows::{EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, Windowed};
 
 /// The embedded log, re-exported: open one, create topics, append and read batches.
 pub use riffle_log as log;

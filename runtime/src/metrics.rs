@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct ThreadMetrics {
     pub(crate) loops: AtomicU64,
     pub(crate) records: AtomicU64,
+    pub(crate) dropped_records: AtomicU64,
     pub(crate) commits: AtomicU64,
     pub(crate) snapshot_changes: AtomicU64,
     pub(crate) records_restored: AtomicU64,
@@ -28,6 +29,12 @@ impl ThreadMetrics {
     /// Records processed so far.
     pub fn records(&self) -> u64 {
         self.records.load(Ordering::Relaxed)
+    }
+
+    /// Records dropped so far (Kafka's `dropped-records`): late for every window they belong
+    /// to, counted once per window they missed.
+    pub fn dropped_records(&self) -> u64 {
+        self.dropped_records.load(Ordering::Relaxed)
     }
 
     /// Commits done so far.

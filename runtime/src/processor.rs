@@ -135,6 +135,8 @@ pub(crate) struct TaskSignals {
     /// Schedules made since the task last collected them.
     pub(crate) scheduled: Vec<Schedule>,
     pub(crate) next_seq: u64,
+    /// Records dropped since the thread last collected them (late for their windows).
+    pub(crate) dropped_records: u64,
 }
 
 impl TaskSignals {
@@ -146,6 +148,7 @@ impl TaskSignals {
             commit_requested: false,
             scheduled: Vec::new(),
             next_seq: 0,
+            dropped_records: 0,
         }
     }
 }
@@ -156,6 +159,7 @@ pub(crate) struct ConnectedStore {
     pub(crate) name: String,
     pub(crate) slot: usize,
     pub(crate) serdes: Option<Arc<dyn Any + Send + Sync>>,
+    pub(crate) kind: crate::topology::StoreKind,
 }
 
 /// The serdes of a store built with [`crate::Stores`], kept type-erased in the topology.
@@ -271,20 +275,29 @@ impl<'c, KOut: Clone + 'static, VOut: Clone + 'static> ProcessorContext<'c, KOut
     }
 }
 
-impl<KOut, VOut> ProcessorContext<'_, KOut, VOut> {
-    /// A state store connected to this processor, typed as the [`crate::StoreBuilder`] that
-    /// made it.
-    pub fn get_state_store<K: 'static, V: 'static>(
-        &mut self,
+impl<'c, KOut, VOut> ProcessorContext<'c, KOut, VOut> {
+    /// The connected store `name` of the kind `kind` names, with its serdes.
+    fn connected_in<'n, K: 'static, V: 'static>(
+        node: &'n NodeShared<KOut, VOut>,
         name: &str,
-    ) -> Result<KeyValueStore<'_, K, V>> {
-        let node: &NodeShared<KOut, VOut> = self.node;
+        kind: &str,
+    ) -> Result<(&'n ConnectedStore, &'n StoreSerdes<K, V>)> {
         let Some(store) = node.stores.iter().find(|s| s.name == name) else {
             let names: Vec<&str> = node.stores.iter().map(|s| s.name.as_str()).collect();
             return Err(node.misuse(format!(
                 "store {name:?} is not connected to it (connected: {names:?})"
             )));
         };
+        let actual = match store.kind {
+            crate::topology::StoreKind::KeyValue => "key-value",
+            crate::topology::StoreKind::Window { .. } => "window",
+            crate::topology::StoreKind::Session { .. } => "session",
+        };
+        if actual != kind {
+            return Err(node.misuse(format!(
+                "store {name:?} is a {actual} store, not a {kind} store"
+            )));
+        }
         let serdes = store
             .serdes
             .as_ref()
@@ -296,6 +309,61 @@ impl<KOut, VOut> ProcessorContext<'_, KOut, VOut> {
                     std::any::type_name::<V>()
                 ))
             })?;
+        Ok((store, serdes))
+    }
+
+    /// The window store `name` (built with [`crate::Stores::window_store_builder`], or a
+    /// windowed aggregation's), connected to this processor.
+    pub fn get_window_store<K: 'static, V: 'static>(
+        &mut self,
+        name: &str,
+    ) -> Result<crate::WindowStore<'_, K, V>> {
+        let node: &'c NodeShared<KOut, VOut> = self.node;
+        let (store, serdes) = Self::connected_in::<K, V>(node, name, "window")?;
+        let (window_ms, retain_duplicates) = match store.kind {
+            crate::topology::StoreKind::Window {
+                window_ms,
+                retain_duplicates,
+                ..
+            } => (window_ms, retain_duplicates),
+            _ => (0, false),
+        };
+        Ok(crate::WindowStore::new(
+            &mut self.raw.stores[store.slot],
+            &mut self.raw.scratch.store,
+            serdes,
+            window_ms,
+            retain_duplicates,
+            self.raw.timestamp,
+            self.raw.task,
+        ))
+    }
+
+    /// The session store `name` (built with [`crate::Stores::session_store_builder`], or a
+    /// session aggregation's), connected to this processor.
+    pub fn get_session_store<K: 'static, V: 'static>(
+        &mut self,
+        name: &str,
+    ) -> Result<crate::SessionStore<'_, K, V>> {
+        let node: &'c NodeShared<KOut, VOut> = self.node;
+        let (store, serdes) = Self::connected_in::<K, V>(node, name, "session")?;
+        Ok(crate::SessionStore::new(
+            &mut self.raw.stores[store.slot],
+            &mut self.raw.scratch.store,
+            serdes,
+            self.raw.timestamp,
+            self.raw.task,
+        ))
+    }
+
+    /// A key-value store connected to this processor, typed as the [`crate::StoreBuilder`] that
+    /// made it.
+    pub fn get_state_store<K: 'static, V: 'static>(
+        &mut self,
+        name: &str,
+    ) -> Result<KeyValueStore<'_, K, V>> {
+        let node: &'c NodeShared<KOut, VOut> = self.node;
+        let (store, serdes) = Self::connected_in::<K, V>(node, name, "key-value")?;
         Ok(KeyValueStore {
             store: &mut self.raw.stores[store.slot],
             scratch: &mut self.raw.scratch.store,
@@ -401,6 +469,23 @@ impl<K, VOut> FixedKeyProcessorContext<'_, K, VOut> {
         self.inner.get_state_store(name)
     }
 
+    /// A window store connected to this processor (see [`ProcessorContext::get_window_store`]).
+    pub fn get_window_store<SK: 'static, SV: 'static>(
+        &mut self,
+        name: &str,
+    ) -> Result<crate::WindowStore<'_, SK, SV>> {
+        self.inner.get_window_store(name)
+    }
+
+    /// A session store connected to this processor (see
+    /// [`ProcessorContext::get_session_store`]).
+    pub fn get_session_store<SK: 'static, SV: 'static>(
+        &mut self,
+        name: &str,
+    ) -> Result<crate::SessionStore<'_, SK, SV>> {
+        self.inner.get_session_store(name)
+    }
+
     /// Asks for a commit as soon as possible.
     pub fn commit(&mut self) {
         self.inner.commit()
@@ -423,9 +508,9 @@ pub struct KeyValueStore<'a, K, V> {
 /// Buffers the typed store handles reuse.
 #[derive(Default)]
 pub(crate) struct StoreScratch {
-    key: Vec<u8>,
-    value: Vec<u8>,
-    old: Vec<u8>,
+    pub(crate) key: Vec<u8>,
+    pub(crate) value: Vec<u8>,
+    pub(crate) old: Vec<u8>,
 }
 
 impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {

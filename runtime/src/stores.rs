@@ -17,9 +17,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use crate::processor::StoreSerdes;
 use crate::serdes::SerdeRef;
-use crate::topology::StoreDef;
+use crate::topology::{StoreDef, StoreKind};
+use crate::windows::segment_interval;
 
 /// Where a key-value store keeps its bytes (Kafka's `KeyValueBytesStoreSupplier`).
 #[derive(Clone, Debug)]
@@ -35,10 +38,50 @@ impl KeyValueBytesStoreSupplier {
     }
 }
 
+/// Where a window store keeps its bytes and for how long (Kafka's
+/// `WindowBytesStoreSupplier`).
+#[derive(Clone, Debug)]
+pub struct WindowBytesStoreSupplier {
+    name: String,
+    persistent: bool,
+    retention_ms: i64,
+    window_ms: i64,
+    retain_duplicates: bool,
+}
+
+impl WindowBytesStoreSupplier {
+    /// The store's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Where a session store keeps its bytes and for how long (Kafka's `SessionBytesStoreSupplier`).
+#[derive(Clone, Debug)]
+pub struct SessionBytesStoreSupplier {
+    name: String,
+    persistent: bool,
+    retention_ms: i64,
+}
+
+impl SessionBytesStoreSupplier {
+    /// The store's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
 /// Builds a store for processors: name, serdes, caching and changelog (Kafka's
-/// `StoreBuilder`). Logging is on and caching off unless changed, as in Kafka.
+/// `StoreBuilder`). Logging is on and caching off unless changed, as in Kafka. Key-value,
+/// window and session stores are built alike; a processor asks for the matching handle
+/// (`get_state_store`, `get_window_store`, `get_session_store`).
 pub struct StoreBuilder<K, V> {
     supplier: KeyValueBytesStoreSupplier,
+    kind: StoreKind,
     key_serde: SerdeRef<K>,
     value_serde: SerdeRef<V>,
     caching: bool,
@@ -102,6 +145,7 @@ impl<K: 'static, V: 'static> StoreBuilder<K, V> {
                 key: self.key_serde,
                 value: self.value_serde,
             })),
+            kind: self.kind,
         }
     }
 }
@@ -135,6 +179,107 @@ impl Stores {
     ) -> StoreBuilder<K, V> {
         StoreBuilder {
             supplier,
+            kind: StoreKind::KeyValue,
+            key_serde,
+            value_serde,
+            caching: false,
+            logging: true,
+        }
+    }
+
+    /// A window store on disk (fjall), keeping windows `retention` (at least `window_size`)
+    /// in time segments; `retain_duplicates` keeps every put of a key and window (for joins).
+    pub fn persistent_window_store(
+        name: impl Into<String>,
+        retention: Duration,
+        window_size: Duration,
+        retain_duplicates: bool,
+    ) -> WindowBytesStoreSupplier {
+        WindowBytesStoreSupplier {
+            name: name.into(),
+            persistent: true,
+            retention_ms: ms(retention).max(ms(window_size)),
+            window_ms: ms(window_size),
+            retain_duplicates,
+        }
+    }
+
+    /// A window store in memory, rebuilt from its changelog when its task starts.
+    pub fn in_memory_window_store(
+        name: impl Into<String>,
+        retention: Duration,
+        window_size: Duration,
+        retain_duplicates: bool,
+    ) -> WindowBytesStoreSupplier {
+        WindowBytesStoreSupplier {
+            persistent: false,
+            ..Self::persistent_window_store(name, retention, window_size, retain_duplicates)
+        }
+    }
+
+    /// A session store on disk (fjall), keeping sessions `retention` after their end.
+    pub fn persistent_session_store(
+        name: impl Into<String>,
+        retention: Duration,
+    ) -> SessionBytesStoreSupplier {
+        SessionBytesStoreSupplier {
+            name: name.into(),
+            persistent: true,
+            retention_ms: ms(retention),
+        }
+    }
+
+    /// A session store in memory, rebuilt from its changelog when its task starts.
+    pub fn in_memory_session_store(
+        name: impl Into<String>,
+        retention: Duration,
+    ) -> SessionBytesStoreSupplier {
+        SessionBytesStoreSupplier {
+            persistent: false,
+            ..Self::persistent_session_store(name, retention)
+        }
+    }
+
+    /// A builder for a typed window store over `supplier`.
+    pub fn window_store_builder<K: 'static, V: 'static>(
+        supplier: WindowBytesStoreSupplier,
+        key_serde: SerdeRef<K>,
+        value_serde: SerdeRef<V>,
+    ) -> StoreBuilder<K, V> {
+        StoreBuilder {
+            supplier: KeyValueBytesStoreSupplier {
+                name: supplier.name,
+                persistent: supplier.persistent,
+            },
+            kind: StoreKind::Window {
+                retention_ms: supplier.retention_ms,
+                segment_ms: segment_interval(supplier.retention_ms),
+                ordered: true,
+                window_ms: supplier.window_ms,
+                retain_duplicates: supplier.retain_duplicates,
+            },
+            key_serde,
+            value_serde,
+            caching: false,
+            logging: true,
+        }
+    }
+
+    /// A builder for a typed session store over `supplier`.
+    pub fn session_store_builder<K: 'static, V: 'static>(
+        supplier: SessionBytesStoreSupplier,
+        key_serde: SerdeRef<K>,
+        value_serde: SerdeRef<V>,
+    ) -> StoreBuilder<K, V> {
+        StoreBuilder {
+            supplier: KeyValueBytesStoreSupplier {
+                name: supplier.name,
+                persistent: supplier.persistent,
+            },
+            kind: StoreKind::Session {
+                retention_ms: supplier.retention_ms,
+                segment_ms: segment_interval(supplier.retention_ms),
+            },
             key_serde,
             value_serde,
             caching: false,

@@ -19,9 +19,12 @@ use crate::error::Result;
 use crate::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
 use crate::processor::{PunctuationType, Schedule, TaskSignals};
 use crate::record::Headers;
-use crate::store::{CachedStore, InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore};
+use crate::store::{
+    CachedStore, InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, SegmentedKind,
+    SegmentedStore,
+};
 use crate::timestamp::TimestampExtractorRef;
-use crate::topology::{LifecycleRef, SubtopologyDef, Topology, changelog_topic};
+use crate::topology::{LifecycleRef, StoreKind, SubtopologyDef, Topology, changelog_topic};
 
 /// A changelog partition a task writes, with the offset its store reflects.
 pub(crate) struct ChangelogState {
@@ -82,15 +85,54 @@ impl TaskStores {
             // from the start. Timestamped stores live in a directory of their own, so data of
             // the format before them is never read as theirs.
             let mut existed = true;
-            let mut inner: Box<dyn KeyValueStore> =
-                if let Some(state_dir) = state_dir.filter(|_| def.persistent) {
-                    let format = if def.timestamped { "fjall-ts" } else { "fjall" };
-                    let dir = state_dir.task_dir_path(id).join(format).join(&def.name);
-                    existed = dir.exists();
-                    Box::new(PersistentKeyValueStore::open(&def.name, Path::new(&dir))?)
-                } else {
-                    Box::new(InMemoryKeyValueStore::new(&def.name))
+            let persistent_dir = state_dir.filter(|_| def.persistent).map(|state_dir| {
+                let format = match (def.kind, def.timestamped) {
+                    (StoreKind::KeyValue, false) => "fjall",
+                    (StoreKind::KeyValue, true) => "fjall-ts",
+                    (StoreKind::Window { .. }, _) => "fjall-window",
+                    (StoreKind::Session { .. }, _) => "fjall-session",
                 };
+                state_dir.task_dir_path(id).join(format).join(&def.name)
+            });
+            if let Some(dir) = &persistent_dir {
+                existed = dir.exists();
+            }
+            let mut inner: Box<dyn KeyValueStore> = match (def.kind, &persistent_dir) {
+                (StoreKind::KeyValue, Some(dir)) => {
+                    Box::new(PersistentKeyValueStore::open(&def.name, Path::new(dir))?)
+                }
+                (StoreKind::KeyValue, None) => Box::new(InMemoryKeyValueStore::new(&def.name)),
+                (
+                    StoreKind::Window {
+                        retention_ms,
+                        segment_ms,
+                        ..
+                    }
+                    | StoreKind::Session {
+                        retention_ms,
+                        segment_ms,
+                    },
+                    dir,
+                ) => {
+                    let kind = if matches!(def.kind, StoreKind::Session { .. }) {
+                        SegmentedKind::Session
+                    } else {
+                        SegmentedKind::Window
+                    };
+                    Box::new(match dir {
+                        Some(dir) => SegmentedStore::persistent(
+                            &def.name,
+                            kind,
+                            retention_ms,
+                            segment_ms,
+                            Path::new(dir),
+                        )?,
+                        None => {
+                            SegmentedStore::in_memory(&def.name, kind, retention_ms, segment_ms)
+                        }
+                    })
+                }
+            };
             if let Some(topic) = changelog {
                 let partition = ChangelogPartition::new(&**topics.name(topic), id.partition);
                 let checkpointed = checkpoint.as_ref().and_then(|cp| cp.get(&partition));
@@ -114,11 +156,17 @@ impl TaskStores {
                     offset,
                 });
             }
-            stores.push(match (def.timestamped, def.caching) {
-                (true, _) => CachedStore::timestamped(inner),
-                (false, true) => CachedStore::new(inner),
-                (false, false) => CachedStore::without_caching(inner),
-            });
+            let ordered = match def.kind {
+                StoreKind::KeyValue => false,
+                StoreKind::Window { ordered, .. } => ordered,
+                StoreKind::Session { .. } => true,
+            };
+            stores.push(CachedStore::configured(
+                inner,
+                def.timestamped,
+                def.caching,
+                ordered,
+            ));
         }
         let checkpointed_sum = checkpoint.map(|cp| cp.offset_sum());
         Ok(TaskStores {
@@ -361,6 +409,11 @@ impl StreamTask {
     /// Sets the wall-clock time processors see until the next call.
     pub(crate) fn set_wall_clock(&mut self, wall_clock_ms: i64) {
         self.signals.wall_clock_ms = wall_clock_ms;
+    }
+
+    /// Records dropped (late for their windows) since the last call.
+    pub(crate) fn take_dropped_records(&mut self) -> u64 {
+        std::mem::take(&mut self.signals.dropped_records)
     }
 
     /// Whether a processor asked for a commit; clears the request.

@@ -88,6 +88,7 @@ struct Inner {
     builder: BatchBuilder,
     wall_clock_ms: i64,
     fetch_max_bytes: usize,
+    dropped_records: u64,
 }
 
 /// Runs a topology without threads, files or a backend, for unit tests.
@@ -164,6 +165,7 @@ impl TopologyTestDriver {
             builder: BatchBuilder::new(Compression::None),
             wall_clock_ms,
             fetch_max_bytes: config.fetch_max_bytes,
+            dropped_records: 0,
         };
         let driver = TopologyTestDriver {
             inner: Rc::new(RefCell::new(inner)),
@@ -244,6 +246,51 @@ impl TopologyTestDriver {
         &self,
         name: &str,
     ) -> Result<TestKeyValueStore<K, V>> {
+        let (store, task, slot) = self.locate::<K, V>(name)?;
+        Ok(TestKeyValueStore {
+            inner: self.inner.clone(),
+            store,
+            task,
+            slot,
+            _types: std::marker::PhantomData,
+        })
+    }
+
+    /// The window store `name` (a windowed aggregation's, keyed by the aggregation's key, or
+    /// one built with [`crate::Stores::window_store_builder`]).
+    pub fn get_window_store<K: 'static, V: 'static>(
+        &self,
+        name: &str,
+    ) -> Result<TestWindowStore<K, V>> {
+        let (store, task, slot) = self.locate::<K, V>(name)?;
+        Ok(TestWindowStore {
+            inner: self.inner.clone(),
+            store,
+            task,
+            slot,
+            _types: std::marker::PhantomData,
+        })
+    }
+
+    /// The session store `name` (a session aggregation's, or one built with
+    /// [`crate::Stores::session_store_builder`]).
+    pub fn get_session_store<K: 'static, V: 'static>(
+        &self,
+        name: &str,
+    ) -> Result<TestSessionStore<K, V>> {
+        let (store, task, slot) = self.locate::<K, V>(name)?;
+        Ok(TestSessionStore {
+            inner: self.inner.clone(),
+            store,
+            task,
+            slot,
+            _types: std::marker::PhantomData,
+        })
+    }
+
+    /// The store `name` holding `K` keys and `V` values: its index, its task and its slot in
+    /// the task.
+    fn locate<K: 'static, V: 'static>(&self, name: &str) -> Result<(usize, usize, usize)> {
         let inner = self.inner.borrow();
         let topology = &inner.topology;
         let Some(store) = topology.stores.iter().position(|s| s.name == name) else {
@@ -274,13 +321,7 @@ impl TopologyTestDriver {
             .iter()
             .position(|&s| s == store)
             .unwrap_or_default();
-        Ok(TestKeyValueStore {
-            inner: self.inner.clone(),
-            store,
-            task: sub,
-            slot,
-            _types: std::marker::PhantomData,
-        })
+        Ok((store, sub, slot))
     }
 
     /// Records of `topic` (partition 0) the topology wrote, from offset `from`: for tests
@@ -297,6 +338,12 @@ impl TopologyTestDriver {
         for task in std::mem::take(&mut inner.tasks) {
             drop(task.into_stores());
         }
+    }
+
+    /// Records dropped so far because they came too late for their windows (Kafka's
+    /// `dropped-records` metric).
+    pub fn dropped_records(&self) -> u64 {
+        self.inner.borrow().dropped_records
     }
 
     /// The application id internal topics are named with.
@@ -320,6 +367,7 @@ impl Inner {
                     task.set_wall_clock(self.wall_clock_ms);
                     let n = task.process(usize::MAX, &mut self.collector, &mut self.scratch)?;
                     task.take_commit_request();
+                    self.dropped_records += task.take_dropped_records();
                     if n > 0 {
                         dirty[t] = true;
                         round += n;
@@ -648,5 +696,140 @@ impl<K: 'static, V: 'static> TestKeyValueStore<K, V> {
     /// Sets `key` to `value` (committed with the next piped record).
     pub fn put(&self, key: &K, value: &V) -> Result<()> {
         self.with(|s| s.put(key, value))
+    }
+}
+
+/// A window store of a topology under test, read between piped records.
+pub struct TestWindowStore<K, V> {
+    inner: Rc<RefCell<Inner>>,
+    store: usize,
+    task: usize,
+    slot: usize,
+    _types: std::marker::PhantomData<fn() -> (K, V)>,
+}
+
+impl<K: 'static, V: 'static> TestWindowStore<K, V> {
+    fn with<T>(&self, f: impl FnOnce(&mut crate::WindowStore<'_, K, V>) -> Result<T>) -> Result<T> {
+        let mut guard = self.inner.borrow_mut();
+        let inner = &mut *guard;
+        let topology = inner.topology.clone();
+        let def = &topology.stores[self.store];
+        let serdes = def
+            .serdes
+            .as_ref()
+            .and_then(|s| s.downcast_ref::<StoreSerdes<K, V>>())
+            .ok_or_else(|| Error::IllegalState("store serdes changed".into()))?;
+        let crate::topology::StoreKind::Window {
+            window_ms,
+            retain_duplicates,
+            ..
+        } = def.kind
+        else {
+            return Err(Error::Topology(format!(
+                "store {:?} is not a window store",
+                def.name
+            )));
+        };
+        let task = &mut inner.tasks[self.task];
+        let id = task.id;
+        let mut store = crate::WindowStore::new(
+            &mut task.stores.stores[self.slot],
+            &mut inner.scratch.store,
+            serdes,
+            window_ms,
+            retain_duplicates,
+            0,
+            id,
+        );
+        f(&mut store)
+    }
+
+    /// `key`'s windows starting in `[time_from, time_to]`: (start, value).
+    pub fn fetch(&self, key: &K, time_from: i64, time_to: i64) -> Result<Vec<(i64, V)>> {
+        self.with(|s| s.fetch(key, time_from, time_to))
+    }
+
+    /// The windows of keys `key_from..=key_to` starting in `[time_from, time_to]`.
+    pub fn fetch_range(
+        &self,
+        key_from: &K,
+        key_to: &K,
+        time_from: i64,
+        time_to: i64,
+    ) -> Result<Vec<(crate::Windowed<K>, V)>> {
+        self.with(|s| s.fetch_range(key_from, key_to, time_from, time_to))
+    }
+
+    /// Every window the store holds.
+    pub fn all(&self) -> Result<Vec<(crate::Windowed<K>, V)>> {
+        self.with(|s| s.all())
+    }
+
+    /// Every key's windows starting in `[time_from, time_to]`.
+    pub fn fetch_all(&self, time_from: i64, time_to: i64) -> Result<Vec<(crate::Windowed<K>, V)>> {
+        self.with(|s| s.fetch_all(time_from, time_to))
+    }
+}
+
+/// A session store of a topology under test, read between piped records.
+pub struct TestSessionStore<K, V> {
+    inner: Rc<RefCell<Inner>>,
+    store: usize,
+    task: usize,
+    slot: usize,
+    _types: std::marker::PhantomData<fn() -> (K, V)>,
+}
+
+impl<K: 'static, V: 'static> TestSessionStore<K, V> {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut crate::SessionStore<'_, K, V>) -> Result<T>,
+    ) -> Result<T> {
+        let mut guard = self.inner.borrow_mut();
+        let inner = &mut *guard;
+        let topology = inner.topology.clone();
+        let def = &topology.stores[self.store];
+        let serdes = def
+            .serdes
+            .as_ref()
+            .and_then(|s| s.downcast_ref::<StoreSerdes<K, V>>())
+            .ok_or_else(|| Error::IllegalState("store serdes changed".into()))?;
+        if !matches!(def.kind, crate::topology::StoreKind::Session { .. }) {
+            return Err(Error::Topology(format!(
+                "store {:?} is not a session store",
+                def.name
+            )));
+        }
+        let task = &mut inner.tasks[self.task];
+        let id = task.id;
+        let mut store = crate::SessionStore::new(
+            &mut task.stores.stores[self.slot],
+            &mut inner.scratch.store,
+            serdes,
+            0,
+            id,
+        );
+        f(&mut store)
+    }
+
+    /// Every session of `key`.
+    pub fn fetch(&self, key: &K) -> Result<Vec<(crate::Windowed<K>, V)>> {
+        self.with(|s| s.fetch(key))
+    }
+
+    /// `key`'s sessions ending at or after `earliest_end` and starting at or before
+    /// `latest_start`.
+    pub fn find_sessions(
+        &self,
+        key: &K,
+        earliest_end: i64,
+        latest_start: i64,
+    ) -> Result<Vec<(crate::Windowed<K>, V)>> {
+        self.with(|s| s.find_sessions(key, earliest_end, latest_start))
+    }
+
+    /// Every session the store holds.
+    pub fn all(&self) -> Result<Vec<(crate::Windowed<K>, V)>> {
+        self.with(|s| s.all())
     }
 }

@@ -181,6 +181,12 @@ impl StreamThread {
                     &mut self.scratch,
                 )?;
                 self.core.processed(id, n, task.has_buffered());
+                let dropped = task.take_dropped_records();
+                if dropped > 0 {
+                    metrics
+                        .dropped_records
+                        .fetch_add(dropped, Ordering::Relaxed);
+                }
                 if task.take_commit_request() {
                     self.core.request_commit();
                 }

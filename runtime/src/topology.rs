@@ -145,6 +145,42 @@ pub(crate) struct StoreDef {
     pub(crate) timestamped: bool,
     /// The typed serdes of a store built with [`crate::Stores`] (`StoreSerdes<K, V>`).
     pub(crate) serdes: Option<Arc<dyn Any + Send + Sync>>,
+    /// Key-value, window or session store.
+    pub(crate) kind: StoreKind,
+}
+
+/// What a store holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StoreKind {
+    KeyValue,
+    /// Windows, kept `retention_ms` in segments of `segment_ms`; `ordered`: read by key range
+    /// between commits (its cache keeps an ordered index).
+    Window {
+        retention_ms: i64,
+        segment_ms: i64,
+        ordered: bool,
+        /// A window's length: its end is its start plus this.
+        window_ms: i64,
+        /// Keeps every put of a key and window (a sequence number tells them apart).
+        retain_duplicates: bool,
+    },
+    /// Sessions, kept `retention_ms` (by their end) in segments of `segment_ms`.
+    Session {
+        retention_ms: i64,
+        segment_ms: i64,
+    },
+}
+
+impl StoreKind {
+    /// How long a windowed changelog must keep records (`None`: compacted forever).
+    pub(crate) fn retention_ms(&self) -> Option<i64> {
+        match *self {
+            StoreKind::KeyValue => None,
+            StoreKind::Window { retention_ms, .. } | StoreKind::Session { retention_ms, .. } => {
+                Some(retention_ms)
+            }
+        }
+    }
 }
 
 impl StoreDef {
@@ -157,6 +193,7 @@ impl StoreDef {
             caching: true,
             timestamped: true,
             serdes: None,
+            kind: StoreKind::KeyValue,
         }
     }
 }
@@ -821,6 +858,7 @@ impl BuildCtx<'_> {
                         name: def.name.clone(),
                         slot: self.store_slot(i),
                         serdes: def.serdes.clone(),
+                        kind: def.kind,
                     }
                 })
                 .collect(),

@@ -5,8 +5,10 @@
 //! which starts a new sub-topology.
 
 mod options;
+mod windowed;
 
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
+pub use windowed::{SessionWindowedKStream, TimeWindowedKStream, WindowedBy};
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -14,13 +16,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::node::{Aggregate, FilterMap, FlatMap, FlushRef, NodeRef};
+use crate::node::{Aggregate, FilterMap, FlatMap, FlushRef, NodeRef, Passthrough};
 use crate::processor::{FixedKeyProcessor, Processor, StoreSerdes};
 use crate::serdes::{DefaultSerde, SerdeRef, Serdes};
 use crate::stores::StoreBuilder;
 use crate::topology::{
     BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, StoreDef, TopicRef, Topology, TypeSig,
 };
+use crate::windows::WindowKind;
 
 /// Builds a [`Topology`] with the DSL.
 ///
@@ -499,6 +502,45 @@ where
         self.fold(materialized, aggregate_serde, fold)
     }
 
+    /// The name of an aggregation's store: the given one, else a generated one.
+    pub(crate) fn store_name(&self, name: &Option<String>) -> String {
+        match name {
+            Some(name) => name.clone(),
+            None => self
+                .graph
+                .borrow_mut()
+                .next_name("KSTREAM-AGGREGATE-STATE-STORE"),
+        }
+    }
+
+    /// The node an aggregation reads from: the grouped stream, or, if its key changed, the
+    /// source of a repartition topic named after the grouping (else the store).
+    pub(crate) fn aggregate_parent(&self, store_name: &str) -> usize {
+        if !self.repartition_required {
+            return self.node;
+        }
+        let topic_name = self
+            .grouped
+            .name
+            .clone()
+            .unwrap_or_else(|| store_name.to_owned());
+        let topic = TopicRef::Repartition(topic_name);
+        add_sink(
+            &self.graph,
+            self.node,
+            topic.clone(),
+            self.grouped.key.clone(),
+            self.grouped.value.clone(),
+        );
+        let source = add_source::<K, V>(
+            &self.graph,
+            vec![topic],
+            Consumed::with(self.grouped.key.clone(), self.grouped.value.clone()),
+            false,
+        );
+        source.node
+    }
+
     fn fold<A>(
         &self,
         materialized: Materialized<A>,
@@ -508,36 +550,8 @@ where
     where
         A: Clone + 'static,
     {
-        let store_name = match &materialized.name {
-            Some(name) => name.clone(),
-            None => self
-                .graph
-                .borrow_mut()
-                .next_name("KSTREAM-AGGREGATE-STATE-STORE"),
-        };
-        let mut parent = self.node;
-        if self.repartition_required {
-            let topic_name = self
-                .grouped
-                .name
-                .clone()
-                .unwrap_or_else(|| store_name.clone());
-            let topic = TopicRef::Repartition(topic_name);
-            add_sink(
-                &self.graph,
-                parent,
-                topic.clone(),
-                self.grouped.key.clone(),
-                self.grouped.value.clone(),
-            );
-            let source = add_source::<K, V>(
-                &self.graph,
-                vec![topic],
-                Consumed::with(self.grouped.key.clone(), self.grouped.value.clone()),
-                false,
-            );
-            parent = source.node;
-        }
+        let store_name = self.store_name(&materialized.name);
+        let parent = self.aggregate_parent(&store_name);
         let key_serde = self.grouped.key.clone();
         let table_key_serde = key_serde.clone();
         let table_value_serde = agg_serde.clone();
@@ -584,16 +598,23 @@ where
             node,
             key_serde: table_key_serde,
             value_serde: table_value_serde,
+            windows: None,
+            window_end: None,
         }
     }
 }
 
 /// A changelog stream: the latest value per key.
 pub struct KTable<K, V> {
-    graph: Rc<RefCell<GraphBuilder>>,
-    node: usize,
-    key_serde: SerdeRef<K>,
-    value_serde: SerdeRef<V>,
+    pub(crate) graph: Rc<RefCell<GraphBuilder>>,
+    pub(crate) node: usize,
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) value_serde: SerdeRef<V>,
+    /// The windows of a windowed aggregation's table (what `suppress` closes them by).
+    pub(crate) windows: Option<WindowKind>,
+    /// For a windowed table, a key's window end.
+    #[allow(clippy::type_complexity)]
+    pub(crate) window_end: Option<Arc<dyn Fn(&K) -> i64 + Send + Sync>>,
 }
 
 impl<K, V> std::fmt::Debug for KTable<K, V> {
@@ -609,13 +630,24 @@ where
 {
     /// The stream of the table's updates.
     pub fn to_stream(&self) -> KStream<K, V> {
-        let stream = KStream::<K, V>::at(self.graph.clone(), self.node, false);
-        stream.filter_map(
-            "KTABLE-TOSTREAM",
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(Passthrough {
+                forward: ctx.forward::<K, V>(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name("KTABLE-TOSTREAM");
+        let types = Some(TypeSig::of::<K, V>());
+        let node = g.add_node(
+            name,
+            NodeKind::Processor,
             &[self.node],
-            Arc::new(|k, v| Some((k, v))),
-            false,
-        )
+            factory,
+            types,
+            types,
+        );
+        KStream::at(self.graph.clone(), node, false)
     }
 
     /// The serde of the table's keys.

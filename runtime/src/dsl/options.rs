@@ -81,6 +81,8 @@ pub struct Materialized<V> {
     pub(crate) value_serde: Option<SerdeRef<V>>,
     pub(crate) logging: bool,
     pub(crate) store_type: StoreType,
+    pub(crate) caching: bool,
+    pub(crate) retention: Option<std::time::Duration>,
 }
 
 impl<V> Default for Materialized<V> {
@@ -90,6 +92,8 @@ impl<V> Default for Materialized<V> {
             value_serde: None,
             logging: true,
             store_type: StoreType::default(),
+            caching: true,
+            retention: None,
         }
     }
 }
@@ -117,6 +121,27 @@ impl<V> Materialized<V> {
     /// Turns the changelog off (the store is then not restored after a restart).
     pub fn without_logging(mut self) -> Self {
         self.logging = false;
+        self
+    }
+
+    /// Every update reaches the changelog and, for windowed aggregations, downstream (Kafka's
+    /// `withCachingDisabled`); by default updates to one key or window collapse between commits.
+    pub fn with_caching_disabled(mut self) -> Self {
+        self.caching = false;
+        self
+    }
+
+    /// Updates collapse per key or window between commits (the default).
+    pub fn with_caching_enabled(mut self) -> Self {
+        self.caching = true;
+        self
+    }
+
+    /// How long a windowed aggregation's store keeps its windows: at least the window size
+    /// plus its grace period (the default, as in Kafka Streams). The store drops older windows
+    /// a segment at a time.
+    pub fn with_retention(mut self, retention: std::time::Duration) -> Self {
+        self.retention = Some(retention);
         self
     }
 
