@@ -137,6 +137,9 @@
 //! # The crate's parts
 //!
 //! - `dsl`: the builder API and its options; `serdes`: keys and values as bytes.
+//! - `windows`: window definitions and [`Windowed`] keys; `windowed`: the windowed
+//!   aggregations; `suppress`: [`Suppressed`] tables; `window_store`: typed [`WindowStore`] and
+//!   [`SessionStore`] handles.
 //! - `processor`: the processor API ([`Processor`], [`ProcessorContext`], punctuation, the typed
 //!   [`KeyValueStore`]); `record`: [`Record`] and [`Headers`]; `stores`: [`Stores`] builders;
 //!   `timestamp`: [`TimestampExtractor`]s.

@@ -69,6 +69,38 @@ impl<K: Clone + 'static, V: Clone + 'static> WindowedBy<K, V> for SessionWindows
 impl<K: Clone + 'static, V: Clone + 'static> KGroupedStream<K, V> {
     /// Aggregates per window: [`TimeWindows`] (tumbling, hopping), [`SlidingWindows`] or
     /// [`SessionWindows`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use riffle::{Consumed, EmitStrategy, Produced, Serdes, StreamsBuilder, StreamsConfig};
+    /// use riffle::{TimeWindows, TopologyTestDriver, Window, Windowed};
+    ///
+    /// // Page views per user per minute, each minute's count once it is final.
+    /// let minute = Duration::from_secs(60);
+    /// let builder = StreamsBuilder::new();
+    /// builder
+    ///     .stream("views", Consumed::with(Serdes::string(), Serdes::string()))
+    ///     .group_by_key()
+    ///     .windowed_by(TimeWindows::of_size_and_grace(minute, Duration::from_secs(10)))
+    ///     .emit_strategy(EmitStrategy::on_window_close())
+    ///     .count()
+    ///     .to_stream()
+    ///     .to("per-minute", Produced::with(Serdes::time_windowed(Serdes::string(), minute), Serdes::i64()));
+    ///
+    /// let driver = TopologyTestDriver::new(builder.build()?, StreamsConfig::new("views"))?;
+    /// let views = driver.create_input_topic("views", Serdes::string(), Serdes::string());
+    /// let counts = driver.create_output_topic(
+    ///     "per-minute",
+    ///     Serdes::time_windowed(Serdes::string(), minute),
+    ///     Serdes::i64(),
+    /// );
+    /// views.pipe_input_at("alice".into(), "/".into(), 1_000)?;
+    /// views.pipe_input_at("alice".into(), "/about".into(), 59_000)?;
+    /// views.pipe_input_at("alice".into(), "/".into(), 75_000)?; // closes [0, 60 s) + 10 s grace
+    /// let alice = Windowed::new("alice".to_string(), Window::new(0, 60_000));
+    /// assert_eq!(counts.read_key_values_to_list()?, [(alice, 2)]);
+    /// # Ok::<(), riffle::Error>(())
+    /// ```
     pub fn windowed_by<W: WindowedBy<K, V>>(&self, windows: W) -> W::Stream {
         windows.windowed(self)
     }
