@@ -247,6 +247,12 @@ impl TopologyTestDriver {
         name: &str,
     ) -> Result<TestKeyValueStore<K, V>> {
         let (store, task, slot) = self.locate::<K, V>(name)?;
+        let kind = self.inner.borrow().topology.stores[store].kind;
+        if kind != crate::topology::StoreKind::KeyValue {
+            return Err(Error::Topology(format!(
+                "store {name:?} is a window or session store: read it with get_window_store or get_session_store"
+            )));
+        }
         Ok(TestKeyValueStore {
             inner: self.inner.clone(),
             store,

@@ -261,3 +261,44 @@ fn caching_collapses_a_windows_updates_between_commits_and_late_records_are_coun
     );
     assert_eq!(dropped, 1);
 }
+
+/// `with_caching_disabled` forwards every update, windowed or not, even within one commit.
+#[test]
+fn caching_disabled_forwards_every_update_within_one_commit() {
+    let log = Log::in_memory();
+    log.create_topic("in", 1).unwrap();
+    let records: Vec<(String, i64)> = (0..50).map(|i| ("k".to_string(), i)).collect();
+    append(&log, &records);
+    let builder = StreamsBuilder::new();
+    let grouped = builder
+        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+        .group_by_key();
+    grouped
+        .windowed_by(TimeWindows::of_size_with_no_grace(Duration::from_millis(
+            SIZE,
+        )))
+        .count_with(Materialized::named("windowed").with_caching_disabled())
+        .to_stream()
+        .to(
+            "out",
+            Produced::with(
+                Serdes::time_windowed(Serdes::string(), Duration::from_millis(SIZE)),
+                Serdes::i64(),
+            ),
+        );
+    grouped
+        .count_with(Materialized::named("plain").with_caching_disabled())
+        .to_stream()
+        .to("plain", Produced::with(Serdes::string(), Serdes::i64()));
+    let state = tempfile::tempdir().unwrap();
+    run(&log, state.path(), builder.build().unwrap(), 600_000);
+    let windowed: Vec<i64> = output(&log, false).iter().filter_map(|(_, v)| *v).collect();
+    assert_eq!(windowed, (1..=50).collect::<Vec<_>>());
+    let plain = log
+        .fetch(&TopicPartition::new("plain", 0), 0, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|b| b.records().count())
+        .sum::<usize>();
+    assert_eq!(plain, 50);
+}

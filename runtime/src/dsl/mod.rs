@@ -588,6 +588,7 @@ where
                 .push(format!("a store named {store_name:?} already exists"));
         }
         let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
+        def.caching = materialized.caching;
         def.serdes = Some(Arc::new(StoreSerdes {
             key: table_key_serde.clone(),
             value: table_value_serde.clone(),
