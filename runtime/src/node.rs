@@ -310,6 +310,9 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
 
 impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for Aggregate<K, V, A> {
     fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+        // In the order of their last write, as Kafka's cache flushes (this store's entries
+        // may have been written by an upstream node's flush just now).
+        ctx.stores[self.store].order_by_last_write();
         let dirty = ctx.stores[self.store].dirty_len();
         for i in 0..dirty {
             let (key, value, timestamp) = ctx.stores[self.store].dirty(i);

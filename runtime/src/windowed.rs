@@ -256,6 +256,9 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         if self.emit != EmitStrategy::OnWindowUpdate {
             return Ok(());
         }
+        // In the order of their last write, as Kafka's cache flushes: an update's timestamp
+        // never overtakes an earlier one's (suppression downstream relies on it).
+        ctx.stores[self.store].order_by_last_write();
         let dirty = ctx.stores[self.store].dirty_len();
         for i in 0..dirty {
             let (entry, value, timestamp) = ctx.stores[self.store].dirty(i);

@@ -18,6 +18,8 @@ struct Entry {
     timestamp: i64,
     /// The headers of the record that wrote it (what a cached aggregate forwards with).
     headers: Headers,
+    /// When it was last written (the store's write counter).
+    seq: u64,
 }
 
 /// A store behind its cache.
@@ -41,6 +43,10 @@ pub(crate) struct CachedStore {
     ordered: Option<BTreeSet<Vec<u8>>>,
     /// The last sequence number a window store keeping duplicates gave a put.
     seq: u32,
+    /// Counts writes, to order entries by their last write.
+    writes: u64,
+    /// An entry other than the last was rewritten: entry order is no longer write order.
+    reordered: bool,
 }
 
 /// The timestamp of a value read from a store that keeps none.
@@ -62,6 +68,8 @@ impl CachedStore {
             spans: Vec::new(),
             ordered: None,
             seq: 0,
+            writes: 0,
+            reordered: false,
         }
     }
 
@@ -173,9 +181,13 @@ impl CachedStore {
         timestamp: i64,
         headers: &Headers,
     ) {
+        self.writes += 1;
+        let seq = self.writes;
         match self.index.get(key).filter(|_| !self.every_write) {
             Some(&i) => {
+                self.reordered |= i + 1 != self.entries.len();
                 let entry = &mut self.entries[i];
+                entry.seq = seq;
                 self.bytes -= entry.value.as_ref().map_or(0, Vec::len);
                 match (&mut entry.value, value) {
                     (Some(existing), Some(v)) => {
@@ -206,6 +218,7 @@ impl CachedStore {
                     value: value.map(<[u8]>::to_vec),
                     timestamp,
                     headers: headers.clone(),
+                    seq,
                 });
             }
         }
@@ -214,6 +227,22 @@ impl CachedStore {
     /// Bytes held by the cache.
     pub(crate) fn cache_bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Puts the entries written since the last commit in the order of their last write (Kafka's
+    /// record cache flushes a key when it was last written, not first): what commits forward
+    /// then follows the records, so a later update's timestamp never overtakes an earlier one's.
+    pub(crate) fn order_by_last_write(&mut self) {
+        if !self.reordered {
+            return;
+        }
+        self.entries.sort_unstable_by_key(|e| e.seq);
+        for (i, e) in self.entries.iter().enumerate() {
+            if let Some(slot) = self.index.get_mut(e.key.as_slice()) {
+                *slot = i;
+            }
+        }
+        self.reordered = false;
     }
 
     /// Entries written since the last commit.
@@ -432,6 +461,7 @@ impl CachedStore {
     pub(crate) fn discard(&mut self) {
         self.entries.clear();
         self.index.clear();
+        self.reordered = false;
         if let Some(ordered) = &mut self.ordered {
             ordered.clear();
         }
@@ -474,6 +504,32 @@ mod tests {
             store.get_into(b"a", &mut out).unwrap_or(false),
             "discarded writes never reach the store"
         );
+    }
+
+    /// Kafka's cache flushes keys in the order of their last write.
+    #[test]
+    fn dirty_entries_come_in_the_order_of_their_last_write() {
+        let mut store = CachedStore::new(Box::new(InMemoryKeyValueStore::new("s")));
+        let h = Headers::new();
+        for (k, ts) in [(&b"a"[..], 1), (b"b", 2), (b"c", 3), (b"a", 4), (b"c", 5)] {
+            store.put(k, Some(b"v"), ts, &h);
+        }
+        store.order_by_last_write();
+        let order: Vec<(Vec<u8>, i64)> = (0..store.dirty_len())
+            .map(|i| (store.dirty(i).0.to_vec(), store.dirty(i).2))
+            .collect();
+        assert_eq!(
+            order,
+            [(b"b".to_vec(), 2), (b"a".to_vec(), 4), (b"c".to_vec(), 5)]
+        );
+        let mut out = Vec::new();
+        assert_eq!(
+            store.get_with_timestamp(b"a", &mut out).ok(),
+            Some(Some(4)),
+            "index follows"
+        );
+        store.put(b"b", Some(b"w"), 6, &h);
+        assert_eq!(store.dirty_len(), 3, "still one entry per key");
     }
 
     #[test]
