@@ -284,6 +284,24 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
     }
 }
 
+/// A windowed aggregation's commit (`flush`) and start (`init`) are its core's.
+macro_rules! core_delegates {
+    ($node:ident) => {
+        impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for $node<K, V, A> {
+            fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+                self.core.flush(ctx)
+            }
+        }
+
+        impl<K: Clone + 'static, V, A: Clone + 'static> Lifecycle for $node<K, V, A> {
+            fn init(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+                self.core.load(ctx)
+            }
+            fn close(&mut self) {}
+        }
+    };
+}
+
 /// Count, reduce and aggregate over tumbling and hopping windows (Kafka's
 /// `KStreamWindowAggregate`).
 pub(crate) struct TimeWindowAggregate<K, V, A> {
@@ -330,18 +348,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V> for TimeWindow
     }
 }
 
-impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for TimeWindowAggregate<K, V, A> {
-    fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
-        self.core.flush(ctx)
-    }
-}
-
-impl<K: Clone + 'static, V, A: Clone + 'static> Lifecycle for TimeWindowAggregate<K, V, A> {
-    fn init(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
-        self.core.load(ctx)
-    }
-    fn close(&mut self) {}
-}
+core_delegates!(TimeWindowAggregate);
 
 /// Count, reduce and aggregate over sliding windows (Kafka's `KStreamSlidingWindowAggregate`,
 /// KIP-450): a record updates every window of its key that holds it, creates the window that
@@ -564,18 +571,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V>
     }
 }
 
-impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for SlidingWindowAggregate<K, V, A> {
-    fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
-        self.core.flush(ctx)
-    }
-}
-
-impl<K: Clone + 'static, V, A: Clone + 'static> Lifecycle for SlidingWindowAggregate<K, V, A> {
-    fn init(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
-        self.core.load(ctx)
-    }
-    fn close(&mut self) {}
-}
+core_delegates!(SlidingWindowAggregate);
 
 /// Count, reduce and aggregate over session windows (Kafka's `KStreamSessionWindowAggregate`):
 /// a record joins every session of its key within the inactivity gap of it, merging them into
@@ -639,15 +635,4 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for SessionWindowAggr
     }
 }
 
-impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for SessionWindowAggregate<K, V, A> {
-    fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
-        self.core.flush(ctx)
-    }
-}
-
-impl<K: Clone + 'static, V, A: Clone + 'static> Lifecycle for SessionWindowAggregate<K, V, A> {
-    fn init(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
-        self.core.load(ctx)
-    }
-    fn close(&mut self) {}
-}
+core_delegates!(SessionWindowAggregate);
