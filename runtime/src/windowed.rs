@@ -39,6 +39,10 @@ pub(crate) struct WindowedCore<K, A> {
     pub(crate) agg_serde: SerdeRef<A>,
     pub(crate) emit: EmitStrategy,
     pub(crate) kind: WindowKind,
+    /// How long the store keeps windows (entry times at or after `observed - retention + 1`
+    /// are the ones the aggregation reads: a bound of its own stream time, so what it sees
+    /// never depends on when a commit dropped a segment).
+    pub(crate) retention_ms: i64,
     pub(crate) forward: Forward<Windowed<K>, A>,
     /// The largest timestamp seen (Kafka's `observedStreamTime`; -1 before the first).
     observed: i64,
@@ -57,6 +61,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         agg_serde: SerdeRef<A>,
         emit: EmitStrategy,
         kind: WindowKind,
+        retention_ms: i64,
         forward: Forward<Windowed<K>, A>,
     ) -> Self {
         WindowedCore {
@@ -65,6 +70,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             agg_serde,
             emit,
             kind,
+            retention_ms,
             forward,
             observed: -1,
             observed_dirty: false,
@@ -88,6 +94,13 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             WindowKind::Sliding(w) => Window::new(e.time, e.time.saturating_add(w.difference_ms)),
             WindowKind::Session(_) => Window::new(e.second, e.time),
         }
+    }
+
+    /// The oldest entry time the aggregation reads: what its store keeps at its stream time.
+    fn oldest_readable(&self) -> i64 {
+        self.observed
+            .saturating_sub(self.retention_ms)
+            .saturating_add(1)
     }
 
     /// Moves stream time to `timestamp` if it is later.
@@ -178,7 +191,16 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
                 break;
             };
             let Some((agg, ts)) = self.read(ctx, &entry)? else {
-                continue;
+                // Stores keep a window until it has closed (`store_retention_ms`), and a merged
+                // session leaves the set when it is deleted: a missing one is lost state.
+                let decoded = ctx.stores[self.store].decode_entry(&entry)?;
+                return Err(Error::IllegalState(format!(
+                    "store {} lost window {:?} of a key of {} bytes before it closed (stream time {})",
+                    ctx.stores[self.store].inner.name(),
+                    self.window_of(&decoded),
+                    decoded.key.len(),
+                    self.observed
+                )));
             };
             let decoded = ctx.stores[self.store].decode_entry(&entry)?;
             let key = self
@@ -375,6 +397,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
     /// The key's windows with starts in `[from, to]`, ascending.
     fn fetch(&self, ctx: &mut ProcessingContext<'_>, from: i64, to: i64) -> Result<Vec<Found<A>>> {
         let (lo, hi) = key_bounds(&ctx.scratch.key);
+        let from = from.max(self.core.oldest_readable());
         let entries = ctx.stores[self.core.store].scan_window(&lo, &hi, from, to)?;
         let mut found = Vec::with_capacity(entries.len());
         for (entry, value, ts) in entries {
@@ -594,15 +617,19 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for SessionWindowAggr
         // The sessions within the gap: ending at or after ts - gap, starting at or before
         // ts + gap.
         let (lo, hi) = key_bounds(&ctx.scratch.key);
-        let found =
-            ctx.stores[self.core.store].scan_window(&lo, &hi, ts.saturating_sub(gap), i64::MAX)?;
+        let from = ts.saturating_sub(gap).max(self.core.oldest_readable());
+        let found = ctx.stores[self.core.store].scan_window(&lo, &hi, from, i64::MAX)?;
         let mut merged = Window::new(ts, ts);
         let mut agg: Option<A> = None;
         let mut sessions = Vec::new();
         for (entry, bytes, _) in found {
             let decoded = ctx.stores[self.core.store].decode_entry(&entry)?;
             let (start, end) = (decoded.second, decoded.time);
-            if start > ts.saturating_add(gap) {
+            // A closed session is final: no record joins it any more (Kafka would merge one its
+            // store still holds, which depends on when segments were dropped).
+            if start > ts.saturating_add(gap)
+                || self.core.kind.close_time(end) <= self.core.observed
+            {
                 continue;
             }
             let value = self

@@ -255,13 +255,27 @@ impl WindowKind {
         }
     }
 
-    /// How long a window's data must be kept: at least its size plus grace.
+    /// The shortest retention a user may ask for, as Kafka Streams checks it: the window size
+    /// (time difference, inactivity gap) plus the grace period.
     pub(crate) fn min_retention_ms(&self) -> i64 {
         match self {
             WindowKind::Time(w) => w.size_ms + w.grace_ms,
-            WindowKind::Sliding(w) => 2 * w.difference_ms + w.grace_ms + 1,
+            WindowKind::Sliding(w) => w.difference_ms + w.grace_ms,
             WindowKind::Session(w) => w.gap_ms + w.grace_ms,
         }
+    }
+
+    /// How long the store keeps windows for a requested `retention`: at least until every
+    /// window the aggregation may still read has closed — a session one millisecond past its
+    /// gap and grace (it closes then), a sliding window as far back as a record's look-back of
+    /// twice the difference reaches.
+    pub(crate) fn store_retention_ms(&self, retention: i64) -> i64 {
+        let needed = match self {
+            WindowKind::Time(w) => w.size_ms + w.grace_ms,
+            WindowKind::Sliding(w) => 2 * w.difference_ms + w.grace_ms + 1,
+            WindowKind::Session(w) => w.gap_ms + w.grace_ms + 1,
+        };
+        retention.max(needed)
     }
 }
 

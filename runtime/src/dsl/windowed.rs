@@ -197,6 +197,7 @@ where
         }
         None => min_retention,
     };
+    let retention_ms = kind.store_retention_ms(retention_ms);
     let parent = grouped.aggregate_parent(&store_name);
     let key_serde = grouped.grouped.key.clone();
     let table_key_serde = match kind {
@@ -218,6 +219,7 @@ where
             node_agg_serde.clone(),
             emit,
             kind,
+            retention_ms,
             ctx.forward::<Windowed<K>, A>(),
         );
         let (node, flush, lifecycle): (NodeRef<K, V>, FlushRef, LifecycleRef) = match &flavor {
