@@ -168,7 +168,7 @@ fn a_window_the_input_does_not_make_fails_the_check() {
     assert!(!text.contains("a@0/10000:"), "{text}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("error: 1 windows differ from the model of the input"),
+        stderr.contains("error: the output differs from the model of the input in 1 place"),
         "{stderr}"
     );
     // Without --check an existing topic is only counted.

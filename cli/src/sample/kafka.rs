@@ -1,5 +1,5 @@
-//! `riffle sample group-by-key-count --bootstrap-servers HOST:PORT`: the same sample on an
-//! Apache Kafka 4.x cluster (riffle-kafka) instead of the embedded log.
+//! `riffle sample group-by-key-count --bootstrap-servers HOST:PORT` (and `windowed-count`): the
+//! same samples on an Apache Kafka 4.x cluster (riffle-kafka) instead of the embedded log.
 //!
 //! Without `--input`/`--output` it generates the input into fresh topics named after the run
 //! (so a second run on the same cluster starts from nothing, as a fresh embedded log does) and

@@ -706,9 +706,10 @@ pub(crate) fn report(
         for problem in problems.iter().take(20) {
             println!("  {problem}");
         }
+        let n = problems.len();
         anyhow::bail!(
-            "{} windows differ from the model of the input",
-            problems.len()
+            "the output differs from the model of the input in {n} {}",
+            if n == 1 { "place" } else { "places" }
         );
     }
     Ok(())
