@@ -117,32 +117,6 @@ fn render_key(format: KeyFormat, key: &[u8]) -> String {
     }
 }
 
-/// Parses a duration given as a positive integer and a unit: `ms`, `s`, `m`, `h` or `d`
-/// (`500ms`, `60s`, `1m`); in milliseconds.
-fn parse_duration_ms(text: &str) -> Result<i64, String> {
-    const EXPECTED: &str = "expected a positive integer and a unit (ms, s, m, h or d), like 500ms \
-                            or 60s";
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale: i64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(EXPECTED.to_owned()),
-    };
-    let number: i64 = number.parse().map_err(|_| EXPECTED.to_owned())?;
-    if number == 0 {
-        return Err(format!("must be positive; {EXPECTED}"));
-    }
-    number
-        .checked_mul(scale)
-        .ok_or_else(|| format!("more than {} ms", i64::MAX))
-}
-
 /// Arguments of `riffle consume`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
@@ -173,7 +147,7 @@ pub(crate) struct Args {
     key_serde: KeySerde,
     /// The window size of --key-serde windowed-string, like `500ms`, `60s`, `5m`, `1h` or `1d`:
     /// a window ends at its start plus this.
-    #[arg(long, value_parser = parse_duration_ms)]
+    #[arg(long, value_parser = crate::duration::parse_duration_ms)]
     window_size: Option<i64>,
     /// How values are decoded.
     #[arg(long, value_enum, default_value = "string")]
@@ -385,7 +359,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{KeyFormat, parse_duration_ms, render_key, split_key};
+    use super::{KeyFormat, render_key, split_key};
 
     fn windowed(key: &[u8], start: i64) -> Vec<u8> {
         [key, &start.to_be_bytes()].concat()
@@ -445,26 +419,5 @@ mod tests {
         assert_eq!(render_key(KeyFormat::SessionWindowed, &[0; 16]), "@0/0");
         // A string key is the key, whatever its length.
         assert_eq!(render_key(KeyFormat::String, b"ab"), "ab");
-    }
-
-    #[test]
-    fn durations_have_a_unit_and_are_positive() {
-        for (text, ms) in [
-            ("500ms", 500),
-            ("60s", 60_000),
-            ("1m", 60_000),
-            ("2h", 7_200_000),
-            ("1d", 86_400_000),
-        ] {
-            assert_eq!(parse_duration_ms(text), Ok(ms), "{text}");
-        }
-        for text in ["", "60", "s", "0s", "-1s", "1.5s", "1 s", "1min", "10us"] {
-            assert!(parse_duration_ms(text).is_err(), "{text}");
-        }
-        assert!(
-            parse_duration_ms("9223372036854775807d")
-                .expect_err("overflow")
-                .contains("more than")
-        );
     }
 }

@@ -3,6 +3,7 @@
 
 mod bench;
 mod consume;
+mod duration;
 mod produce;
 mod repair;
 mod sample;

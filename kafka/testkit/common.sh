@@ -15,7 +15,7 @@ require_java() {
 kafka_libs() {
   if [[ -z "${KAFKA_LIBS:-}" ]]; then
     local cached="${RIFFLE_KAFKA_CACHE:-${HOME}/.cache/riffle}/kafka-${KAFKA_VERSION}/libs"
-    if [[ -f "${cached}/.complete" ]]; then
+    if [[ -f "${cached}/.complete" && -f "${cached}/kafka-streams-${KAFKA_VERSION}.jar" ]]; then
       KAFKA_LIBS="${cached}"
     else
       KAFKA_LIBS="$("${TESTKIT_DIR}/fetch-kafka.sh" "${KAFKA_VERSION}" | tail -n1)"

@@ -21,11 +21,15 @@ CACHE_ROOT="${RIFFLE_KAFKA_CACHE:-${HOME}/.cache/riffle}"
 DEST="${CACHE_ROOT}/kafka-${VERSION}"
 LIBS="${DEST}/libs"
 MARKER="${LIBS}/.complete"
+# A cache fetched before kafka-streams joined the list lacks only its jar: fetched again, the new
+# jars are added beside the old ones (a broker or tool running from the directory keeps its
+# files).
+STREAMS_JAR="${LIBS}/kafka-streams-${VERSION}.jar"
 
 die() { echo "fetch-kafka.sh: error: $*" >&2; exit 1; }
 log() { echo "fetch-kafka.sh: $*" >&2; }
 
-if [[ -f "${MARKER}" ]]; then
+if [[ -f "${MARKER}" && -f "${STREAMS_JAR}" ]]; then
   log "cached: ${LIBS} ($(ls "${LIBS}"/*.jar | wc -l) jars)"
   echo "${LIBS}"
   exit 0
@@ -46,6 +50,8 @@ trap 'rm -rf "${WORK}"; rmdir "${DEST}" 2>/dev/null || true' EXIT
 # - kafka-tools: TopicCommand, StreamsGroupCommand (kafka-streams-groups.sh), ...
 #   Its connect-runtime dependency (Jetty, Jersey, ...) is only used by the
 #   Connect-related tools, so it is excluded to keep the download small.
+# - kafka-streams: its windowed deserializers (TimeWindowedDeserializer, ...) for the console
+#   consumer's key.deserializer; rocksdbjni (~60 MB, only for its state stores) is excluded.
 # - log4j-slf4j-impl + log4j-core: Kafka logs through slf4j 1.7; without a
 #   binding it logs nothing at all.
 cat > "${WORK}/pom.xml" <<POM
@@ -66,6 +72,12 @@ cat > "${WORK}/pom.xml" <<POM
       </exclusions>
     </dependency>
     <dependency>
+      <groupId>org.apache.kafka</groupId><artifactId>kafka-streams</artifactId><version>${VERSION}</version>
+      <exclusions>
+        <exclusion><groupId>org.rocksdb</groupId><artifactId>rocksdbjni</artifactId></exclusion>
+      </exclusions>
+    </dependency>
+    <dependency>
       <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>${LOG4J_VERSION}</version>
     </dependency>
     <dependency>
@@ -75,7 +87,7 @@ cat > "${WORK}/pom.xml" <<POM
 </project>
 POM
 
-log "resolving org.apache.kafka:kafka_2.13:${VERSION} + kafka-tools:${VERSION} with mvn (Maven Central) ..."
+log "resolving org.apache.kafka:kafka_2.13:${VERSION} + kafka-tools + kafka-streams with mvn (Maven Central) ..."
 start=$(date +%s)
 read -r -a mvn_extra <<<"${RIFFLE_KAFKA_MAVEN_OPTS:-}"
 if ! mvn -B -q "${mvn_extra[@]}" -f "${WORK}/pom.xml" \
@@ -85,12 +97,26 @@ if ! mvn -B -q "${mvn_extra[@]}" -f "${WORK}/pom.xml" \
   die "mvn could not resolve Kafka ${VERSION} (is Maven Central reachable, and is ${VERSION} published? see output above)"
 fi
 n=$(ls "${WORK}/libs"/*.jar 2>/dev/null | wc -l)
-[[ -f "${WORK}/libs/kafka_2.13-${VERSION}.jar" && -f "${WORK}/libs/kafka-tools-${VERSION}.jar" ]] \
-  || die "mvn finished but kafka_2.13-${VERSION}.jar / kafka-tools-${VERSION}.jar are missing in ${WORK}/libs"
+[[ -f "${WORK}/libs/kafka_2.13-${VERSION}.jar" && -f "${WORK}/libs/kafka-tools-${VERSION}.jar" \
+   && -f "${WORK}/libs/kafka-streams-${VERSION}.jar" ]] \
+  || die "mvn finished but kafka_2.13 / kafka-tools / kafka-streams ${VERSION} jars are missing in ${WORK}/libs"
 
-# Publish atomically: a half-finished run never looks complete.
-rm -rf "${LIBS}"
-mv "${WORK}/libs" "${LIBS}"
+if [[ -f "${MARKER}" ]]; then
+  # An older complete cache: add the new jars (the same versions of the old ones are there),
+  # without removing a file a running broker may still read.
+  for jar in "${WORK}/libs"/*.jar; do
+    name=$(basename "${jar}")
+    if [[ ! -f "${LIBS}/${name}" ]]; then
+      # Renamed into place: a java classpath `libs/*` never sees a half-copied jar.
+      cp "${jar}" "${LIBS}/.${name}.part"
+      mv "${LIBS}/.${name}.part" "${LIBS}/${name}"
+    fi
+  done
+else
+  # Publish atomically: a half-finished run never looks complete.
+  rm -rf "${LIBS}"
+  mv "${WORK}/libs" "${LIBS}"
+fi
 echo "${VERSION}" > "${MARKER}"
 log "fetched ${n} jars ($(du -sh "${LIBS}" | cut -f1)) in $(( $(date +%s) - start ))s"
 echo "${LIBS}"

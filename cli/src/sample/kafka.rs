@@ -1,5 +1,5 @@
-//! `riffle sample group-by-key-count --bootstrap-servers HOST:PORT`: the same sample on an
-//! Apache Kafka 4.x cluster (riffle-kafka) instead of the embedded log.
+//! `riffle sample group-by-key-count --bootstrap-servers HOST:PORT` (and `windowed-count`): the
+//! same samples on an Apache Kafka 4.x cluster (riffle-kafka) instead of the embedded log.
 //!
 //! Without `--input`/`--output` it generates the input into fresh topics named after the run
 //! (so a second run on the same cluster starts from nothing, as a fresh embedded log does) and
@@ -138,4 +138,85 @@ fn remaining_input(
         total += end.saturating_sub(committed);
     }
     Ok(total)
+}
+
+/// `riffle sample windowed-count --bootstrap-servers HOST:PORT`: without `--input`/`--output`
+/// the input is generated into fresh topics named after the run and the output checked against
+/// the model; with them an existing topic is counted (checked with `--check`), resuming from
+/// the application's committed offsets.
+pub(super) fn windowed_count(
+    args: super::windowed::WindowedArgs,
+    spec: super::window_model::Spec,
+    servers: &str,
+) -> anyhow::Result<()> {
+    use super::windowed::{self, Expected};
+    let backend = KafkaBackend::connect(KafkaConfig::new(servers))
+        .with_context(|| format!("connecting to Kafka at {servers}"))?;
+    let run = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let (input, output, application_id, generated) = match (&args.input, &args.output) {
+        (Some(input), Some(output)) => (
+            input.clone(),
+            output.clone(),
+            args.application_id.clone(),
+            None,
+        ),
+        (None, None) => {
+            let input = format!("riffle-sample-events-{run}");
+            let generated = windowed::generate(&args, &spec)?;
+            backend.create_topic(&input, args.partitions, TopicKind::User)?;
+            generated.write("producing to Kafka", |p, batch| {
+                backend.append(&TopicPartition::new(input.as_str(), p), batch)?;
+                Ok(())
+            })?;
+            (
+                input,
+                format!("riffle-sample-windowed-counts-{run}"),
+                format!("{}-{run}", args.application_id),
+                Some(generated),
+            )
+        }
+        _ => anyhow::bail!("--input and --output go together"),
+    };
+    println!(
+        "counting {input} into {output} as application {application_id} on {servers}: {}",
+        windowed::describe(&spec)
+    );
+    let _temp;
+    let state_dir = match &args.state_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            _temp = tempfile::tempdir().context("creating a temporary state directory")?;
+            _temp.path().to_owned()
+        }
+    };
+    let config = args.config(&application_id, state_dir)?;
+    let remaining = remaining_input(&backend, &application_id, &input)?;
+    let app = StreamsApp::new(
+        windowed::topology(&input, &output, &spec, args.emit, args.store)?,
+        config,
+        backend.shared(),
+    )?;
+    let metrics = app.thread_metrics();
+    let (summary, elapsed, interrupted) = super::run_with_progress(app, remaining, move |app| {
+        app.records_processed() >= remaining
+    })?;
+    let dropped: u64 = metrics.iter().map(|m| m.dropped_records()).sum();
+    let (written, records) = windowed::read_output(&backend, &output, &spec)?;
+    let expected = match (&generated, args.check) {
+        (Some(generated), _) => Some(generated.expected(&spec)),
+        (None, true) => Some(Expected::of_topic(&backend, &input, &spec)?),
+        (None, false) => None,
+    };
+    let run = windowed::Run {
+        top: args.top,
+        summary: &summary,
+        elapsed,
+        interrupted,
+        dropped,
+        dropped_comparable: generated.is_some(),
+    };
+    windowed::report(&run, &spec, args.emit, &written, records, expected.as_ref())
 }

@@ -1,6 +1,7 @@
 //! Shared by the crash tests: a log directory with an input topic written through riffle-log,
-//! the `riffle sample group-by-key-count` child process, the model (a plain `HashMap`-style
-//! count of the input) and the counts read back with `riffle consume --latest-per-key`.
+//! the `riffle sample group-by-key-count` (or `windowed-count`) child process, the model (a
+//! plain `HashMap`-style count of the input) and the counts read back with `riffle consume
+//! --latest-per-key` (every windowed count, for `windowed-count`).
 
 #![allow(dead_code)] // each test binary uses a different part of it
 
@@ -108,6 +109,92 @@ impl Fixture {
         }
         log.sync().expect("sync the input");
         counts
+    }
+
+    /// Appends `records` (key, timestamp) in order to the input topic (created with
+    /// [`PARTITIONS`] partitions if missing), synced; returns them by partition, in the order
+    /// each partition got them.
+    pub(crate) fn append_timestamped(&self, records: &[(String, i64)]) -> Vec<Vec<(String, i64)>> {
+        let log = Log::open(&self.log_dir, LogOptions::default()).expect("open the log");
+        log.create_topic(INPUT, PARTITIONS)
+            .expect("create the input");
+        let mut builders: Vec<BatchBuilder> = (0..PARTITIONS)
+            .map(|_| BatchBuilder::new(Compression::None))
+            .collect();
+        let mut by_partition = vec![Vec::new(); PARTITIONS as usize];
+        for (key, ts) in records {
+            let p = partition_for_key(key.as_bytes(), PARTITIONS);
+            let builder = &mut builders[p as usize];
+            builder.push(*ts, Some(key.as_bytes()), Some(b"1"));
+            if builder.len() >= RECORDS_PER_BATCH {
+                log.append(&TopicPartition::new(INPUT, p), builder)
+                    .expect("append input");
+            }
+            by_partition[p as usize].push((key.clone(), *ts));
+        }
+        for (p, builder) in builders.iter_mut().enumerate() {
+            log.append(&TopicPartition::new(INPUT, p as u32), builder)
+                .expect("append input");
+        }
+        log.sync().expect("sync the input");
+        by_partition
+    }
+
+    /// `riffle sample windowed-count` over this fixture, with the window flags `windows`.
+    pub(crate) fn windowed_sample(
+        &self,
+        store: &str,
+        guarantee: &str,
+        windows: &[&str],
+        extra: &[String],
+    ) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_riffle"));
+        cmd.args(["sample", "windowed-count", "--log-dir"])
+            .arg(&self.log_dir)
+            .args(["--input", INPUT, "--output", OUTPUT, "--state-dir"])
+            .arg(&self.state_dir)
+            .args(["--application-id", APP, "--store", store])
+            .args(["--processing-guarantee", guarantee])
+            .args(windows)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Every record of the output topic, read by `riffle consume --key-serde windowed-string
+    /// --window-size SIZE --value-serde long`: each `key@start/end` with the counts written for
+    /// it, in order.
+    pub(crate) fn output_windows(&self, window_size: &str) -> BTreeMap<String, Vec<i64>> {
+        let out = Command::new(env!("CARGO_BIN_EXE_riffle"))
+            .args(["consume", "--log-dir"])
+            .arg(&self.log_dir)
+            .args(["--topic", OUTPUT, "--from-beginning"])
+            .args([
+                "--key-serde",
+                "windowed-string",
+                "--window-size",
+                window_size,
+            ])
+            .args(["--value-serde", "long"])
+            .output()
+            .expect("run riffle consume");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "riffle consume failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut windows: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for line in stdout.lines() {
+            let (key, value) = line.split_once('\t').expect("key<TAB>value");
+            let value = value
+                .parse()
+                .unwrap_or_else(|_| panic!("{line:?}: not a count"));
+            windows.entry(key.to_owned()).or_default().push(value);
+        }
+        windows
     }
 
     /// The sum of the application's committed input offsets, read from its group offsets file
@@ -362,6 +449,31 @@ pub(crate) fn kill_and_restart(
     seed: u64,
 ) -> (Counts, CrashReport) {
     let mut model = Counts::new();
+    let report = kill_and_restart_with(
+        fixture,
+        kills,
+        rng,
+        seed,
+        &mut |rng| {
+            let records = rng.random_range(5_000..20_000);
+            merge(&mut model, &fixture.append_input(rng, records, 1_000));
+            records
+        },
+        &|extra| fixture.sample(store, guarantee, extra),
+    );
+    (model, report)
+}
+
+/// [`kill_and_restart`] for any sample: `append` appends a chunk of input and returns how many
+/// records it wrote; `sample` makes the command of a run with the randomized `extra` flags.
+pub(crate) fn kill_and_restart_with(
+    fixture: &Fixture,
+    kills: usize,
+    rng: &mut StdRng,
+    seed: u64,
+    append: &mut dyn FnMut(&mut StdRng) -> usize,
+    sample: &dyn Fn(&[String]) -> Command,
+) -> CrashReport {
     let mut report = CrashReport::default();
     let mut max_delay = Duration::from_millis(300);
     let mut round = 0;
@@ -374,9 +486,7 @@ pub(crate) fn kill_and_restart(
             report.kills()
         );
         if drained || rng.random_bool(0.5) {
-            let records = rng.random_range(5_000..20_000);
-            merge(&mut model, &fixture.append_input(rng, records, 1_000));
-            report.records += records;
+            report.records += append(rng);
         }
         let extra = random_settings(rng);
         let at = if rng.random_bool(0.4) {
@@ -391,7 +501,7 @@ pub(crate) fn kill_and_restart(
         };
         let what = format!("seed {seed}, round {round}, {extra:?}, kill {at:?}");
         let before = fixture.committed_input();
-        let ending = run_and_kill(&what, fixture, fixture.sample(store, guarantee, &extra), at);
+        let ending = run_and_kill(&what, fixture, sample(&extra), at);
         let after = fixture.committed_input();
         match ending {
             Ending::Killed(_) => {
@@ -417,8 +527,8 @@ pub(crate) fn kill_and_restart(
     }
     let extra = random_settings(rng);
     let what = format!("seed {seed}, the last run, {extra:?}");
-    run_to_end(&what, fixture.sample(store, guarantee, &extra));
-    (model, report)
+    run_to_end(&what, sample(&extra));
+    report
 }
 
 /// Randomized threads, commit interval, cache size and checkpoint delta for one run.

@@ -137,10 +137,12 @@ fn kafka_libs() -> Result<PathBuf> {
     let cache_root = std::env::var_os("RIFFLE_KAFKA_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/riffle")));
+    // Complete, and with kafka-streams (a cache from before it joined lacks its jar).
     let cached = cache_root.is_some_and(|root| {
         let version = std::env::var("RIFFLE_KAFKA_VERSION").unwrap_or_else(|_| "4.4.0".into());
-        root.join(format!("kafka-{version}/libs/.complete"))
-            .exists()
+        let libs = root.join(format!("kafka-{version}/libs"));
+        libs.join(".complete").exists()
+            && libs.join(format!("kafka-streams-{version}.jar")).exists()
     });
     if !cached {
         require("mvn", "-v")?;
