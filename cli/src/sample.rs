@@ -40,9 +40,7 @@ pub(crate) enum Sample {
     /// event time from 2024-01-01T00:00:00Z; 5 % arrive out of order, about half of them within
     /// grace and half beyond it. For sliding windows a record beyond grace for its own windows
     /// but within grace of a later one is moved to the edge of grace (where Kafka's incremental
-    /// algorithm agrees with the plain definition of the windows); for sessions a late record
-    /// that would merge a session stream time has already closed is sent on time instead
-    /// (whether the store still holds such a session depends on when it was last flushed).
+    /// algorithm agrees with the plain definition of the windows).
     ///
     /// The check: after the run the output topic is compared with an independent replay of
     /// Kafka's window rules over each partition's records (stream time is per task): with

@@ -19,9 +19,8 @@
 //!   starting at or before `t + gap` (and itself) into one session; it is dropped if that
 //!   session would end before `stream time - grace - gap`. Merged-away sessions are deleted
 //!   (tombstones when updates are emitted). A session closes one millisecond after
-//!   `end + gap + grace`, and emit-on-close emits it then, once, with its count at that moment —
-//!   a record that later bridges the gap between it and a live session merges it into a new,
-//!   bigger session all the same, as in Kafka Streams.
+//!   `end + gap + grace`, and emit-on-close emits it then, once, with its final count: a closed
+//!   session takes no record and merges with none (docs/design.md §7b).
 //!
 //! Unlike a brute-force replay (the unit tests compare against one) it costs O(log n) per record
 //! and window, so it keeps up with a million generated records.
@@ -198,7 +197,7 @@ impl Spec {
 }
 
 /// Sessions replayed a record at a time.
-pub(crate) struct SessionReplay<K> {
+struct SessionReplay<K> {
     spec: Spec,
     gap: i64,
     /// Per key, its sessions by start: start -> (end, count). Sessions never overlap, so they
@@ -234,26 +233,19 @@ impl<K: Ord + Clone> SessionReplay<K> {
         (stream_time, close)
     }
 
-    /// The sessions of `key` a record at `ts` merges: (start, end, count).
+    /// The open sessions of `key` a record at `ts` merges: (start, end, count). A closed
+    /// session is final: no record joins it.
     fn near(&self, key: &K, ts: i64) -> Vec<(i64, i64, i64)> {
         let Some(list) = self.sessions.get(key) else {
             return Vec::new();
         };
+        let (stream_time, _) = self.close(ts);
         list.range(..=ts.saturating_add(self.gap))
             .rev()
             .take_while(|(_, (end, _))| *end >= ts.saturating_sub(self.gap))
+            .filter(|(_, (end, _))| self.spec.close_time(*end) > stream_time)
             .map(|(&s, &(e, c))| (s, e, c))
             .collect()
-    }
-
-    /// Whether a record at `ts` would be taken and merge a session that stream time closed
-    /// (or that ends just at the limit): one a store keeping sessions for gap + grace may no
-    /// longer hold.
-    pub(crate) fn bridges_a_closed_session(&self, key: &K, ts: i64) -> bool {
-        let (_, close) = self.close(ts);
-        let near = self.near(key, ts);
-        let end = near.iter().map(|s| s.1).fold(ts, i64::max);
-        end >= close && near.iter().any(|s| s.1 <= close)
     }
 
     /// Replays a record of `key` at `ts`.
@@ -353,6 +345,7 @@ impl Fenwick {
 }
 
 #[cfg(test)]
+#[path = "../../../runtime/tests/window_model/mod.rs"]
 mod brute;
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use riffle::{
 };
 use riffle_log::{Log, LogOptions};
 
-use super::window_model::{Kind, Outcome, SessionReplay, Spec, WKey};
+use super::window_model::{Kind, Outcome, Spec, WKey};
 use super::{Store, store_type};
 use crate::duration::{parse_duration_ms, parse_duration_or_zero_ms};
 
@@ -271,12 +271,6 @@ pub(crate) fn generate(args: &WindowedArgs, spec: &Spec) -> anyhow::Result<Gener
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut partitions = vec![Vec::new(); args.partitions as usize];
     let mut stream_time = vec![-1i64; args.partitions as usize];
-    let mut sessions: Vec<SessionReplay<u32>> = match spec.kind {
-        Kind::Session { gap } => (0..args.partitions)
-            .map(|_| SessionReplay::new(gap, grace))
-            .collect(),
-        _ => Vec::new(),
-    };
     let records = args.records.max(1);
     for i in 0..args.records {
         let key = rng.random_range(0..keys) as u32;
@@ -299,12 +293,7 @@ pub(crate) fn generate(args: &WindowedArgs, spec: &Spec) -> anyhow::Result<Gener
                     ts = close;
                 }
             }
-            Kind::Session { .. } => {
-                if sessions[p].bridges_a_closed_session(&key, ts) {
-                    ts = nominal;
-                }
-                sessions[p].push(&key, ts);
-            }
+            Kind::Session { .. } => {}
             Kind::Time { .. } => {}
         }
         stream_time[p] = stream_time[p].max(ts);
