@@ -82,3 +82,45 @@ impl ThreadMetrics {
         self.os_thread_id.store(tid.unwrap_or(0), Ordering::Relaxed);
     }
 }
+
+/// What the segmented window and session stores of this process have expired so far: whole
+/// segments dropped once stream time passed them by the retention. Process-wide totals, for
+/// benchmarks and diagnostics ([`segment_expiry_totals`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentExpiry {
+    /// Times a store dropped one or more segments (at most once per store per commit).
+    pub drops: u64,
+    /// Segments dropped.
+    pub segments: u64,
+    /// Entries the dropped segments held (on disk, fjall's approximate count).
+    pub entries: u64,
+    /// Time spent dropping them, in nanoseconds.
+    pub nanos: u64,
+}
+
+static EXPIRY_DROPS: AtomicU64 = AtomicU64::new(0);
+static EXPIRY_SEGMENTS: AtomicU64 = AtomicU64::new(0);
+static EXPIRY_ENTRIES: AtomicU64 = AtomicU64::new(0);
+static EXPIRY_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// The segment expiry of every window and session store of this process so far. Counted only
+/// when a store drops a segment (at a commit), never on the record path.
+pub fn segment_expiry_totals() -> SegmentExpiry {
+    SegmentExpiry {
+        drops: EXPIRY_DROPS.load(Ordering::Relaxed),
+        segments: EXPIRY_SEGMENTS.load(Ordering::Relaxed),
+        entries: EXPIRY_ENTRIES.load(Ordering::Relaxed),
+        nanos: EXPIRY_NANOS.load(Ordering::Relaxed),
+    }
+}
+
+/// A store dropped `segments` segments holding `entries` entries in `elapsed`.
+pub(crate) fn record_segment_drop(segments: u64, entries: u64, elapsed: std::time::Duration) {
+    EXPIRY_DROPS.fetch_add(1, Ordering::Relaxed);
+    EXPIRY_SEGMENTS.fetch_add(segments, Ordering::Relaxed);
+    EXPIRY_ENTRIES.fetch_add(entries, Ordering::Relaxed);
+    EXPIRY_NANOS.fetch_add(
+        elapsed.as_nanos().min(u128::from(u64::MAX)) as u64,
+        Ordering::Relaxed,
+    );
+}

@@ -9,6 +9,9 @@
 //!   input: the stream thread's CPU share and per-record latency, per fetch strategy;
 //! - `riffle bench throughput`: the groupByKey-count sample end to end, records/s and heap
 //!   allocations per record, per store and guarantee;
+//! - `riffle bench windowed`: a tumbling and a session count end to end beside the plain count
+//!   on the same input, records/s and allocations per record per store, and the tumbling count
+//!   with longer retentions (the cost of expiring segments);
 //! - `riffle bench restore`: the state updater's restore rate, per store;
 //! - `riffle bench log`: the embedded log shared by processes — append and fetch throughput
 //!   with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up latency.
@@ -22,6 +25,7 @@ mod log;
 mod plot;
 mod snapshot;
 mod trickle;
+mod windowed;
 
 use std::io::Write;
 use std::path::Path;
@@ -51,6 +55,10 @@ pub(crate) enum Bench {
     /// The groupByKey-count sample end to end on the embedded log: records/s and allocations per
     /// record, per store and processing guarantee.
     Throughput(app::ThroughputArgs),
+    /// Windowed counts (tumbling, session) end to end on the embedded log beside the plain
+    /// count on the same input: records/s, allocations per record, windows, dropped records and
+    /// segment expiry, per store and retention.
+    Windowed(windowed::Args),
     /// Restore rate of a store from its changelog, per store.
     Restore(app::RestoreArgs),
     /// The embedded log shared by processes: append and fetch throughput with 1 and 4 processes
@@ -64,6 +72,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Idle(args) => idle::run(args),
         Bench::Trickle(args) => trickle::run(args),
         Bench::Throughput(args) => app::throughput(args),
+        Bench::Windowed(args) => windowed::run(args),
         Bench::Restore(args) => app::restore(args),
         Bench::Log(args) => log::run(args),
     }

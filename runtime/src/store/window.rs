@@ -851,22 +851,42 @@ impl SegmentedStore {
         Ok(())
     }
 
-    /// Drops, whole, every segment below the live bound.
+    /// Drops, whole, every segment below the live bound (timed for
+    /// [`crate::segment_expiry_totals`] when there is one).
     fn drop_expired(&mut self) -> Result<(), StoreError> {
         let bound = self.live_bound();
-        let deleted = match &mut self.backend {
+        let first = match &self.backend {
+            Backend::Memory(m) => m.segments.keys().next(),
+            Backend::Disk(d) => d.segments.keys().next(),
+        };
+        if first.is_none_or(|&id| id >= bound) {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let (segments, entries, deleted) = match &mut self.backend {
             Backend::Memory(m) => {
-                m.segments = m.segments.split_off(&bound);
-                Ok(())
+                let live = m.segments.split_off(&bound);
+                let expired = std::mem::replace(&mut m.segments, live);
+                let entries = expired.values().map(MemorySegment::len).sum::<usize>();
+                let segments = expired.len();
+                drop(expired);
+                (segments, entries, Ok(()))
             }
             Backend::Disk(d) => {
                 let live = d.segments.split_off(&bound);
                 let expired = std::mem::replace(&mut d.segments, live);
-                expired
+                let entries = expired
+                    .values()
+                    .map(Keyspace::approximate_len)
+                    .sum::<usize>();
+                let segments = expired.len();
+                let deleted = expired
                     .into_values()
-                    .try_for_each(|keyspace| d.db.delete_keyspace(keyspace))
+                    .try_for_each(|keyspace| d.db.delete_keyspace(keyspace));
+                (segments, entries, deleted)
             }
         };
+        crate::metrics::record_segment_drop(segments as u64, entries as u64, started.elapsed());
         deleted.map_err(|e| self.err(e))
     }
 
