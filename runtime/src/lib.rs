@@ -188,7 +188,7 @@ pub use dsl::{
     SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
-pub use metrics::{SegmentExpiry, ThreadMetrics, segment_expiry_totals};
+pub use metrics::{SegmentedStoreTotals, ThreadMetrics, segmented_store_totals};
 pub use processor::{
     Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,
     ProcessorContext, PunctuationType,

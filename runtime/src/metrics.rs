@@ -83,43 +83,73 @@ impl ThreadMetrics {
     }
 }
 
-/// What the segmented window and session stores of this process have expired so far: whole
+/// What the segmented window and session stores of this process have written and expired so
+/// far: entries written at commits, writes ignored for their segment having expired, and whole
 /// segments dropped once stream time passed them by the retention. Process-wide totals, for
-/// benchmarks and diagnostics ([`segment_expiry_totals`]).
+/// benchmarks and diagnostics ([`segmented_store_totals`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SegmentExpiry {
+pub struct SegmentedStoreTotals {
+    /// Entry writes (puts and deletes) applied to segments.
+    pub writes: u64,
+    /// Entry writes ignored because their segment had expired by the time they were written
+    /// (at the commit of a batch whose later entries moved the store's time past them).
+    pub expired_writes: u64,
     /// Times a store dropped one or more segments (at most once per store per commit).
     pub drops: u64,
     /// Segments dropped.
-    pub segments: u64,
+    pub segments_dropped: u64,
     /// Entries the dropped segments held (on disk, fjall's approximate count).
-    pub entries: u64,
-    /// Time spent dropping them, in nanoseconds.
-    pub nanos: u64,
+    pub entries_dropped: u64,
+    /// Time spent dropping segments, in nanoseconds.
+    pub drop_nanos: u64,
 }
 
-static EXPIRY_DROPS: AtomicU64 = AtomicU64::new(0);
-static EXPIRY_SEGMENTS: AtomicU64 = AtomicU64::new(0);
-static EXPIRY_ENTRIES: AtomicU64 = AtomicU64::new(0);
-static EXPIRY_NANOS: AtomicU64 = AtomicU64::new(0);
-
-/// The segment expiry of every window and session store of this process so far. Counted only
-/// when a store drops a segment (at a commit), never on the record path.
-pub fn segment_expiry_totals() -> SegmentExpiry {
-    SegmentExpiry {
-        drops: EXPIRY_DROPS.load(Ordering::Relaxed),
-        segments: EXPIRY_SEGMENTS.load(Ordering::Relaxed),
-        entries: EXPIRY_ENTRIES.load(Ordering::Relaxed),
-        nanos: EXPIRY_NANOS.load(Ordering::Relaxed),
+impl SegmentedStoreTotals {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &SegmentedStoreTotals) -> SegmentedStoreTotals {
+        SegmentedStoreTotals {
+            writes: self.writes - earlier.writes,
+            expired_writes: self.expired_writes - earlier.expired_writes,
+            drops: self.drops - earlier.drops,
+            segments_dropped: self.segments_dropped - earlier.segments_dropped,
+            entries_dropped: self.entries_dropped - earlier.entries_dropped,
+            drop_nanos: self.drop_nanos - earlier.drop_nanos,
+        }
     }
+}
+
+static SEGMENT_WRITES: AtomicU64 = AtomicU64::new(0);
+static EXPIRED_WRITES: AtomicU64 = AtomicU64::new(0);
+static SEGMENT_DROPS: AtomicU64 = AtomicU64::new(0);
+static SEGMENTS_DROPPED: AtomicU64 = AtomicU64::new(0);
+static ENTRIES_DROPPED: AtomicU64 = AtomicU64::new(0);
+static DROP_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// The writes and segment expiry of every window and session store of this process so far.
+/// Counted once per written batch (a commit) and per drop, never per record.
+pub fn segmented_store_totals() -> SegmentedStoreTotals {
+    SegmentedStoreTotals {
+        writes: SEGMENT_WRITES.load(Ordering::Relaxed),
+        expired_writes: EXPIRED_WRITES.load(Ordering::Relaxed),
+        drops: SEGMENT_DROPS.load(Ordering::Relaxed),
+        segments_dropped: SEGMENTS_DROPPED.load(Ordering::Relaxed),
+        entries_dropped: ENTRIES_DROPPED.load(Ordering::Relaxed),
+        drop_nanos: DROP_NANOS.load(Ordering::Relaxed),
+    }
+}
+
+/// A store applied a batch of `writes` entry writes and ignored `expired` more.
+pub(crate) fn record_segment_writes(writes: u64, expired: u64) {
+    SEGMENT_WRITES.fetch_add(writes, Ordering::Relaxed);
+    EXPIRED_WRITES.fetch_add(expired, Ordering::Relaxed);
 }
 
 /// A store dropped `segments` segments holding `entries` entries in `elapsed`.
 pub(crate) fn record_segment_drop(segments: u64, entries: u64, elapsed: std::time::Duration) {
-    EXPIRY_DROPS.fetch_add(1, Ordering::Relaxed);
-    EXPIRY_SEGMENTS.fetch_add(segments, Ordering::Relaxed);
-    EXPIRY_ENTRIES.fetch_add(entries, Ordering::Relaxed);
-    EXPIRY_NANOS.fetch_add(
+    SEGMENT_DROPS.fetch_add(1, Ordering::Relaxed);
+    SEGMENTS_DROPPED.fetch_add(segments, Ordering::Relaxed);
+    ENTRIES_DROPPED.fetch_add(entries, Ordering::Relaxed);
+    DROP_NANOS.fetch_add(
         elapsed.as_nanos().min(u128::from(u64::MAX)) as u64,
         Ordering::Relaxed,
     );

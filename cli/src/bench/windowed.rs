@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use rand::{Rng, SeedableRng};
 use riffle::{
-    Consumed, EmbeddedBackend, EmitStrategy, Materialized, Produced, SegmentExpiry, Serdes,
+    Consumed, EmbeddedBackend, EmitStrategy, Materialized, Produced, SegmentedStoreTotals, Serdes,
     SessionWindows, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows,
 };
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
@@ -113,6 +113,9 @@ pub(crate) struct Args {
     /// allocation counting gives allocations per record.
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Skip the allocation-counting run (for profiling the timed runs alone).
+    #[arg(long)]
+    no_allocations: bool,
     /// Commit interval in milliseconds.
     #[arg(long, default_value_t = 1_000)]
     commit_interval_ms: u64,
@@ -212,9 +215,9 @@ struct Row {
     segment_interval_ms: Option<i64>,
     seconds: f64,
     records_per_sec: f64,
-    /// From the separate counting run of this row.
-    allocs_per_record: f64,
-    bytes_per_record: f64,
+    /// From the separate counting run of this row (`None` with --no-allocations).
+    allocs_per_record: Option<f64>,
+    bytes_per_record: Option<f64>,
     /// Windows (sessions) in the output: distinct windowed keys whose latest value is a count.
     windows: u64,
     /// Sessions in the output whose latest value is a tombstone: replaced by a longer one (a
@@ -226,7 +229,11 @@ struct Row {
     output_records: u64,
     /// Tumbling: windows the stores keep at the end of the run (from the replay).
     retained_at_end: Option<u64>,
-    /// Segment expiry during the run (`riffle::segment_expiry_totals`).
+    /// The window or session stores during the run (`riffle::segmented_store_totals`): entry
+    /// writes applied at commits, writes ignored for their segment having expired, and the
+    /// segments dropped.
+    store_writes: u64,
+    expired_writes: u64,
     segment_drops: u64,
     segments_dropped: u64,
     entries_dropped: u64,
@@ -539,16 +546,7 @@ struct Measured {
     bytes: u64,
     dropped: u64,
     checked: Checked,
-    expiry: SegmentExpiry,
-}
-
-fn delta(after: SegmentExpiry, before: SegmentExpiry) -> SegmentExpiry {
-    SegmentExpiry {
-        drops: after.drops - before.drops,
-        segments: after.segments - before.segments,
-        entries: after.entries - before.entries,
-        nanos: after.nanos - before.nanos,
-    }
+    expiry: SegmentedStoreTotals,
 }
 
 /// The tumbling store's retention for `retained` windows per key, and its segment interval
@@ -645,7 +643,7 @@ fn run_once(
             ""
         }
     ));
-    let expiry0 = riffle::segment_expiry_totals();
+    let expiry0 = riffle::segmented_store_totals();
     let (b0, c0) = process_totals();
     count_process_wide(count_allocations);
     let start = Instant::now();
@@ -658,7 +656,7 @@ fn run_once(
     let seconds = start.elapsed().as_secs_f64();
     count_process_wide(false);
     let (b1, c1) = process_totals();
-    let expiry = delta(riffle::segment_expiry_totals(), expiry0);
+    let expiry = riffle::segmented_store_totals().since(&expiry0);
     bar.finish_and_clear();
     ensure!(
         summary.records_processed == args.records,
@@ -709,6 +707,95 @@ fn median(values: &mut [f64]) -> f64 {
         0 => f64::NAN,
         n if n % 2 == 1 => values[n / 2],
         n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// A row of the printed table: the median of its timed runs, the counts of the last.
+struct Summary {
+    setup: Setup,
+    rate: f64,
+    runs: String,
+    allocs: Option<(f64, f64)>,
+    windows: u64,
+    replaced: u64,
+    dropped: u64,
+    output: u64,
+    retained_at_end: Option<u64>,
+    store: SegmentedStoreTotals,
+    drop_ms: f64,
+}
+
+fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
+    println!(
+        "{} records over {} keys, {} partitions, {} stream thread(s), emit {}; event time over \
+         {} s; {} s tumbling windows, {} s session gap, {} s grace; {:.1} % out of order by up \
+         to {} s; load average {} before, {} after",
+        thousands(args.records as f64),
+        thousands(args.keys as f64),
+        args.partitions,
+        args.threads,
+        args.emit.label(),
+        thousands(args.span_s as f64),
+        args.window_s,
+        args.gap_s,
+        args.grace_s,
+        args.out_of_order * 100.0,
+        args.late_max_s,
+        load_before,
+        load_average()
+    );
+    println!(
+        "{:<9} {:<10} {:>8} {:>8} {:>6} {:>16} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8}",
+        "agg",
+        "store",
+        "retained",
+        "M rec/s",
+        "/count",
+        "runs M rec/s",
+        "allocs",
+        "B/rec",
+        "windows",
+        "replaced",
+        "dropped",
+        "output",
+        "to store",
+        "expired",
+        "kept@end",
+        "drops",
+        "drop ms"
+    );
+    let dash = || "-".to_owned();
+    for row in summary {
+        let setup = row.setup;
+        let baseline = summary
+            .iter()
+            .find(|s| s.setup.kind == Kind::Count && s.setup.store == setup.store)
+            .map(|s| s.rate);
+        println!(
+            "{:<9} {:<10} {:>8} {:>8.2} {:>6} {:>16} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8.1}",
+            setup.kind.label(),
+            store_label(setup.store),
+            if setup.kind == Kind::Tumbling {
+                setup.retained.to_string()
+            } else {
+                dash()
+            },
+            row.rate / 1e6,
+            baseline.map_or_else(dash, |b| format!("{:.2}", row.rate / b)),
+            row.runs,
+            row.allocs.map_or_else(dash, |(a, _)| format!("{a:.2}")),
+            row.allocs.map_or_else(dash, |(_, b)| format!("{b:.0}")),
+            thousands(row.windows as f64),
+            thousands(row.replaced as f64),
+            thousands(row.dropped as f64),
+            thousands(row.output as f64),
+            thousands(row.store.writes as f64),
+            thousands(row.store.expired_writes as f64),
+            row.retained_at_end
+                .map_or_else(dash, |n| thousands(n as f64)),
+            row.store.drops,
+            row.drop_ms
+        );
     }
 }
 
@@ -791,7 +878,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     let mut summary = Vec::new();
     for (i, &setup) in setups.iter().enumerate() {
-        let counted = run_once(&args, setup, &expected, true)?;
+        let counted = if args.no_allocations {
+            None
+        } else {
+            Some(run_once(&args, setup, &expected, true)?)
+        };
         let n = args.records as f64;
         let tumbling = setup.kind == Kind::Tumbling;
         let (retention_ms, segment_ms) = retention(&args, setup.retained);
@@ -811,112 +902,50 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 segment_interval_ms: tumbling.then_some(segment_ms),
                 seconds: m.seconds,
                 records_per_sec: n / m.seconds,
-                allocs_per_record: counted.allocs as f64 / n,
-                bytes_per_record: counted.bytes as f64 / n,
+                allocs_per_record: counted.as_ref().map(|c| c.allocs as f64 / n),
+                bytes_per_record: counted.as_ref().map(|c| c.bytes as f64 / n),
                 windows: m.checked.windows,
                 replaced: m.checked.replaced,
                 dropped: m.dropped,
                 output_records: m.checked.output_records,
                 retained_at_end,
+                store_writes: m.expiry.writes,
+                expired_writes: m.expiry.expired_writes,
                 segment_drops: m.expiry.drops,
-                segments_dropped: m.expiry.segments,
-                entries_dropped: m.expiry.entries,
-                segment_drop_ms: m.expiry.nanos as f64 / 1e6,
+                segments_dropped: m.expiry.segments_dropped,
+                entries_dropped: m.expiry.entries_dropped,
+                segment_drop_ms: m.expiry.drop_nanos as f64 / 1e6,
                 load_average: load.clone(),
             });
         }
         let mut rates: Vec<f64> = timed[i].iter().map(|(m, _)| n / m.seconds).collect();
+        let mut drop_ms: Vec<f64> = timed[i]
+            .iter()
+            .map(|(m, _)| m.expiry.drop_nanos as f64 / 1e6)
+            .collect();
+        let (last, _) = &timed[i][timed[i].len() - 1];
         let runs = rates
             .iter()
             .map(|r| format!("{:.2}", r / 1e6))
             .collect::<Vec<_>>()
             .join(" ");
-        let mut drop_ms: Vec<f64> = timed[i]
-            .iter()
-            .map(|(m, _)| m.expiry.nanos as f64 / 1e6)
-            .collect();
-        summary.push((
+        summary.push(Summary {
             setup,
-            median(&mut rates),
+            rate: median(&mut rates),
             runs,
-            counted,
-            median(&mut drop_ms),
-        ));
-    }
-    println!(
-        "{} records over {} keys, {} partitions, {} stream thread(s), emit {}; event time over \
-         {} s; {} s tumbling windows, {} s session gap, {} s grace; {:.1} % out of order by up \
-         to {} s; load average {} before, {} after",
-        thousands(args.records as f64),
-        thousands(args.keys as f64),
-        args.partitions,
-        args.threads,
-        args.emit.label(),
-        thousands(args.span_s as f64),
-        args.window_s,
-        args.gap_s,
-        args.grace_s,
-        args.out_of_order * 100.0,
-        args.late_max_s,
-        load_before,
-        load_average()
-    );
-    println!(
-        "{:<9} {:<10} {:>8} {:>10} {:>7} {:>20} {:>8} {:>7} {:>10} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}",
-        "agg",
-        "store",
-        "retained",
-        "M rec/s",
-        "/count",
-        "runs (M rec/s)",
-        "allocs",
-        "B/rec",
-        "windows",
-        "replaced",
-        "dropped",
-        "output",
-        "kept@end",
-        "seg drops",
-        "drop ms"
-    );
-    for (setup, rate, runs, counted, drop_ms) in &summary {
-        let baseline = summary
-            .iter()
-            .find(|(s, ..)| s.kind == Kind::Count && s.store == setup.store)
-            .map(|(_, r, ..)| *r);
-        let n = args.records as f64;
-        let retained_at_end = expected
-            .tumbling
-            .as_ref()
-            .filter(|_| setup.kind == Kind::Tumbling)
-            .map(|r| {
-                let (retention_ms, segment_ms) = retention(&args, setup.retained);
-                thousands(r.retained_at_end(retention_ms, segment_ms) as f64)
-            })
-            .unwrap_or_else(|| "-".to_owned());
-        println!(
-            "{:<9} {:<10} {:>8} {:>10.2} {:>7} {:>20} {:>8.3} {:>7.1} {:>10} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9.1}",
-            setup.kind.label(),
-            store_label(setup.store),
-            if setup.kind == Kind::Tumbling {
-                setup.retained.to_string()
-            } else {
-                "-".to_owned()
-            },
-            rate / 1e6,
-            baseline.map_or_else(|| "-".to_owned(), |b| format!("{:.2}", rate / b)),
-            runs,
-            counted.allocs as f64 / n,
-            counted.bytes as f64 / n,
-            thousands(counted.checked.windows as f64),
-            thousands(counted.checked.replaced as f64),
-            thousands(counted.dropped as f64),
-            thousands(counted.checked.output_records as f64),
+            allocs: counted
+                .as_ref()
+                .map(|c| (c.allocs as f64 / n, c.bytes as f64 / n)),
+            windows: last.checked.windows,
+            replaced: last.checked.replaced,
+            dropped: last.dropped,
+            output: last.checked.output_records,
             retained_at_end,
-            counted.expiry.drops,
-            drop_ms
-        );
+            store: last.expiry,
+            drop_ms: median(&mut drop_ms),
+        });
     }
+    print_summary(&args, &summary, &load_before);
     if let Some(path) = &args.json {
         write_json_rows(path, &rows)?;
     }

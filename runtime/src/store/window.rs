@@ -843,6 +843,12 @@ impl SegmentedStore {
             Backend::Disk(d) => d.commit(&planned.writes, raised),
         };
         written.map_err(|e| self.err(e))?;
+        let segment_writes = planned
+            .writes
+            .iter()
+            .filter(|(target, _, _)| matches!(target, Target::Segment { .. }))
+            .count();
+        crate::metrics::record_segment_writes(segment_writes as u64, planned.expired);
         self.expired_writes += planned.expired;
         if let Some(observed) = raised {
             self.observed = observed;
@@ -852,7 +858,7 @@ impl SegmentedStore {
     }
 
     /// Drops, whole, every segment below the live bound (timed for
-    /// [`crate::segment_expiry_totals`] when there is one).
+    /// [`crate::segmented_store_totals`] when there is one).
     fn drop_expired(&mut self) -> Result<(), StoreError> {
         let bound = self.live_bound();
         let first = match &self.backend {
