@@ -215,6 +215,10 @@ struct Row {
     segment_interval_ms: Option<i64>,
     seconds: f64,
     records_per_sec: f64,
+    /// CPU time of the stream threads (from /proc), per record: less disturbed by other
+    /// processes than the wall time.
+    stream_thread_cpu_seconds: f64,
+    cpu_ns_per_record: f64,
     /// From the separate counting run of this row (`None` with --no-allocations).
     allocs_per_record: Option<f64>,
     bytes_per_record: Option<f64>,
@@ -542,6 +546,8 @@ fn check_session(
 /// What one run measured.
 struct Measured {
     seconds: f64,
+    /// CPU time of the stream threads.
+    cpu_seconds: f64,
     allocs: u64,
     bytes: u64,
     dropped: u64,
@@ -652,6 +658,13 @@ fn run_once(
         bar.set_position(app.records_processed().min(args.records));
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The stream threads' CPU time, while they are still there.
+    let mut cpu = Duration::ZERO;
+    for m in &metrics {
+        let (used, _) = riffle_benches::thread_cpu_time(m.os_thread_id())
+            .context("reading a stream thread's CPU time")?;
+        cpu += used;
+    }
     let summary = app.close()?;
     let seconds = start.elapsed().as_secs_f64();
     count_process_wide(false);
@@ -693,6 +706,7 @@ fn run_once(
     };
     Ok(Measured {
         seconds,
+        cpu_seconds: cpu.as_secs_f64(),
         allocs: c1 - c0,
         bytes: b1 - b0,
         dropped,
@@ -714,6 +728,7 @@ fn median(values: &mut [f64]) -> f64 {
 struct Summary {
     setup: Setup,
     rate: f64,
+    cpu_ns: f64,
     runs: String,
     allocs: Option<(f64, f64)>,
     windows: u64,
@@ -745,13 +760,14 @@ fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
         load_average()
     );
     println!(
-        "{:<9} {:<10} {:>8} {:>8} {:>6} {:>16} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8}",
+        "{:<9} {:<10} {:>8} {:>8} {:>6} {:>16} {:>10} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8}",
         "agg",
         "store",
         "retained",
         "M rec/s",
         "/count",
         "runs M rec/s",
+        "CPU ns/rec",
         "allocs",
         "B/rec",
         "windows",
@@ -772,7 +788,7 @@ fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
             .find(|s| s.setup.kind == Kind::Count && s.setup.store == setup.store)
             .map(|s| s.rate);
         println!(
-            "{:<9} {:<10} {:>8} {:>8.2} {:>6} {:>16} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8.1}",
+            "{:<9} {:<10} {:>8} {:>8.2} {:>6} {:>16} {:>10.0} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8.1}",
             setup.kind.label(),
             store_label(setup.store),
             if setup.kind == Kind::Tumbling {
@@ -783,6 +799,7 @@ fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
             row.rate / 1e6,
             baseline.map_or_else(dash, |b| format!("{:.2}", row.rate / b)),
             row.runs,
+            row.cpu_ns,
             row.allocs.map_or_else(dash, |(a, _)| format!("{a:.2}")),
             row.allocs.map_or_else(dash, |(_, b)| format!("{b:.0}")),
             thousands(row.windows as f64),
@@ -902,6 +919,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 segment_interval_ms: tumbling.then_some(segment_ms),
                 seconds: m.seconds,
                 records_per_sec: n / m.seconds,
+                stream_thread_cpu_seconds: m.cpu_seconds,
+                cpu_ns_per_record: m.cpu_seconds * 1e9 / n,
                 allocs_per_record: counted.as_ref().map(|c| c.allocs as f64 / n),
                 bytes_per_record: counted.as_ref().map(|c| c.bytes as f64 / n),
                 windows: m.checked.windows,
@@ -923,6 +942,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .map(|(m, _)| m.expiry.drop_nanos as f64 / 1e6)
             .collect();
+        let mut cpu: Vec<f64> = timed[i]
+            .iter()
+            .map(|(m, _)| m.cpu_seconds * 1e9 / n)
+            .collect();
         let (last, _) = &timed[i][timed[i].len() - 1];
         let runs = rates
             .iter()
@@ -932,6 +955,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         summary.push(Summary {
             setup,
             rate: median(&mut rates),
+            cpu_ns: median(&mut cpu),
             runs,
             allocs: counted
                 .as_ref()
