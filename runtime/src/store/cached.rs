@@ -75,6 +75,20 @@ impl CachedStore {
         }
     }
 
+    /// As [`decode_entry`](Self::decode_entry), into `out`, reusing its key's buffer.
+    pub(crate) fn decode_entry_into(
+        &self,
+        bytes: &[u8],
+        out: &mut super::DecodedEntry,
+    ) -> Result<(), StoreError> {
+        match self.inner.as_segmented() {
+            Some(segmented) => segmented.decode_into(bytes, out),
+            None => Err(self.corrupt(
+                "an entry key read from a store that is not a window or session store".into(),
+            )),
+        }
+    }
+
     /// The next sequence number for a put of a window store keeping duplicates.
     pub(crate) fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
@@ -192,7 +206,8 @@ impl CachedStore {
             }
             None => {
                 self.bytes += key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD;
-                match self.index.get_mut(key) {
+                // With caching the lookup above missed: the key is new, no need to look again.
+                match self.every_write.then(|| self.index.get_mut(key)).flatten() {
                     Some(i) => *i = self.entries.len(),
                     None => {
                         self.index.insert(key.to_vec(), self.entries.len());

@@ -154,7 +154,7 @@ impl SegmentedKind {
 }
 
 /// An entry key taken apart by [`decode_entry`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct DecodedEntry {
     /// The record key, unescaped.
     pub(crate) key: Vec<u8>,
@@ -263,11 +263,29 @@ pub(crate) fn decode_entry(
     kind: SegmentedKind,
     bytes: &[u8],
 ) -> Result<DecodedEntry, StoreError> {
+    let mut out = DecodedEntry {
+        key: Vec::new(),
+        time: 0,
+        second: 0,
+    };
+    decode_entry_into(store, kind, bytes, &mut out)?;
+    Ok(out)
+}
+
+/// As [`decode_entry`], into `out`, reusing its key's buffer.
+pub(crate) fn decode_entry_into(
+    store: &str,
+    kind: SegmentedKind,
+    bytes: &[u8],
+    out: &mut DecodedEntry,
+) -> Result<(), StoreError> {
     let parsed = parse_entry(kind, bytes).map_err(|m| m.into_error(store, bytes.len()))?;
     let encoded = bytes
         .get(..parsed.key_end.saturating_sub(2))
         .unwrap_or_default();
-    let mut key = Vec::with_capacity(encoded.len());
+    let key = &mut out.key;
+    key.clear();
+    key.reserve(encoded.len());
     let mut bytes = encoded.iter();
     while let Some(&b) = bytes.next() {
         key.push(b);
@@ -276,11 +294,9 @@ pub(crate) fn decode_entry(
             bytes.next();
         }
     }
-    Ok(DecodedEntry {
-        key,
-        time: parsed.time,
-        second: parsed.second,
-    })
+    out.time = parsed.time;
+    out.second = parsed.second;
+    Ok(())
 }
 
 /// The first live segment: `segment_id(observed - retention + 1)`, exactly (no overflow).
@@ -777,6 +793,15 @@ impl SegmentedStore {
     /// Takes an entry key of this store apart.
     pub(crate) fn decode(&self, bytes: &[u8]) -> Result<DecodedEntry, StoreError> {
         decode_entry(&self.name, self.kind, bytes)
+    }
+
+    /// As [`decode`](Self::decode), into `out`, reusing its key's buffer.
+    pub(crate) fn decode_into(
+        &self,
+        bytes: &[u8],
+        out: &mut DecodedEntry,
+    ) -> Result<(), StoreError> {
+        decode_entry_into(&self.name, self.kind, bytes, out)
     }
 
     /// The first segment not expired.
