@@ -498,14 +498,17 @@ struct Memory {
     segments: BTreeMap<i64, MemorySegment>,
 }
 
+/// Writes `value` at `key`, reusing the value's buffer if the key is there. One walk down the
+/// tree: a segment's writes are mostly new keys (windows), so the key is copied up front.
 fn put_reusing(space: &mut MemorySegment, key: &[u8], value: &[u8]) {
-    match space.get_mut(key) {
-        Some(existing) => {
+    match space.entry(key.to_vec()) {
+        MapEntry::Occupied(mut existing) => {
+            let existing = existing.get_mut();
             existing.clear();
             existing.extend_from_slice(value);
         }
-        None => {
-            space.insert(key.to_vec(), value.to_vec());
+        MapEntry::Vacant(slot) => {
+            slot.insert(value.to_vec());
         }
     }
 }
