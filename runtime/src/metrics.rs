@@ -102,6 +102,10 @@ pub struct SegmentedStoreTotals {
     pub entries_dropped: u64,
     /// Time spent dropping segments, in nanoseconds.
     pub drop_nanos: u64,
+    /// Segments created on disk (a fjall keyspace each; segments in memory are not counted).
+    pub segments_created: u64,
+    /// Time spent creating them, in nanoseconds.
+    pub create_nanos: u64,
 }
 
 impl SegmentedStoreTotals {
@@ -114,6 +118,8 @@ impl SegmentedStoreTotals {
             segments_dropped: self.segments_dropped - earlier.segments_dropped,
             entries_dropped: self.entries_dropped - earlier.entries_dropped,
             drop_nanos: self.drop_nanos - earlier.drop_nanos,
+            segments_created: self.segments_created - earlier.segments_created,
+            create_nanos: self.create_nanos - earlier.create_nanos,
         }
     }
 }
@@ -124,9 +130,12 @@ static SEGMENT_DROPS: AtomicU64 = AtomicU64::new(0);
 static SEGMENTS_DROPPED: AtomicU64 = AtomicU64::new(0);
 static ENTRIES_DROPPED: AtomicU64 = AtomicU64::new(0);
 static DROP_NANOS: AtomicU64 = AtomicU64::new(0);
+static SEGMENTS_CREATED: AtomicU64 = AtomicU64::new(0);
+static CREATE_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// The writes and segment expiry of every window and session store of this process so far.
-/// Counted once per written batch (a commit) and per drop, never per record.
+/// Counted once per written batch (a commit), per segment created and per drop, never per
+/// record.
 pub fn segmented_store_totals() -> SegmentedStoreTotals {
     SegmentedStoreTotals {
         writes: SEGMENT_WRITES.load(Ordering::Relaxed),
@@ -135,6 +144,8 @@ pub fn segmented_store_totals() -> SegmentedStoreTotals {
         segments_dropped: SEGMENTS_DROPPED.load(Ordering::Relaxed),
         entries_dropped: ENTRIES_DROPPED.load(Ordering::Relaxed),
         drop_nanos: DROP_NANOS.load(Ordering::Relaxed),
+        segments_created: SEGMENTS_CREATED.load(Ordering::Relaxed),
+        create_nanos: CREATE_NANOS.load(Ordering::Relaxed),
     }
 }
 
@@ -150,6 +161,15 @@ pub(crate) fn record_segment_drop(segments: u64, entries: u64, elapsed: std::tim
     SEGMENTS_DROPPED.fetch_add(segments, Ordering::Relaxed);
     ENTRIES_DROPPED.fetch_add(entries, Ordering::Relaxed);
     DROP_NANOS.fetch_add(
+        elapsed.as_nanos().min(u128::from(u64::MAX)) as u64,
+        Ordering::Relaxed,
+    );
+}
+
+/// A store created a segment on disk in `elapsed`.
+pub(crate) fn record_segment_created(elapsed: std::time::Duration) {
+    SEGMENTS_CREATED.fetch_add(1, Ordering::Relaxed);
+    CREATE_NANOS.fetch_add(
         elapsed.as_nanos().min(u128::from(u64::MAX)) as u64,
         Ordering::Relaxed,
     );

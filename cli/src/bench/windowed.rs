@@ -242,6 +242,9 @@ struct Row {
     segments_dropped: u64,
     entries_dropped: u64,
     segment_drop_ms: f64,
+    /// Segments created on disk (fjall keyspaces) and the time it took.
+    segments_created: u64,
+    segment_create_ms: f64,
     load_average: String,
 }
 
@@ -738,6 +741,7 @@ struct Summary {
     retained_at_end: Option<u64>,
     store: SegmentedStoreTotals,
     drop_ms: f64,
+    create_ms: f64,
 }
 
 fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
@@ -760,7 +764,7 @@ fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
         load_average()
     );
     println!(
-        "{:<9} {:<10} {:>8} {:>8} {:>6} {:>16} {:>10} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8}",
+        "{:<9} {:<10} {:>8} {:>8} {:>6} {:>16} {:>10} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>7} {:>9}",
         "agg",
         "store",
         "retained",
@@ -778,7 +782,9 @@ fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
         "expired",
         "kept@end",
         "drops",
-        "drop ms"
+        "drop ms",
+        "created",
+        "create ms"
     );
     let dash = || "-".to_owned();
     for row in summary {
@@ -788,7 +794,7 @@ fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
             .find(|s| s.setup.kind == Kind::Count && s.setup.store == setup.store)
             .map(|s| s.rate);
         println!(
-            "{:<9} {:<10} {:>8} {:>8.2} {:>6} {:>16} {:>10.0} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8.1}",
+            "{:<9} {:<10} {:>8} {:>8.2} {:>6} {:>16} {:>10.0} {:>7} {:>7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8.1} {:>7} {:>9.1}",
             setup.kind.label(),
             store_label(setup.store),
             if setup.kind == Kind::Tumbling {
@@ -811,7 +817,9 @@ fn print_summary(args: &Args, summary: &[Summary], load_before: &str) {
             row.retained_at_end
                 .map_or_else(dash, |n| thousands(n as f64)),
             row.store.drops,
-            row.drop_ms
+            row.drop_ms,
+            row.store.segments_created,
+            row.create_ms
         );
     }
 }
@@ -934,6 +942,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 segments_dropped: m.expiry.segments_dropped,
                 entries_dropped: m.expiry.entries_dropped,
                 segment_drop_ms: m.expiry.drop_nanos as f64 / 1e6,
+                segments_created: m.expiry.segments_created,
+                segment_create_ms: m.expiry.create_nanos as f64 / 1e6,
                 load_average: load.clone(),
             });
         }
@@ -941,6 +951,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let mut drop_ms: Vec<f64> = timed[i]
             .iter()
             .map(|(m, _)| m.expiry.drop_nanos as f64 / 1e6)
+            .collect();
+        let mut create_ms: Vec<f64> = timed[i]
+            .iter()
+            .map(|(m, _)| m.expiry.create_nanos as f64 / 1e6)
             .collect();
         let mut cpu: Vec<f64> = timed[i]
             .iter()
@@ -967,6 +981,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             retained_at_end,
             store: last.expiry,
             drop_ms: median(&mut drop_ms),
+            create_ms: median(&mut create_ms),
         });
     }
     print_summary(&args, &summary, &load_before);

@@ -554,7 +554,10 @@ fn segment_or_create<'a>(
     Ok(match segments.entry(id) {
         MapEntry::Occupied(e) => e.into_mut(),
         MapEntry::Vacant(e) => {
-            e.insert(db.keyspace(&segment_name(id), KeyspaceCreateOptions::default)?)
+            let started = std::time::Instant::now();
+            let keyspace = db.keyspace(&segment_name(id), KeyspaceCreateOptions::default)?;
+            crate::metrics::record_segment_created(started.elapsed());
+            e.insert(keyspace)
         }
     })
 }
