@@ -7,7 +7,7 @@
 //! cleared (phase 2). A full cache asks for an early commit rather than evicting to the store,
 //! so the store never holds uncommitted writes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use super::{KeyValueStore, StoreError};
 use crate::record::Headers;
@@ -36,9 +36,10 @@ pub(crate) struct CachedStore {
     /// Reused at commit to put the timestamps in front of the values.
     arena: Vec<u8>,
     spans: Vec<Option<(usize, usize)>>,
-    /// The cached keys in order, for stores read by range between commits (window and session
-    /// stores that sliding and session aggregations and processors query).
-    ordered: Option<BTreeSet<Vec<u8>>>,
+    /// The cached keys in order, each with its entry (as `index` has it), for stores read by
+    /// range between commits (window and session stores that sliding and session aggregations
+    /// and processors query).
+    ordered: Option<BTreeMap<Vec<u8>, usize>>,
     /// The last sequence number a window store keeping duplicates gave a put.
     seq: u32,
 }
@@ -106,7 +107,7 @@ impl CachedStore {
         CachedStore {
             timestamped,
             every_write: !caching,
-            ordered: ordered.then(BTreeSet::new),
+            ordered: ordered.then(BTreeMap::new),
             ..CachedStore::new(inner)
         }
     }
@@ -207,12 +208,18 @@ impl CachedStore {
             None => {
                 self.bytes += key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD;
                 // With caching the lookup above missed: the key is new, no need to look again.
+                let at = self.entries.len();
                 match self.every_write.then(|| self.index.get_mut(key)).flatten() {
-                    Some(i) => *i = self.entries.len(),
+                    Some(i) => {
+                        *i = at;
+                        if let Some(i) = self.ordered.as_mut().and_then(|o| o.get_mut(key)) {
+                            *i = at;
+                        }
+                    }
                     None => {
-                        self.index.insert(key.to_vec(), self.entries.len());
+                        self.index.insert(key.to_vec(), at);
                         if let Some(ordered) = &mut self.ordered {
-                            ordered.insert(key.to_vec());
+                            ordered.insert(key.to_vec(), at);
                         }
                     }
                 }
@@ -355,8 +362,9 @@ impl CachedStore {
                 } else {
                     std::ops::Bound::Excluded(to)
                 };
-                for key in ordered.range::<[u8], _>((std::ops::Bound::Included(from), upper)) {
-                    overlay(key, self.index[key.as_slice()])?;
+                for (key, &i) in ordered.range::<[u8], _>((std::ops::Bound::Included(from), upper))
+                {
+                    overlay(key, i)?;
                 }
             }
             Some(_) => {}
