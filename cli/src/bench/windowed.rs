@@ -73,8 +73,8 @@ pub(crate) struct Args {
         default_value = "memory,persistent"
     )]
     stores: Vec<Store>,
-    /// Aggregations to measure: tumbling (count per key and 60 s window), session (count per
-    /// key and session), count (the plain groupByKey count of `bench throughput`, the
+    /// Aggregations to measure: tumbling (count per key and tumbling window), session (count
+    /// per key and session), count (the plain groupByKey count of `bench throughput`, the
     /// baseline).
     #[arg(
         long,
