@@ -107,7 +107,7 @@ pub(crate) struct CountArgs {
 }
 
 /// Where the sample keeps its counts.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Store {
     /// In memory.
     Memory,

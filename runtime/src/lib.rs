@@ -191,7 +191,7 @@ pub use dsl::{
     SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
-pub use metrics::ThreadMetrics;
+pub use metrics::{SegmentedStoreTotals, ThreadMetrics, segmented_store_totals};
 pub use processor::{
     Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,
     ProcessorContext, PunctuationType,

@@ -52,6 +52,8 @@ pub(crate) struct WindowedCore<K, A> {
     pending: BTreeSet<(i64, Vec<u8>)>,
     /// Reused for entry keys.
     entry: Vec<u8>,
+    /// Reused for the entry keys taken apart at commit.
+    decoded: DecodedEntry,
 }
 
 impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
@@ -76,6 +78,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             observed_dirty: false,
             pending: BTreeSet::new(),
             entry: Vec::new(),
+            decoded: DecodedEntry::default(),
         }
     }
 
@@ -202,12 +205,12 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
                     self.observed
                 )));
             };
-            let decoded = ctx.stores[self.store].decode_entry(&entry)?;
+            ctx.stores[self.store].decode_entry_into(&entry, &mut self.decoded)?;
             let key = self
                 .key_serde
-                .deserialize(Some(&decoded.key))
+                .deserialize(Some(&self.decoded.key))
                 .map_err(|e| self.corrupt(ctx, e))?;
-            let window = self.window_of(&decoded);
+            let window = self.window_of(&self.decoded);
             ctx.timestamp = match self.kind {
                 WindowKind::Session(_) => window.end,
                 _ if ts == crate::store::NO_TIMESTAMP => window.start,
@@ -287,10 +290,10 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             if crate::store::is_meta(entry) {
                 continue;
             }
-            let decoded = ctx.stores[self.store].decode_entry(entry)?;
+            ctx.stores[self.store].decode_entry_into(entry, &mut self.decoded)?;
             let value = value.map(|v| self.agg_serde.deserialize(Some(v)));
-            let key = self.key_serde.deserialize(Some(&decoded.key));
-            let window = self.window_of(&decoded);
+            let key = self.key_serde.deserialize(Some(&self.decoded.key));
+            let window = self.window_of(&self.decoded);
             ctx.timestamp = timestamp;
             ctx.headers = ctx.stores[self.store].dirty_headers(i).clone();
             let key = key.map_err(|e| self.corrupt(ctx, e))?;

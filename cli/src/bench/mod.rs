@@ -9,6 +9,9 @@
 //!   input: the stream thread's CPU share and per-record latency, per fetch strategy;
 //! - `riffle bench throughput`: the groupByKey-count sample end to end, records/s and heap
 //!   allocations per record, per store and guarantee;
+//! - `riffle bench windowed`: a tumbling and a session count end to end beside the plain count
+//!   on the same input, records/s and allocations per record per store, and the tumbling count
+//!   with longer retentions (the cost of expiring segments);
 //! - `riffle bench restore`: the state updater's restore rate, per store;
 //! - `riffle bench log`: the embedded log shared by processes — append and fetch throughput
 //!   with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up latency.
@@ -22,6 +25,7 @@ mod log;
 mod plot;
 mod snapshot;
 mod trickle;
+mod windowed;
 
 use std::io::Write;
 use std::path::Path;
@@ -51,6 +55,21 @@ pub(crate) enum Bench {
     /// The groupByKey-count sample end to end on the embedded log: records/s and allocations per
     /// record, per store and processing guarantee.
     Throughput(app::ThroughputArgs),
+    /// Windowed counts (tumbling, session) end to end on the embedded log beside the plain
+    /// count on the same input: records/s, allocations per record, windows, dropped records and
+    /// segment expiry, per store and retention.
+    ///
+    /// The input, by default: 1,000,000 records over 10,000 uniformly random keys in 4
+    /// partitions, all on one stream thread; event time rising evenly over 4 h (14,400 s) from
+    /// 2026-01-01T00:00:00Z, so 60 s tumbling windows make 240 windows and a key gets ~0.4
+    /// records per window; sessions with a 150 s inactivity gap (a key's records come ~144 s
+    /// apart, so a session holds ~2.8 records); 30 s of grace for both; 1 % of the records moved
+    /// back by up to 240 s, about 3/4 of which miss their tumbling window's grace and are
+    /// dropped (fewer for sessions). Emit on update unless --emit final. The tumbling output is
+    /// checked against a replay of Kafka's window rules, the session output by its total. For
+    /// --retained-windows beyond a few, give a --span-s many times the retention so that
+    /// segments expire during the run.
+    Windowed(windowed::Args),
     /// Restore rate of a store from its changelog, per store.
     Restore(app::RestoreArgs),
     /// The embedded log shared by processes: append and fetch throughput with 1 and 4 processes
@@ -64,6 +83,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Idle(args) => idle::run(args),
         Bench::Trickle(args) => trickle::run(args),
         Bench::Throughput(args) => app::throughput(args),
+        Bench::Windowed(args) => windowed::run(args),
         Bench::Restore(args) => app::restore(args),
         Bench::Log(args) => log::run(args),
     }

@@ -7,7 +7,7 @@
 //! cleared (phase 2). A full cache asks for an early commit rather than evicting to the store,
 //! so the store never holds uncommitted writes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use super::{KeyValueStore, StoreError};
 use crate::record::Headers;
@@ -38,9 +38,10 @@ pub(crate) struct CachedStore {
     /// Reused at commit to put the timestamps in front of the values.
     arena: Vec<u8>,
     spans: Vec<Option<(usize, usize)>>,
-    /// The cached keys in order, for stores read by range between commits (window and session
-    /// stores that sliding and session aggregations and processors query).
-    ordered: Option<BTreeSet<Vec<u8>>>,
+    /// The cached keys in order, each with its entry (as `index` has it), for stores read by
+    /// range between commits (window and session stores that sliding and session aggregations
+    /// and processors query).
+    ordered: Option<BTreeMap<Vec<u8>, usize>>,
     /// The last sequence number a window store keeping duplicates gave a put.
     seq: u32,
     /// Counts writes, to order entries by their last write.
@@ -83,6 +84,20 @@ impl CachedStore {
         }
     }
 
+    /// As [`decode_entry`](Self::decode_entry), into `out`, reusing its key's buffer.
+    pub(crate) fn decode_entry_into(
+        &self,
+        bytes: &[u8],
+        out: &mut super::DecodedEntry,
+    ) -> Result<(), StoreError> {
+        match self.inner.as_segmented() {
+            Some(segmented) => segmented.decode_into(bytes, out),
+            None => Err(self.corrupt(
+                "an entry key read from a store that is not a window or session store".into(),
+            )),
+        }
+    }
+
     /// The next sequence number for a put of a window store keeping duplicates.
     pub(crate) fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
@@ -100,7 +115,7 @@ impl CachedStore {
         CachedStore {
             timestamped,
             every_write: !caching,
-            ordered: ordered.then(BTreeSet::new),
+            ordered: ordered.then(BTreeMap::new),
             ..CachedStore::new(inner)
         }
     }
@@ -204,12 +219,19 @@ impl CachedStore {
             }
             None => {
                 self.bytes += key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD;
-                match self.index.get_mut(key) {
-                    Some(i) => *i = self.entries.len(),
+                // With caching the lookup above missed: the key is new, no need to look again.
+                let at = self.entries.len();
+                match self.every_write.then(|| self.index.get_mut(key)).flatten() {
+                    Some(i) => {
+                        *i = at;
+                        if let Some(i) = self.ordered.as_mut().and_then(|o| o.get_mut(key)) {
+                            *i = at;
+                        }
+                    }
                     None => {
-                        self.index.insert(key.to_vec(), self.entries.len());
+                        self.index.insert(key.to_vec(), at);
                         if let Some(ordered) = &mut self.ordered {
-                            ordered.insert(key.to_vec());
+                            ordered.insert(key.to_vec(), at);
                         }
                     }
                 }
@@ -369,8 +391,9 @@ impl CachedStore {
                 } else {
                     std::ops::Bound::Excluded(to)
                 };
-                for key in ordered.range::<[u8], _>((std::ops::Bound::Included(from), upper)) {
-                    overlay(key, self.index[key.as_slice()])?;
+                for (key, &i) in ordered.range::<[u8], _>((std::ops::Bound::Included(from), upper))
+                {
+                    overlay(key, i)?;
                 }
             }
             Some(_) => {}

@@ -154,7 +154,7 @@ impl SegmentedKind {
 }
 
 /// An entry key taken apart by [`decode_entry`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct DecodedEntry {
     /// The record key, unescaped.
     pub(crate) key: Vec<u8>,
@@ -263,11 +263,29 @@ pub(crate) fn decode_entry(
     kind: SegmentedKind,
     bytes: &[u8],
 ) -> Result<DecodedEntry, StoreError> {
+    let mut out = DecodedEntry {
+        key: Vec::new(),
+        time: 0,
+        second: 0,
+    };
+    decode_entry_into(store, kind, bytes, &mut out)?;
+    Ok(out)
+}
+
+/// As [`decode_entry`], into `out`, reusing its key's buffer.
+pub(crate) fn decode_entry_into(
+    store: &str,
+    kind: SegmentedKind,
+    bytes: &[u8],
+    out: &mut DecodedEntry,
+) -> Result<(), StoreError> {
     let parsed = parse_entry(kind, bytes).map_err(|m| m.into_error(store, bytes.len()))?;
     let encoded = bytes
         .get(..parsed.key_end.saturating_sub(2))
         .unwrap_or_default();
-    let mut key = Vec::with_capacity(encoded.len());
+    let key = &mut out.key;
+    key.clear();
+    key.reserve(encoded.len());
     let mut bytes = encoded.iter();
     while let Some(&b) = bytes.next() {
         key.push(b);
@@ -276,11 +294,9 @@ pub(crate) fn decode_entry(
             bytes.next();
         }
     }
-    Ok(DecodedEntry {
-        key,
-        time: parsed.time,
-        second: parsed.second,
-    })
+    out.time = parsed.time;
+    out.second = parsed.second;
+    Ok(())
 }
 
 /// The first live segment: `segment_id(observed - retention + 1)`, exactly (no overflow).
@@ -482,14 +498,17 @@ struct Memory {
     segments: BTreeMap<i64, MemorySegment>,
 }
 
+/// Writes `value` at `key`, reusing the value's buffer if the key is there. One walk down the
+/// tree: a segment's writes are mostly new keys (windows), so the key is copied up front.
 fn put_reusing(space: &mut MemorySegment, key: &[u8], value: &[u8]) {
-    match space.get_mut(key) {
-        Some(existing) => {
+    match space.entry(key.to_vec()) {
+        MapEntry::Occupied(mut existing) => {
+            let existing = existing.get_mut();
             existing.clear();
             existing.extend_from_slice(value);
         }
-        None => {
-            space.insert(key.to_vec(), value.to_vec());
+        MapEntry::Vacant(slot) => {
+            slot.insert(value.to_vec());
         }
     }
 }
@@ -535,7 +554,10 @@ fn segment_or_create<'a>(
     Ok(match segments.entry(id) {
         MapEntry::Occupied(e) => e.into_mut(),
         MapEntry::Vacant(e) => {
-            e.insert(db.keyspace(&segment_name(id), KeyspaceCreateOptions::default)?)
+            let started = std::time::Instant::now();
+            let keyspace = db.keyspace(&segment_name(id), KeyspaceCreateOptions::default)?;
+            crate::metrics::record_segment_created(started.elapsed());
+            e.insert(keyspace)
         }
     })
 }
@@ -779,6 +801,15 @@ impl SegmentedStore {
         decode_entry(&self.name, self.kind, bytes)
     }
 
+    /// As [`decode`](Self::decode), into `out`, reusing its key's buffer.
+    pub(crate) fn decode_into(
+        &self,
+        bytes: &[u8],
+        out: &mut DecodedEntry,
+    ) -> Result<(), StoreError> {
+        decode_entry_into(&self.name, self.kind, bytes, out)
+    }
+
     /// The first segment not expired.
     fn live_bound(&self) -> i64 {
         live_bound(self.observed, self.retention_ms, self.segment_interval_ms)
@@ -843,6 +874,12 @@ impl SegmentedStore {
             Backend::Disk(d) => d.commit(&planned.writes, raised),
         };
         written.map_err(|e| self.err(e))?;
+        let segment_writes = planned
+            .writes
+            .iter()
+            .filter(|(target, _, _)| matches!(target, Target::Segment { .. }))
+            .count();
+        crate::metrics::record_segment_writes(segment_writes as u64, planned.expired);
         self.expired_writes += planned.expired;
         if let Some(observed) = raised {
             self.observed = observed;
@@ -851,22 +888,42 @@ impl SegmentedStore {
         Ok(())
     }
 
-    /// Drops, whole, every segment below the live bound.
+    /// Drops, whole, every segment below the live bound (timed for
+    /// [`crate::segmented_store_totals`] when there is one).
     fn drop_expired(&mut self) -> Result<(), StoreError> {
         let bound = self.live_bound();
-        let deleted = match &mut self.backend {
+        let first = match &self.backend {
+            Backend::Memory(m) => m.segments.keys().next(),
+            Backend::Disk(d) => d.segments.keys().next(),
+        };
+        if first.is_none_or(|&id| id >= bound) {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let (segments, entries, deleted) = match &mut self.backend {
             Backend::Memory(m) => {
-                m.segments = m.segments.split_off(&bound);
-                Ok(())
+                let live = m.segments.split_off(&bound);
+                let expired = std::mem::replace(&mut m.segments, live);
+                let entries = expired.values().map(MemorySegment::len).sum::<usize>();
+                let segments = expired.len();
+                drop(expired);
+                (segments, entries, Ok(()))
             }
             Backend::Disk(d) => {
                 let live = d.segments.split_off(&bound);
                 let expired = std::mem::replace(&mut d.segments, live);
-                expired
+                let entries = expired
+                    .values()
+                    .map(Keyspace::approximate_len)
+                    .sum::<usize>();
+                let segments = expired.len();
+                let deleted = expired
                     .into_values()
-                    .try_for_each(|keyspace| d.db.delete_keyspace(keyspace))
+                    .try_for_each(|keyspace| d.db.delete_keyspace(keyspace));
+                (segments, entries, deleted)
             }
         };
+        crate::metrics::record_segment_drop(segments as u64, entries as u64, started.elapsed());
         deleted.map_err(|e| self.err(e))
     }
 
