@@ -263,6 +263,13 @@ impl CachedStore {
             if let Some(slot) = self.index.get_mut(e.key.as_slice()) {
                 *slot = i;
             }
+            if let Some(slot) = self
+                .ordered
+                .as_mut()
+                .and_then(|o| o.get_mut(e.key.as_slice()))
+            {
+                *slot = i;
+            }
         }
         self.reordered = false;
     }
@@ -553,6 +560,40 @@ mod tests {
         );
         store.put(b"b", Some(b"w"), 6, &h);
         assert_eq!(store.dirty_len(), 3, "still one entry per key");
+    }
+
+    /// Reordering keeps the ordered index of a window store pointing at the right entries.
+    #[test]
+    fn reordering_keeps_a_window_stores_range_reads_right() {
+        use crate::store::{SegmentedKind, SegmentedStore, window_entry_key};
+        let inner = SegmentedStore::in_memory("w", SegmentedKind::Window, 1_000, 100);
+        let mut store = CachedStore::configured(Box::new(inner), false, true, true);
+        let h = Headers::new();
+        let key = |k: &[u8], start| {
+            let mut out = Vec::new();
+            window_entry_key(k, start, 0, &mut out);
+            out
+        };
+        for (k, start, v) in [
+            (&b"a"[..], 0, &b"1"[..]),
+            (b"b", 0, b"2"),
+            (b"a", 10, b"3"),
+            (b"a", 0, b"4"),
+        ] {
+            store.put(&key(k, start), Some(v), start, &h);
+        }
+        store.order_by_last_write();
+        let got: Vec<Vec<u8>> = store
+            .scan_window(&[], &[], 0, 100)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, v, _)| v)
+            .collect();
+        assert_eq!(
+            got,
+            [b"4".to_vec(), b"3".to_vec(), b"2".to_vec()],
+            "by key, then start"
+        );
     }
 
     #[test]
