@@ -26,6 +26,13 @@ use crate::store::{
 use crate::timestamp::TimestampExtractorRef;
 use crate::topology::{LifecycleRef, StoreKind, SubtopologyDef, Topology, changelog_topic};
 
+/// The shortest segment of a window or session store on disk: a segment is a fjall keyspace,
+/// which costs milliseconds to create and to drop (files, directories, fsyncs), so on disk
+/// segments are at least ten minutes (in memory, Kafka's `max(retention / 2, 60 s)`). Longer
+/// segments only keep expired windows a little longer: aggregations read by their own stream
+/// time, not by what a store still holds.
+const PERSISTENT_MIN_SEGMENT_MS: i64 = 10 * 60_000;
+
 /// A changelog partition a task writes, with the offset its store reflects.
 pub(crate) struct ChangelogState {
     pub(crate) store: usize,
@@ -124,7 +131,7 @@ impl TaskStores {
                             &def.name,
                             kind,
                             retention_ms,
-                            segment_ms,
+                            segment_ms.max(PERSISTENT_MIN_SEGMENT_MS),
                             Path::new(dir),
                         )?,
                         None => {
