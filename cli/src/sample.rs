@@ -338,33 +338,44 @@ pub(crate) fn latest_counts(
     };
     for p in 0..partitions {
         let tp = TopicPartition::new(topic, p);
-        let end = backend.end_offset(&tp)?;
-        let mut position = 0;
-        while position < end {
-            let batches = backend.fetch(&tp, position, 4 << 20)?;
-            if batches.is_empty() {
-                break;
-            }
-            for batch in batches {
-                for record in batch.records() {
-                    let record = record?;
-                    if record.offset() < position {
-                        continue;
-                    }
-                    let key =
-                        String::from_utf8_lossy(record.key().map(|k| &k[..]).unwrap_or_default())
-                            .into_owned();
-                    let value = record
-                        .value()
-                        .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok());
-                    let value = value.with_context(|| {
-                        format!("{tp} offset {}: not an 8-byte count", record.offset())
-                    })?;
-                    counts.insert(key, i64::from_be_bytes(value));
-                }
-                position = batch.last_offset() + 1;
-            }
-        }
+        for_each_record(backend, &tp, |record| {
+            let key = String::from_utf8_lossy(record.key().map(|k| &k[..]).unwrap_or_default())
+                .into_owned();
+            let value = record
+                .value()
+                .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok());
+            let value = value
+                .with_context(|| format!("{tp} offset {}: not an 8-byte count", record.offset()))?;
+            counts.insert(key, i64::from_be_bytes(value));
+            Ok(())
+        })?;
     }
     Ok(counts)
+}
+
+/// Calls `f` with every record of `tp`, from its first offset to its end now.
+pub(crate) fn for_each_record(
+    backend: &dyn riffle::backend::Backend,
+    tp: &TopicPartition,
+    mut f: impl FnMut(&riffle::log::Record) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let end = backend.end_offset(tp)?;
+    let mut position = 0;
+    while position < end {
+        let batches = backend.fetch(tp, position, 4 << 20)?;
+        if batches.is_empty() {
+            break;
+        }
+        for batch in batches {
+            for record in batch.records() {
+                let record = record?;
+                if record.offset() < position {
+                    continue;
+                }
+                f(&record)?;
+            }
+            position = batch.last_offset() + 1;
+        }
+    }
+    Ok(())
 }

@@ -397,25 +397,11 @@ fn read_output(log: &Log, topic: &str) -> anyhow::Result<OutputRecords> {
     };
     for p in 0..partitions {
         let tp = TopicPartition::new(topic, p);
-        let end = backend.end_offset(&tp)?;
-        let mut position = 0;
-        while position < end {
-            let batches = backend.fetch(&tp, position, 4 << 20)?;
-            if batches.is_empty() {
-                break;
-            }
-            for batch in batches {
-                for record in batch.records() {
-                    let record = record?;
-                    if record.offset() < position {
-                        continue;
-                    }
-                    let key = record.key().map(|k| k.to_vec()).unwrap_or_default();
-                    out.push((key, record.value().map(|v| v.to_vec())));
-                }
-                position = batch.last_offset() + 1;
-            }
-        }
+        crate::sample::for_each_record(backend, &tp, |record| {
+            let key = record.key().map(|k| k.to_vec()).unwrap_or_default();
+            out.push((key, record.value().map(|v| v.to_vec())));
+            Ok(())
+        })?;
     }
     Ok(out)
 }

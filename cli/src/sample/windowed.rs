@@ -385,7 +385,7 @@ impl Expected {
             .with_context(|| format!("input topic {topic} does not exist"))?;
         for p in 0..partitions {
             let mut records = Vec::new();
-            for_each_record(backend, &TopicPartition::new(topic, p), |record| {
+            super::for_each_record(backend, &TopicPartition::new(topic, p), |record| {
                 if let Some(key) = record.key() {
                     records.push((
                         String::from_utf8_lossy(&key[..]).into_owned(),
@@ -398,33 +398,6 @@ impl Expected {
         }
         Ok(expected)
     }
-}
-
-/// Calls `f` with every record of `tp`, from its first offset to its end now.
-fn for_each_record(
-    backend: &dyn Backend,
-    tp: &TopicPartition,
-    mut f: impl FnMut(&riffle::log::Record) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let end = backend.end_offset(tp)?;
-    let mut position = 0;
-    while position < end {
-        let batches = backend.fetch(tp, position, 4 << 20)?;
-        if batches.is_empty() {
-            break;
-        }
-        for batch in batches {
-            for record in batch.records() {
-                let record = record?;
-                if record.offset() < position {
-                    continue;
-                }
-                f(&record)?;
-            }
-            position = batch.last_offset() + 1;
-        }
-    }
-    Ok(())
 }
 
 /// The output topic: every value written for each window, in order.
@@ -446,7 +419,7 @@ pub(crate) fn read_output(
     let values = Serdes::optional(Serdes::i64());
     for p in 0..partitions {
         let tp = TopicPartition::new(topic, p);
-        for_each_record(backend, &tp, |record| {
+        super::for_each_record(backend, &tp, |record| {
             let at = || format!("{tp} offset {}", record.offset());
             let key = keys
                 .deserialize(record.key().map(|k| &k[..]))
