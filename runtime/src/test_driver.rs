@@ -254,10 +254,12 @@ impl TopologyTestDriver {
             )));
         }
         Ok(TestKeyValueStore {
-            inner: self.inner.clone(),
-            store,
-            task,
-            slot,
+            at: StoreAt {
+                inner: self.inner.clone(),
+                store,
+                task,
+                slot,
+            },
             _types: std::marker::PhantomData,
         })
     }
@@ -270,10 +272,12 @@ impl TopologyTestDriver {
     ) -> Result<TestWindowStore<K, V>> {
         let (store, task, slot) = self.locate::<K, V>(name)?;
         Ok(TestWindowStore {
-            inner: self.inner.clone(),
-            store,
-            task,
-            slot,
+            at: StoreAt {
+                inner: self.inner.clone(),
+                store,
+                task,
+                slot,
+            },
             _types: std::marker::PhantomData,
         })
     }
@@ -286,10 +290,12 @@ impl TopologyTestDriver {
     ) -> Result<TestSessionStore<K, V>> {
         let (store, task, slot) = self.locate::<K, V>(name)?;
         Ok(TestSessionStore {
-            inner: self.inner.clone(),
-            store,
-            task,
-            slot,
+            at: StoreAt {
+                inner: self.inner.clone(),
+                store,
+                task,
+                slot,
+            },
             _types: std::marker::PhantomData,
         })
     }
@@ -651,32 +657,15 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
 
 /// A store of a [`TopologyTestDriver`]'s task, to read (and write) between piped records.
 pub struct TestKeyValueStore<K, V> {
-    inner: Rc<RefCell<Inner>>,
-    store: usize,
-    task: usize,
-    slot: usize,
+    at: StoreAt,
     _types: std::marker::PhantomData<fn() -> (K, V)>,
 }
 
 impl<K: 'static, V: 'static> TestKeyValueStore<K, V> {
     fn with<T>(&self, f: impl FnOnce(&mut KeyValueStore<'_, K, V>) -> Result<T>) -> Result<T> {
-        let mut guard = self.inner.borrow_mut();
-        let inner = &mut *guard;
-        let topology = inner.topology.clone();
-        let serdes = topology.stores[self.store]
-            .serdes
-            .as_ref()
-            .and_then(|s| s.downcast_ref::<StoreSerdes<K, V>>())
-            .ok_or_else(|| Error::IllegalState("store serdes changed".into()))?;
-        let task = &mut inner.tasks[self.task];
-        let id = task.id;
-        let mut store = KeyValueStore::new(
-            &mut task.stores.stores[self.slot],
-            &mut inner.scratch.store,
-            serdes,
-            id,
-        );
-        f(&mut store)
+        self.at.with::<K, V, T>(|_, serdes, store, scratch, id| {
+            f(&mut KeyValueStore::new(store, scratch, serdes, id))
+        })
     }
 
     /// The value of `key`.
@@ -707,47 +696,34 @@ impl<K: 'static, V: 'static> TestKeyValueStore<K, V> {
 
 /// A window store of a topology under test, read between piped records.
 pub struct TestWindowStore<K, V> {
-    inner: Rc<RefCell<Inner>>,
-    store: usize,
-    task: usize,
-    slot: usize,
+    at: StoreAt,
     _types: std::marker::PhantomData<fn() -> (K, V)>,
 }
 
 impl<K: 'static, V: 'static> TestWindowStore<K, V> {
     fn with<T>(&self, f: impl FnOnce(&mut crate::WindowStore<'_, K, V>) -> Result<T>) -> Result<T> {
-        let mut guard = self.inner.borrow_mut();
-        let inner = &mut *guard;
-        let topology = inner.topology.clone();
-        let def = &topology.stores[self.store];
-        let serdes = def
-            .serdes
-            .as_ref()
-            .and_then(|s| s.downcast_ref::<StoreSerdes<K, V>>())
-            .ok_or_else(|| Error::IllegalState("store serdes changed".into()))?;
-        let crate::topology::StoreKind::Window {
-            window_ms,
-            retain_duplicates,
-            ..
-        } = def.kind
-        else {
-            return Err(Error::Topology(format!(
-                "store {:?} is not a window store",
-                def.name
-            )));
-        };
-        let task = &mut inner.tasks[self.task];
-        let id = task.id;
-        let mut store = crate::WindowStore::new(
-            &mut task.stores.stores[self.slot],
-            &mut inner.scratch.store,
-            serdes,
-            window_ms,
-            retain_duplicates,
-            0,
-            id,
-        );
-        f(&mut store)
+        self.at.with::<K, V, T>(|def, serdes, store, scratch, id| {
+            let crate::topology::StoreKind::Window {
+                window_ms,
+                retain_duplicates,
+                ..
+            } = def.kind
+            else {
+                return Err(Error::Topology(format!(
+                    "store {:?} is not a window store",
+                    def.name
+                )));
+            };
+            f(&mut crate::WindowStore::new(
+                store,
+                scratch,
+                serdes,
+                window_ms,
+                retain_duplicates,
+                0,
+                id,
+            ))
+        })
     }
 
     /// `key`'s windows starting in `[time_from, time_to]`: (start, value).
@@ -779,10 +755,7 @@ impl<K: 'static, V: 'static> TestWindowStore<K, V> {
 
 /// A session store of a topology under test, read between piped records.
 pub struct TestSessionStore<K, V> {
-    inner: Rc<RefCell<Inner>>,
-    store: usize,
-    task: usize,
-    slot: usize,
+    at: StoreAt,
     _types: std::marker::PhantomData<fn() -> (K, V)>,
 }
 
@@ -791,31 +764,15 @@ impl<K: 'static, V: 'static> TestSessionStore<K, V> {
         &self,
         f: impl FnOnce(&mut crate::SessionStore<'_, K, V>) -> Result<T>,
     ) -> Result<T> {
-        let mut guard = self.inner.borrow_mut();
-        let inner = &mut *guard;
-        let topology = inner.topology.clone();
-        let def = &topology.stores[self.store];
-        let serdes = def
-            .serdes
-            .as_ref()
-            .and_then(|s| s.downcast_ref::<StoreSerdes<K, V>>())
-            .ok_or_else(|| Error::IllegalState("store serdes changed".into()))?;
-        if !matches!(def.kind, crate::topology::StoreKind::Session { .. }) {
-            return Err(Error::Topology(format!(
-                "store {:?} is not a session store",
-                def.name
-            )));
-        }
-        let task = &mut inner.tasks[self.task];
-        let id = task.id;
-        let mut store = crate::SessionStore::new(
-            &mut task.stores.stores[self.slot],
-            &mut inner.scratch.store,
-            serdes,
-            0,
-            id,
-        );
-        f(&mut store)
+        self.at.with::<K, V, T>(|def, serdes, store, scratch, id| {
+            if !matches!(def.kind, crate::topology::StoreKind::Session { .. }) {
+                return Err(Error::Topology(format!(
+                    "store {:?} is not a session store",
+                    def.name
+                )));
+            }
+            f(&mut crate::SessionStore::new(store, scratch, serdes, 0, id))
+        })
     }
 
     /// Every session of `key`.
@@ -837,5 +794,47 @@ impl<K: 'static, V: 'static> TestSessionStore<K, V> {
     /// Every session the store holds.
     pub fn all(&self) -> Result<Vec<(crate::Windowed<K>, V)>> {
         self.with(|s| s.all())
+    }
+}
+
+/// Where a store of the driver's topology is: its index, its task, its slot in the task.
+struct StoreAt {
+    inner: Rc<RefCell<Inner>>,
+    store: usize,
+    task: usize,
+    slot: usize,
+}
+
+impl StoreAt {
+    /// Calls `f` with the store's definition, its typed serdes, the store, the scratch buffers
+    /// and its task's id.
+    fn with<K: 'static, V: 'static, T>(
+        &self,
+        f: impl FnOnce(
+            &crate::topology::StoreDef,
+            &StoreSerdes<K, V>,
+            &mut crate::store::CachedStore,
+            &mut crate::processor::StoreScratch,
+            riffle_state_dir::TaskId,
+        ) -> Result<T>,
+    ) -> Result<T> {
+        let mut guard = self.inner.borrow_mut();
+        let inner = &mut *guard;
+        let topology = inner.topology.clone();
+        let def = &topology.stores[self.store];
+        let serdes = def
+            .serdes
+            .as_ref()
+            .and_then(|s| s.downcast_ref::<StoreSerdes<K, V>>())
+            .ok_or_else(|| Error::IllegalState("store serdes changed".into()))?;
+        let task = &mut inner.tasks[self.task];
+        let id = task.id;
+        f(
+            def,
+            serdes,
+            &mut task.stores.stores[self.slot],
+            &mut inner.scratch.store,
+            id,
+        )
     }
 }
