@@ -155,14 +155,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
     let _temp;
     let (log_dir, input, output, expected) = match &args.log_dir {
         Some(dir) => {
-            let input = args
-                .input
-                .clone()
-                .context("--input is required with --log-dir")?;
-            let output = args
-                .output
-                .clone()
-                .context("--output is required with --log-dir")?;
+            let (input, output) = given_topics(&args.input, &args.output)?;
             (dir.clone(), input, output, None)
         }
         None => {
@@ -325,6 +318,20 @@ fn input_size(log: &Log, topic: &str) -> anyhow::Result<u64> {
         total += log.end_offset(&TopicPartition::new(topic, p))?;
     }
     Ok(total)
+}
+
+/// The `--input` and `--output` topics that `--log-dir` needs.
+pub(crate) fn given_topics(
+    input: &Option<String>,
+    output: &Option<String>,
+) -> anyhow::Result<(String, String)> {
+    let input = input
+        .clone()
+        .context("--input is required with --log-dir")?;
+    let output = output
+        .clone()
+        .context("--output is required with --log-dir")?;
+    Ok((input, output))
 }
 
 /// The latest count per key in `topic`, on either backend.

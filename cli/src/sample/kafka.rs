@@ -20,13 +20,20 @@ use riffle_kafka::{KafkaBackend, KafkaConfig};
 
 use super::{CountArgs, topology};
 
-pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Result<()> {
+/// A connection to the cluster at `servers`, and this run's number (seconds since the epoch)
+/// for the names of generated topics and applications.
+fn connect(servers: &str) -> anyhow::Result<(KafkaBackend, u64)> {
     let backend = KafkaBackend::connect(KafkaConfig::new(servers))
         .with_context(|| format!("connecting to Kafka at {servers}"))?;
     let run = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
+    Ok((backend, run))
+}
+
+pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Result<()> {
+    let (backend, run) = connect(servers)?;
     let (input, output, application_id, expected) = match (&args.input, &args.output) {
         (Some(input), Some(output)) => (
             input.clone(),
@@ -150,12 +157,7 @@ pub(super) fn windowed_count(
     servers: &str,
 ) -> anyhow::Result<()> {
     use super::windowed::{self, Expected};
-    let backend = KafkaBackend::connect(KafkaConfig::new(servers))
-        .with_context(|| format!("connecting to Kafka at {servers}"))?;
-    let run = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
+    let (backend, run) = connect(servers)?;
     let (input, output, application_id, generated) = match (&args.input, &args.output) {
         (Some(input), Some(output)) => (
             input.clone(),

@@ -506,14 +506,7 @@ pub(crate) fn windowed_count(args: WindowedArgs) -> anyhow::Result<()> {
     let _temp;
     let (log_dir, input, output, generated) = match &args.log_dir {
         Some(dir) => {
-            let input = args
-                .input
-                .clone()
-                .context("--input is required with --log-dir")?;
-            let output = args
-                .output
-                .clone()
-                .context("--output is required with --log-dir")?;
+            let (input, output) = super::given_topics(&args.input, &args.output)?;
             (dir.clone(), input, output, None)
         }
         None => {
