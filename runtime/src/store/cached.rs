@@ -7,28 +7,83 @@
 //! cleared (phase 2). A full cache asks for an early commit rather than evicting to the store,
 //! so the store never holds uncommitted writes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use super::{KeyValueStore, StoreError};
 use crate::record::Headers;
 
+/// Room kept in front of every cached value for its 8-byte timestamp, so that a timestamped
+/// store's values go from the arena to the store without another copy.
+const TS_ROOM: usize = 8;
+
+/// A cached write. Its key and value are in the cache's arena.
 struct Entry {
-    key: Vec<u8>,
-    value: Option<Vec<u8>>,
+    /// The key: where it starts in the arena, and its length.
+    key_at: usize,
+    key_len: u32,
+    /// The value's slot: `TS_ROOM` bytes, then room for `cap` bytes of value.
+    slot_at: usize,
+    cap: u32,
+    /// The value's length (`None`: deleted).
+    len: Option<u32>,
     timestamp: i64,
     /// The headers of the record that wrote it (what a cached aggregate forwards with).
     headers: Headers,
     /// When it was last written (the store's write counter).
     seq: u64,
+    /// The key's hash (the index never hashes a key twice).
+    hash: u64,
+}
+
+impl Entry {
+    fn key<'a>(&self, arena: &'a [u8]) -> &'a [u8] {
+        &arena[self.key_at..self.key_at + self.key_len as usize]
+    }
+
+    fn value<'a>(&self, arena: &'a [u8]) -> Option<&'a [u8]> {
+        let at = self.slot_at + TS_ROOM;
+        self.len.map(|n| &arena[at..at + n as usize])
+    }
+
+    /// The value behind the timestamp [`CachedStore::write_to_store`] put in the slot's room.
+    fn stamped<'a>(&self, arena: &'a [u8]) -> Option<&'a [u8]> {
+        self.len
+            .map(|n| &arena[self.slot_at..self.slot_at + TS_ROOM + n as usize])
+    }
+}
+
+/// Appends a value slot for `value` with room for `cap` bytes; returns where it starts.
+fn push_slot(arena: &mut Vec<u8>, value: Option<&[u8]>, cap: usize) -> usize {
+    let at = arena.len();
+    arena.extend_from_slice(&[0; TS_ROOM]);
+    if let Some(v) = value {
+        arena.extend_from_slice(v);
+    }
+    arena.resize(at + TS_ROOM + cap, 0);
+    at
 }
 
 /// A store behind its cache.
+///
+/// Keys and values are appended to one arena and the index holds entry numbers, so a new key
+/// costs no allocation once the arena, the entries and the index have grown to a commit's
+/// size: they are cleared at commit with their capacity kept (and given back when a commit
+/// used less than a quarter of it).
 pub(crate) struct CachedStore {
     pub(crate) inner: Box<dyn KeyValueStore>,
     entries: Vec<Entry>,
-    /// Key → entry. foldhash (hashbrown's own hasher, randomly seeded per process) rather than
-    /// SipHash: it was a twentieth of a windowed count's CPU time.
-    index: HashMap<Vec<u8>, usize, foldhash::fast::RandomState>,
+    /// Every key's latest entry, by the key's hash. foldhash (hashbrown's own hasher, randomly
+    /// seeded per process) rather than SipHash: it was a twentieth of a windowed count's CPU
+    /// time.
+    index: HashTable<usize>,
+    hasher: foldhash::fast::RandomState,
+    /// The entries' keys and value slots, in the order they were written (a rewritten value
+    /// stays in its slot when it fits, else it moves to a new slot twice as large).
+    arena: Vec<u8>,
+    /// Bytes charged to the cache: keys, value slots and `ENTRY_OVERHEAD` per entry.
     bytes: usize,
     /// Caching disabled (Kafka's `withCachingDisabled`): every write is kept, so each reaches
     /// the changelog, not only a key's latest.
@@ -37,9 +92,6 @@ pub(crate) struct CachedStore {
     /// stores, what aggregations need for their results' timestamps); the cache, the changelog
     /// and everything above see plain values.
     timestamped: bool,
-    /// Reused at commit to put the timestamps in front of the values.
-    arena: Vec<u8>,
-    spans: Vec<Option<(usize, usize)>>,
     /// The cached keys in order, each with its entry (as `index` has it), for stores read by
     /// range between commits (window and session stores that sliding and session aggregations
     /// and processors query).
@@ -58,17 +110,20 @@ pub(crate) const NO_TIMESTAMP: i64 = i64::MIN;
 /// Bytes a cache entry is charged beyond its key and value.
 const ENTRY_OVERHEAD: usize = 64;
 
+/// Capacity below which the cache keeps its buffers whatever a commit used.
+const KEEP_BYTES: usize = 1 << 20;
+
 impl CachedStore {
     pub(crate) fn new(inner: Box<dyn KeyValueStore>) -> Self {
         CachedStore {
             inner,
             entries: Vec::new(),
-            index: HashMap::default(),
+            index: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
+            arena: Vec::new(),
             bytes: 0,
             every_write: false,
             timestamped: false,
-            arena: Vec::new(),
-            spans: Vec::new(),
             ordered: None,
             seq: 0,
             writes: 0,
@@ -153,6 +208,14 @@ impl CachedStore {
         Ok(i64::from_be_bytes(b))
     }
 
+    /// The latest entry of `key` (its hash `hash`), if cached.
+    fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
+        let (entries, arena) = (&self.entries, &self.arena);
+        self.index
+            .find(hash, |&i| entries[i].key(arena) == key)
+            .copied()
+    }
+
     /// The value of `key` as processing sees it: the cache, else the store.
     pub(crate) fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
         Ok(self.get_with_timestamp(key, out)?.is_some())
@@ -165,11 +228,11 @@ impl CachedStore {
         key: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<Option<i64>, StoreError> {
-        match self.index.get(key) {
-            Some(&i) => {
+        match self.find(key, self.hasher.hash_one(key)) {
+            Some(i) => {
                 out.clear();
                 let entry = &self.entries[i];
-                match &entry.value {
+                match entry.value(&self.arena) {
                     Some(v) => {
                         out.extend_from_slice(v);
                         Ok(Some(entry.timestamp))
@@ -200,50 +263,78 @@ impl CachedStore {
     ) {
         self.writes += 1;
         let seq = self.writes;
-        match self.index.get(key).filter(|_| !self.every_write) {
-            Some(&i) => {
-                self.reordered |= i + 1 != self.entries.len();
-                let entry = &mut self.entries[i];
+        let hash = self.hasher.hash_one(key);
+        let found = self.find(key, hash);
+        let CachedStore {
+            entries,
+            index,
+            arena,
+            bytes,
+            ordered,
+            reordered,
+            every_write,
+            ..
+        } = self;
+        match found.filter(|_| !*every_write) {
+            Some(i) => {
+                *reordered |= i + 1 != entries.len();
+                let entry = &mut entries[i];
                 entry.seq = seq;
-                self.bytes -= entry.value.as_ref().map_or(0, Vec::len);
-                match (&mut entry.value, value) {
-                    (Some(existing), Some(v)) => {
-                        existing.clear();
-                        existing.extend_from_slice(v);
-                    }
-                    (slot, v) => *slot = v.map(<[u8]>::to_vec),
-                }
-                self.bytes += value.map_or(0, <[u8]>::len);
                 entry.timestamp = timestamp;
                 if entry.headers != *headers {
                     entry.headers = headers.clone();
                 }
+                match value {
+                    None => entry.len = None,
+                    Some(v) if v.len() <= entry.cap as usize => {
+                        let at = entry.slot_at + TS_ROOM;
+                        arena[at..at + v.len()].copy_from_slice(v);
+                        entry.len = Some(v.len() as u32);
+                    }
+                    Some(v) => {
+                        let cap = v.len().max(2 * entry.cap as usize);
+                        entry.slot_at = push_slot(arena, Some(v), cap);
+                        entry.cap = cap as u32;
+                        entry.len = Some(v.len() as u32);
+                        *bytes += cap;
+                    }
+                }
             }
             None => {
-                self.bytes += key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD;
-                // With caching the lookup above missed: the key is new, no need to look again.
-                let at = self.entries.len();
-                match self.every_write.then(|| self.index.get_mut(key)).flatten() {
-                    Some(i) => {
-                        *i = at;
-                        if let Some(i) = self.ordered.as_mut().and_then(|o| o.get_mut(key)) {
+                let key_at = arena.len();
+                arena.extend_from_slice(key);
+                let cap = value.map_or(0, <[u8]>::len);
+                let slot_at = push_slot(arena, value, cap);
+                *bytes += key.len() + cap + ENTRY_OVERHEAD;
+                let at = entries.len();
+                entries.push(Entry {
+                    key_at,
+                    key_len: key.len() as u32,
+                    slot_at,
+                    cap: cap as u32,
+                    len: value.map(|v| v.len() as u32),
+                    timestamp,
+                    headers: headers.clone(),
+                    seq,
+                    hash,
+                });
+                match found {
+                    // Caching disabled, a key written before: its latest entry is the new one.
+                    Some(before) => {
+                        if let Some(slot) = index.find_mut(hash, |&i| i == before) {
+                            *slot = at;
+                        }
+                        if let Some(i) = ordered.as_mut().and_then(|o| o.get_mut(key)) {
                             *i = at;
                         }
                     }
                     None => {
-                        self.index.insert(key.to_vec(), at);
-                        if let Some(ordered) = &mut self.ordered {
+                        index.insert_unique(hash, at, |&i| entries[i].hash);
+                        if let Some(ordered) = ordered {
                             ordered.insert(key.to_vec(), at);
                         }
                     }
                 }
-                self.entries.push(Entry {
-                    key: key.to_vec(),
-                    value: value.map(<[u8]>::to_vec),
-                    timestamp,
-                    headers: headers.clone(),
-                    seq,
-                });
             }
         }
     }
@@ -260,15 +351,21 @@ impl CachedStore {
         if !self.reordered {
             return;
         }
-        self.entries.sort_unstable_by_key(|e| e.seq);
-        for (i, e) in self.entries.iter().enumerate() {
-            if let Some(slot) = self.index.get_mut(e.key.as_slice()) {
-                *slot = i;
-            }
-            if let Some(slot) = self
-                .ordered
+        let CachedStore {
+            entries,
+            index,
+            arena,
+            ordered,
+            ..
+        } = self;
+        entries.sort_unstable_by_key(|e| e.seq);
+        // One entry per key (a cache that keeps every write is never reordered).
+        index.clear();
+        for i in 0..entries.len() {
+            index.insert_unique(entries[i].hash, i, |&j| entries[j].hash);
+            if let Some(slot) = ordered
                 .as_mut()
-                .and_then(|o| o.get_mut(e.key.as_slice()))
+                .and_then(|o| o.get_mut(entries[i].key(arena)))
             {
                 *slot = i;
             }
@@ -284,7 +381,7 @@ impl CachedStore {
     /// The `i`-th entry written since the last commit: key, value (`None`: deleted), timestamp.
     pub(crate) fn dirty(&self, i: usize) -> (&[u8], Option<&[u8]>, i64) {
         let e = &self.entries[i];
-        (&e.key, e.value.as_deref(), e.timestamp)
+        (e.key(&self.arena), e.value(&self.arena), e.timestamp)
     }
 
     /// The headers of the `i`-th entry's write.
@@ -329,9 +426,11 @@ impl CachedStore {
                 "a value has {len} bytes, fewer than its 8-byte timestamp"
             )));
         }
-        for (key, &i) in &self.index {
+        // In write order: with caching disabled a key's later entries replace its earlier.
+        for e in &self.entries {
+            let key = e.key(&self.arena);
             if within(key) {
-                merged.insert(key.clone(), self.entries[i].value.clone());
+                merged.insert(key.to_vec(), e.value(&self.arena).map(<[u8]>::to_vec));
             }
         }
         Ok(merged
@@ -387,7 +486,10 @@ impl CachedStore {
             let time = segmented.decode(key)?.time;
             if time >= time_from && time <= time_to {
                 let e = &self.entries[i];
-                merged.insert(key.to_vec(), e.value.clone().map(|v| (v, e.timestamp)));
+                merged.insert(
+                    key.to_vec(),
+                    e.value(&self.arena).map(|v| (v.to_vec(), e.timestamp)),
+                );
             }
             Ok(())
         };
@@ -407,8 +509,9 @@ impl CachedStore {
             }
             Some(_) => {}
             None => {
-                for (key, &i) in &self.index {
-                    if key.as_slice() >= from && below(key) {
+                for (i, e) in self.entries.iter().enumerate() {
+                    let key = e.key(&self.arena);
+                    if key >= from && below(key) {
                         overlay(key, i)?;
                     }
                 }
@@ -457,31 +560,21 @@ impl CachedStore {
                 inner,
                 entries,
                 arena,
-                spans,
                 timestamped,
                 ..
             } = self;
             if *timestamped {
-                arena.clear();
-                spans.clear();
-                for e in entries.iter() {
-                    spans.push(e.value.as_ref().map(|v| {
-                        let start = arena.len();
-                        arena.extend_from_slice(&e.timestamp.to_be_bytes());
-                        arena.extend_from_slice(v);
-                        (start, arena.len())
-                    }));
+                // Each value's timestamp goes into the room in front of it.
+                for e in entries.iter().filter(|e| e.len.is_some()) {
+                    arena[e.slot_at..e.slot_at + TS_ROOM]
+                        .copy_from_slice(&e.timestamp.to_be_bytes());
                 }
                 let arena = &*arena;
-                let mut batch = entries
-                    .iter()
-                    .zip(spans.iter())
-                    .map(|(e, span)| (e.key.as_slice(), span.map(|(a, b)| &arena[a..b])));
+                let mut batch = entries.iter().map(|e| (e.key(arena), e.stamped(arena)));
                 inner.write_batch(&mut batch)?;
             } else {
-                let mut batch = entries
-                    .iter()
-                    .map(|e| (e.key.as_slice(), e.value.as_deref()));
+                let arena = &*arena;
+                let mut batch = entries.iter().map(|e| (e.key(arena), e.value(arena)));
                 inner.write_batch(&mut batch)?;
             }
         }
@@ -491,8 +584,17 @@ impl CachedStore {
 
     /// Forgets uncommitted writes (the store is untouched by them).
     pub(crate) fn discard(&mut self) {
+        // Capacity a burst left behind goes back; a steady load keeps its buffers.
+        let used = self.arena.len();
+        let entries = self.entries.len();
         self.entries.clear();
         self.index.clear();
+        self.arena.clear();
+        if self.arena.capacity() > KEEP_BYTES && self.arena.capacity() / 4 > used {
+            self.arena.shrink_to(used);
+            self.entries.shrink_to(entries);
+            self.index.shrink_to(entries, |&i| self.entries[i].hash);
+        }
         self.reordered = false;
         if let Some(ordered) = &mut self.ordered {
             ordered.clear();
@@ -632,5 +734,148 @@ mod tests {
             Err(StoreError::Corrupt { .. })
         ));
         assert!(store.scan(None, None).is_err());
+    }
+
+    mod model {
+        use std::collections::BTreeMap;
+
+        use proptest::prelude::*;
+
+        use super::super::*;
+        use crate::store::InMemoryKeyValueStore;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// Key number, value (`None`: delete), timestamp.
+            Put(u8, Option<Vec<u8>>, i64),
+            Get(u8),
+            OrderByLastWrite,
+            Commit,
+            Discard,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                6 => (0u8..12, proptest::option::weighted(0.85, proptest::collection::vec(any::<u8>(), 0..40)), 0i64..1_000)
+                    .prop_map(|(k, v, ts)| Op::Put(k, v, ts)),
+                3 => (0u8..12).prop_map(Op::Get),
+                1 => Just(Op::OrderByLastWrite),
+                1 => Just(Op::Commit),
+                1 => Just(Op::Discard),
+            ]
+        }
+
+        /// Keys of different lengths, so that keys and values of all sizes share the arena.
+        fn key(k: u8) -> Vec<u8> {
+            vec![k; 1 + (k as usize % 5) * 7]
+        }
+
+        type Write = (Vec<u8>, Option<Vec<u8>>, i64);
+
+        /// What the cache must hold: for caching, each key's latest write in the order of the
+        /// last writes; otherwise every write in order.
+        fn expected_dirty(writes: &[Write], caching: bool) -> Vec<Write> {
+            if !caching {
+                return writes.to_vec();
+            }
+            let mut out: Vec<Write> = Vec::new();
+            for w in writes {
+                out.retain(|o| o.0 != w.0);
+                out.push(w.clone());
+            }
+            out
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// The arena cache against a model: a committed `BTreeMap` and the writes since.
+            #[test]
+            fn the_cache_reads_and_commits_like_its_model(
+                timestamped in any::<bool>(),
+                caching in any::<bool>(),
+                ops in proptest::collection::vec(op(), 1..200),
+            ) {
+                let inner = Box::new(InMemoryKeyValueStore::new("m"));
+                let mut store = CachedStore::configured(inner, timestamped, caching, false);
+                let h = Headers::new();
+                let mut committed: BTreeMap<Vec<u8>, (Vec<u8>, i64)> = BTreeMap::new();
+                let mut writes: Vec<Write> = Vec::new();
+                let mut out = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Put(k, v, ts) => {
+                            store.put(&key(k), v.as_deref(), ts, &h);
+                            writes.push((key(k), v, ts));
+                        }
+                        Op::Get(k) => {
+                            let k = key(k);
+                            let want = match writes.iter().rev().find(|w| w.0 == k) {
+                                Some((_, v, ts)) => v.clone().map(|v| (v, *ts)),
+                                None => committed.get(&k).map(|(v, ts)| {
+                                    (v.clone(), if timestamped { *ts } else { NO_TIMESTAMP })
+                                }),
+                            };
+                            let got = store.get_with_timestamp(&k, &mut out);
+                            prop_assert!(got.is_ok());
+                            let got = got.ok().flatten().map(|ts| (out.clone(), ts));
+                            prop_assert_eq!(got, want);
+                        }
+                        Op::OrderByLastWrite => {
+                            store.order_by_last_write();
+                            let want = expected_dirty(&writes, caching);
+                            let got: Vec<Write> = (0..store.dirty_len())
+                                .map(|i| {
+                                    let (k, v, ts) = store.dirty(i);
+                                    (k.to_vec(), v.map(<[u8]>::to_vec), ts)
+                                })
+                                .collect();
+                            prop_assert_eq!(got, want);
+                        }
+                        Op::Commit => {
+                            prop_assert_eq!(store.dirty_len(), expected_dirty(&writes, caching).len());
+                            let min: usize = expected_dirty(&writes, caching)
+                                .iter()
+                                .map(|w| w.0.len() + w.1.as_ref().map_or(0, Vec::len))
+                                .sum();
+                            prop_assert!(store.cache_bytes() >= min);
+                            for (k, v, ts) in writes.drain(..) {
+                                match v {
+                                    Some(v) => { committed.insert(k, (v, ts)); }
+                                    None => { committed.remove(&k); }
+                                }
+                            }
+                            prop_assert!(store.write_to_store().is_ok());
+                            prop_assert_eq!(store.dirty_len(), 0);
+                            prop_assert_eq!(store.cache_bytes(), 0);
+                        }
+                        Op::Discard => {
+                            writes.clear();
+                            store.discard();
+                        }
+                    }
+                    let mut merged: BTreeMap<Vec<u8>, Vec<u8>> =
+                        committed.iter().map(|(k, (v, _))| (k.clone(), v.clone())).collect();
+                    for (k, v, _) in &writes {
+                        match v {
+                            Some(v) => { merged.insert(k.clone(), v.clone()); }
+                            None => { merged.remove(k); }
+                        }
+                    }
+                    let scanned = store.scan(None, None);
+                    prop_assert!(scanned.is_ok());
+                    prop_assert_eq!(scanned.unwrap_or_default(), merged.into_iter().collect::<Vec<_>>());
+                }
+                // What reached the store, read past the cache.
+                store.discard();
+                for (k, (v, ts)) in &committed {
+                    prop_assert_eq!(
+                        store.get_with_timestamp(k, &mut out).ok().flatten(),
+                        Some(if timestamped { *ts } else { NO_TIMESTAMP })
+                    );
+                    prop_assert_eq!(&out, v);
+                }
+            }
+        }
     }
 }
