@@ -856,6 +856,14 @@ impl SegmentedStore {
             Target::Meta => true,
             Target::Segment { segment, .. } => *segment >= bound,
         });
+        // By segment, then key: inserting into a segment's memtable (a skip list) or tree in
+        // key order finds each position next to the last. Stable, so a key written twice
+        // still ends as its last write.
+        let segment = |t: &Target| match t {
+            Target::Meta => i64::MIN,
+            Target::Segment { segment, .. } => *segment,
+        };
+        writes.sort_by(|a, b| segment(&a.0).cmp(&segment(&b.0)).then_with(|| a.1.cmp(b.1)));
         Ok(Planned {
             expired: (before - writes.len()) as u64,
             writes,
@@ -1016,6 +1024,14 @@ impl KeyValueStore for SegmentedStore {
     }
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
         let target = self.classify(key)?;
+        // No entry is later than the observed time (it is written with every batch that
+        // raises it): a read beyond it, a window opened since the last commit, looks nothing up.
+        if let Target::Segment { time, .. } = target
+            && time > self.observed
+        {
+            out.clear();
+            return Ok(false);
+        }
         let read = match &self.backend {
             Backend::Memory(m) => read_in(&m.meta, &m.segments, target, key, out),
             Backend::Disk(d) => read_in(&d.meta, &d.segments, target, key, out),
