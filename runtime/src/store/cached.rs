@@ -7,6 +7,7 @@
 //! cleared (phase 2). A full cache asks for an early commit rather than evicting to the store,
 //! so the store never holds uncommitted writes.
 
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
@@ -102,6 +103,12 @@ pub(crate) struct CachedStore {
     writes: u64,
     /// An entry other than the last was rewritten: entry order is no longer write order.
     reordered: bool,
+    /// The last read's key hash and entry (`None`: not cached), for the write of the same key
+    /// that follows it in an aggregation: one probe of the index instead of two. Any write
+    /// takes it.
+    memo: Cell<Option<(u64, Option<usize>)>>,
+    /// The last read's key.
+    memo_key: RefCell<Vec<u8>>,
 }
 
 /// The timestamp of a value read from a store that keeps none.
@@ -128,6 +135,8 @@ impl CachedStore {
             seq: 0,
             writes: 0,
             reordered: false,
+            memo: Cell::new(None),
+            memo_key: RefCell::new(Vec::new()),
         }
     }
 
@@ -228,7 +237,14 @@ impl CachedStore {
         key: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<Option<i64>, StoreError> {
-        match self.find(key, self.hasher.hash_one(key)) {
+        let hash = self.hasher.hash_one(key);
+        let found = self.find(key, hash);
+        self.memo.set(Some((hash, found)));
+        if let Ok(mut memo_key) = self.memo_key.try_borrow_mut() {
+            memo_key.clear();
+            memo_key.extend_from_slice(key);
+        }
+        match found {
             Some(i) => {
                 out.clear();
                 let entry = &self.entries[i];
@@ -263,8 +279,20 @@ impl CachedStore {
     ) {
         self.writes += 1;
         let seq = self.writes;
-        let hash = self.hasher.hash_one(key);
-        let found = self.find(key, hash);
+        let (hash, found) = match self.memo.take() {
+            Some(memo)
+                if self
+                    .memo_key
+                    .try_borrow()
+                    .is_ok_and(|k| k.as_slice() == key) =>
+            {
+                memo
+            }
+            _ => {
+                let hash = self.hasher.hash_one(key);
+                (hash, self.find(key, hash))
+            }
+        };
         let CachedStore {
             entries,
             index,
@@ -351,6 +379,7 @@ impl CachedStore {
         if !self.reordered {
             return;
         }
+        self.memo.set(None);
         let CachedStore {
             entries,
             index,
@@ -584,6 +613,7 @@ impl CachedStore {
 
     /// Forgets uncommitted writes (the store is untouched by them).
     pub(crate) fn discard(&mut self) {
+        self.memo.set(None);
         // Capacity a burst left behind goes back; a steady load keeps its buffers.
         let used = self.arena.len();
         let entries = self.entries.len();
