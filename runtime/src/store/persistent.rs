@@ -97,8 +97,12 @@ impl KeyValueStore for PersistentKeyValueStore {
         &mut self,
         batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
     ) -> Result<(), StoreError> {
+        // In key order (stably: a key written twice still ends as its last write): each
+        // skip-list insert into the memtable then lands next to the one before.
+        let mut sorted: Vec<(&[u8], Option<&[u8]>)> = batch.collect();
+        sorted.sort_by(|a, b| a.0.cmp(b.0));
         let mut writes = self.db.batch();
-        for (key, value) in batch {
+        for (key, value) in sorted {
             match value {
                 Some(value) => writes.insert(&self.data, key, value),
                 None => writes.remove(&self.data, key),
