@@ -1,9 +1,9 @@
 //! A corrupt checkpoint. After a clean run with the persistent store, one
 //! task's `.checkpoint` is cut in half, another's is overwritten with garbage and a third's is
 //! deleted (its store is still on disk). The next run, over more input, warns naming the
-//! unreadable files, treats those tasks' state as unknown, wipes their stores and restores them
-//! from the changelog: the counts are exact (the runs are clean), and every task has a valid
-//! checkpoint again afterwards.
+//! unreadable files and goes on from the changelog position each store recorded with its data
+//! (so nothing is lost with the checkpoint): the counts are exact (the runs are clean), and
+//! every task has a valid checkpoint again afterwards.
 
 mod common;
 

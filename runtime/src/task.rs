@@ -21,7 +21,7 @@ use crate::processor::{PunctuationType, Schedule, TaskSignals};
 use crate::record::Headers;
 use crate::store::{
     CachedStore, InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, SegmentedKind,
-    SegmentedStore,
+    SegmentedStore, StorePosition,
 };
 use crate::timestamp::TimestampExtractorRef;
 use crate::topology::{LifecycleRef, StoreKind, SubtopologyDef, Topology, changelog_topic};
@@ -80,6 +80,8 @@ impl TaskStores {
         };
         let mut stores = Vec::new();
         let mut changelogs = Vec::new();
+        // A persistent store's recorded position differs from the checkpoint's offset.
+        let mut disagrees = false;
         for &s in &sub.stores {
             let def = &topology.stores[s];
             let changelog = if def.logged {
@@ -87,11 +89,8 @@ impl TaskStores {
             } else {
                 None
             };
-            // A store's data is trusted at its checkpointed offset only if its directory was
-            // there: a store created now (deleted, or never written in this format) restores
-            // from the start. Timestamped stores live in a directory of their own, so data of
-            // the format before them is never read as theirs.
-            let mut existed = true;
+            // Timestamped stores live in a directory of their own, so data of the format before
+            // them is never read as theirs.
             let persistent_dir = state_dir.filter(|_| def.persistent).map(|state_dir| {
                 let format = match (def.kind, def.timestamped) {
                     (StoreKind::KeyValue, false) => "fjall",
@@ -101,9 +100,6 @@ impl TaskStores {
                 };
                 state_dir.task_dir_path(id).join(format).join(&def.name)
             });
-            if let Some(dir) = &persistent_dir {
-                existed = dir.exists();
-            }
             let mut inner: Box<dyn KeyValueStore> = match (def.kind, &persistent_dir) {
                 (StoreKind::KeyValue, Some(dir)) => {
                     Box::new(PersistentKeyValueStore::open(&def.name, Path::new(dir))?)
@@ -143,19 +139,12 @@ impl TaskStores {
             if let Some(topic) = changelog {
                 let partition = ChangelogPartition::new(&**topics.name(topic), id.partition);
                 let checkpointed = checkpoint.as_ref().and_then(|cp| cp.get(&partition));
-                let offset = match checkpointed {
-                    Some(offset) if inner.is_persistent() && existed => offset,
-                    _ => {
-                        if checkpointed.is_some() && inner.is_persistent() {
-                            tracing::info!(task = %id, store = %def.name, "a checkpointed store without its directory: restoring it from the changelog start");
-                        }
-                        if inner.is_persistent() && inner.approximate_len() > 0 {
-                            tracing::info!(task = %id, store = %def.name, "no checkpoint for a non-empty store: wiping it to restore from the changelog");
-                            inner.wipe()?;
-                        }
-                        0
-                    }
+                let offset = if inner.is_persistent() {
+                    restore_start(id, &mut *inner, &partition, checkpointed)?
+                } else {
+                    0
                 };
+                disagrees |= inner.is_persistent() && checkpointed.unwrap_or(0) != offset;
                 changelogs.push(ChangelogState {
                     store: stores.len(),
                     topic,
@@ -176,13 +165,18 @@ impl TaskStores {
             ));
         }
         let checkpointed_sum = checkpoint.map(|cp| cp.offset_sum());
-        Ok(TaskStores {
+        let mut opened = TaskStores {
             id,
             stores,
             changelogs,
             checkpointed_sum,
             restored_records: 0,
-        })
+        };
+        // The checkpoint (what heartbeats' offset sums come from) follows the stores.
+        if let Some(state_dir) = state_dir.filter(|_| disagrees) {
+            opened.maybe_checkpoint(state_dir, 0, true)?;
+        }
+        Ok(opened)
     }
 
     /// Stores assembled by hand, for unit tests.
@@ -254,11 +248,92 @@ impl TaskStores {
             .iter_mut()
             .find(|c| &c.partition == partition)
         {
-            self.stores[c.store].restore(records)?;
+            let store = &mut self.stores[c.store];
+            store.restore(records)?;
+            if store.inner.is_persistent() {
+                // After the data: a crash in between only replays these records.
+                store.inner.record_position(&StorePosition {
+                    changelog: c.partition.clone(),
+                    offset: next_offset,
+                })?;
+            }
             self.restored_records += count;
             c.offset = next_offset;
         }
         Ok(())
+    }
+}
+
+/// Where a persistent store's restoration starts: the changelog position recorded in the
+/// store with the data it covers (Kafka's KIP-1035), whatever the checkpoint says. A store
+/// whose position belongs to another changelog partition (copied from another task), or that
+/// holds data but records no position (written before stores recorded one, or damaged), is
+/// wiped and restored from the changelog start. Each disagreement with the checkpoint is a
+/// warning naming the task, the store and both offsets.
+fn restore_start(
+    task: TaskId,
+    store: &mut dyn KeyValueStore,
+    partition: &ChangelogPartition,
+    checkpointed: Option<u64>,
+) -> Result<u64> {
+    let name = store.name().to_owned();
+    let recorded = match store.position() {
+        Ok(recorded) => recorded,
+        Err(e) => {
+            tracing::warn!(task = %task, store = %name, error = %e, "unreadable changelog position: wiping the store to restore it from the changelog start");
+            store.wipe()?;
+            return Ok(0);
+        }
+    };
+    match recorded {
+        Some(p) if p.changelog == *partition => {
+            if let Some(c) = checkpointed.filter(|&c| c != p.offset) {
+                let relation = if p.offset < c { "older" } else { "newer" };
+                tracing::warn!(
+                    task = %task,
+                    store = %name,
+                    changelog = %format!("{}-{}", partition.topic, partition.partition),
+                    store_offset = p.offset,
+                    checkpoint_offset = c,
+                    "the store is {relation} than its checkpoint: restoring from the store's own offset"
+                );
+            }
+            Ok(p.offset)
+        }
+        Some(p) => {
+            tracing::warn!(
+                task = %task,
+                store = %name,
+                changelog = %format!("{}-{}", partition.topic, partition.partition),
+                recorded = %p,
+                checkpoint_offset = ?checkpointed,
+                "the store holds another changelog partition's data (copied from another task?): wiping it to restore from the changelog start"
+            );
+            store.wipe()?;
+            Ok(0)
+        }
+        None if store.approximate_len() > 0 => {
+            tracing::warn!(
+                task = %task,
+                store = %name,
+                checkpoint_offset = ?checkpointed,
+                "the store holds data but records no changelog position: wiping it to restore from the changelog start"
+            );
+            store.wipe()?;
+            Ok(0)
+        }
+        None => {
+            if let Some(c) = checkpointed.filter(|&c| c > 0) {
+                tracing::warn!(
+                    task = %task,
+                    store = %name,
+                    store_offset = 0,
+                    checkpoint_offset = c,
+                    "the store is missing or empty but its checkpoint is not: restoring it from the changelog start"
+                );
+            }
+            Ok(0)
+        }
     }
 }
 
@@ -665,10 +740,25 @@ impl StreamTask {
     /// Commit, phase 2 (after the commit is durable): the caches go to the stores, and the
     /// changelog positions move to what the collector appended.
     pub(crate) fn committed(&mut self, collector: &RecordCollector) -> Result<()> {
-        for store in &mut self.stores.stores {
-            store.write_to_store()?;
+        let TaskStores {
+            stores, changelogs, ..
+        } = &mut self.stores;
+        for (i, store) in stores.iter_mut().enumerate() {
+            // A persistent store records where its changelog ends after this commit, with
+            // the writes (in memory there is nothing to record it for).
+            let position = changelogs
+                .iter()
+                .find(|c| c.store == i)
+                .filter(|_| store.inner.is_persistent())
+                .map(|c| StorePosition {
+                    changelog: c.partition.clone(),
+                    offset: collector
+                        .end_offset(c.topic, self.id.partition)
+                        .map_or(c.offset, |end| c.offset.max(end)),
+                });
+            store.write_to_store(position.as_ref())?;
         }
-        for changelog in &mut self.stores.changelogs {
+        for changelog in changelogs.iter_mut() {
             if let Some(end) = collector.end_offset(changelog.topic, self.id.partition) {
                 changelog.offset = changelog.offset.max(end);
             }

@@ -13,7 +13,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use super::{KeyValueStore, StoreError};
+use super::{KeyValueStore, StoreError, StorePosition};
 use crate::record::Headers;
 
 /// Room kept in front of every cached value for its 8-byte timestamp, so that a timestamped
@@ -582,8 +582,12 @@ impl CachedStore {
         self.inner.approximate_len() + self.index.len()
     }
 
-    /// Phase 2 of a commit: writes the cache to the store and clears it.
-    pub(crate) fn write_to_store(&mut self) -> Result<(), StoreError> {
+    /// Phase 2 of a commit: writes the cache to the store and clears it; a persistent store
+    /// records `position` (its changelog's end after this commit) with the writes.
+    pub(crate) fn write_to_store(
+        &mut self,
+        position: Option<&StorePosition>,
+    ) -> Result<(), StoreError> {
         if !self.entries.is_empty() {
             let CachedStore {
                 inner,
@@ -598,13 +602,20 @@ impl CachedStore {
                     arena[e.slot_at..e.slot_at + TS_ROOM]
                         .copy_from_slice(&e.timestamp.to_be_bytes());
                 }
-                let arena = &*arena;
-                let mut batch = entries.iter().map(|e| (e.key(arena), e.stamped(arena)));
-                inner.write_batch(&mut batch)?;
-            } else {
-                let arena = &*arena;
-                let mut batch = entries.iter().map(|e| (e.key(arena), e.value(arena)));
-                inner.write_batch(&mut batch)?;
+            }
+            let arena = &*arena;
+            let stamped = *timestamped;
+            let mut batch = entries.iter().map(|e| {
+                let value = if stamped {
+                    e.stamped(arena)
+                } else {
+                    e.value(arena)
+                };
+                (e.key(arena), value)
+            });
+            match position {
+                Some(position) => inner.write_batch_at(&mut batch, position)?,
+                None => inner.write_batch(&mut batch)?,
             }
         }
         self.discard();
@@ -654,7 +665,7 @@ mod tests {
         );
         assert_eq!(store.dirty_len(), 2, "one entry per key");
         assert_eq!(store.dirty(0), (&b"a"[..], Some(&b"2"[..]), 2));
-        store.write_to_store().ok();
+        store.write_to_store(None).ok();
         assert_eq!(store.dirty_len(), 0);
         assert!(store.inner.get_into(b"a", &mut out).unwrap_or(false));
         assert_eq!(out, b"2");
@@ -740,7 +751,7 @@ mod tests {
             store.get_with_timestamp(b"a", &mut out).ok(),
             Some(Some(42))
         );
-        store.write_to_store().ok();
+        store.write_to_store(None).ok();
         assert_eq!(
             store.get_with_timestamp(b"a", &mut out).ok(),
             Some(Some(42)),
@@ -875,7 +886,7 @@ mod tests {
                                     None => { committed.remove(&k); }
                                 }
                             }
-                            prop_assert!(store.write_to_store().is_ok());
+                            prop_assert!(store.write_to_store(None).is_ok());
                             prop_assert_eq!(store.dirty_len(), 0);
                             prop_assert_eq!(store.cache_bytes(), 0);
                         }

@@ -46,6 +46,73 @@ pub enum StoreError {
     },
 }
 
+/// Where a persistent store's data stands in its changelog, recorded in the store atomically
+/// with the data it covers (as Kafka's KIP-1035 does): the changelog partition, and the offset
+/// restoration goes on from (the changelog's end when the data was written).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StorePosition {
+    pub(crate) changelog: riffle_state_dir::ChangelogPartition,
+    pub(crate) offset: u64,
+}
+
+impl StorePosition {
+    /// The first byte of an encoded position: its format.
+    const FORMAT: u8 = 1;
+
+    /// The bytes a store keeps: the format byte, the partition (4 bytes) and the offset (8
+    /// bytes) big-endian, then the topic's name.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(13 + self.changelog.topic.len());
+        out.push(Self::FORMAT);
+        out.extend_from_slice(&self.changelog.partition.to_be_bytes());
+        out.extend_from_slice(&self.offset.to_be_bytes());
+        out.extend_from_slice(self.changelog.topic.as_bytes());
+        out
+    }
+
+    /// Reads what [`encode`](Self::encode) wrote; anything else is [`StoreError::Corrupt`].
+    pub(crate) fn decode(store: &str, bytes: &[u8]) -> Result<Self, StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt {
+            store: store.to_owned(),
+            reason: format!(
+                "its recorded changelog position ({} bytes) {what}",
+                bytes.len()
+            ),
+        };
+        let (&format, rest) = bytes.split_first().ok_or_else(|| corrupt("is empty"))?;
+        if format != Self::FORMAT {
+            return Err(corrupt(&format!(
+                "has format {format}, not {}",
+                Self::FORMAT
+            )));
+        }
+        let (partition, rest) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| corrupt("is too short"))?;
+        let (offset, topic) = rest
+            .split_first_chunk::<8>()
+            .ok_or_else(|| corrupt("is too short"))?;
+        let topic = std::str::from_utf8(topic).map_err(|_| corrupt("names no topic"))?;
+        Ok(StorePosition {
+            changelog: riffle_state_dir::ChangelogPartition::new(
+                topic,
+                u32::from_be_bytes(*partition),
+            ),
+            offset: u64::from_be_bytes(*offset),
+        })
+    }
+}
+
+impl std::fmt::Display for StorePosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}-{} offset {}",
+            self.changelog.topic, self.changelog.partition, self.offset
+        )
+    }
+}
+
 /// A key-value store of bytes. Implementations are owned by one task at a time.
 ///
 /// The shape leaves room for window stores (ordered iteration) and for bulk restoration.
@@ -70,6 +137,27 @@ pub(crate) trait KeyValueStore: Send {
             }
         }
         Ok(())
+    }
+    /// As [`write_batch`](Self::write_batch), and records `position` atomically with the
+    /// writes (persistent stores; the others ignore it).
+    fn write_batch_at(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        position: &StorePosition,
+    ) -> Result<(), StoreError> {
+        let _ = position;
+        self.write_batch(batch)
+    }
+    /// Records `position` for data already written (restoration records it after each chunk:
+    /// a position behind the data only replays records, one ahead of it would lose them).
+    fn record_position(&mut self, position: &StorePosition) -> Result<(), StoreError> {
+        let _ = position;
+        Ok(())
+    }
+    /// The position recorded with the data; `None` if none was (a new store, or one written
+    /// before stores recorded positions), and always for stores in memory.
+    fn position(&self) -> Result<Option<StorePosition>, StoreError> {
+        Ok(None)
     }
     /// Applies restored changelog records, given in ascending key order with each key once
     /// (`None` deletes). Stores may load these faster than ordinary writes.
@@ -97,7 +185,8 @@ pub(crate) trait KeyValueStore: Send {
     }
     /// Makes written data durable (a no-op in memory).
     fn flush(&mut self) -> Result<(), StoreError>;
-    /// Removes every entry (before a full restore).
+    /// Removes every entry and the recorded position (before a full restore): a crash
+    /// while wiping never leaves a position over missing data.
     fn wipe(&mut self) -> Result<(), StoreError>;
     /// Whether the store keeps its data across restarts (then its checkpoint is meaningful).
     fn is_persistent(&self) -> bool;
@@ -115,6 +204,41 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    /// The persistent store's position goes with its batch, survives reopening, and goes
+    /// with a wipe; an unreadable one is an error naming the store.
+    #[test]
+    fn the_persistent_store_records_its_position_with_its_data() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let open = || PersistentKeyValueStore::open("p", dir.path()).expect("open");
+        let at = |offset| StorePosition {
+            changelog: riffle_state_dir::ChangelogPartition::new("app-p-changelog", 1),
+            offset,
+        };
+        let mut store = open();
+        assert_eq!(store.position().ok(), Some(None));
+        store
+            .write_batch_at(&mut std::iter::once((&b"k"[..], Some(&b"v"[..]))), &at(42))
+            .expect("batch");
+        drop(store);
+        let mut store = open();
+        assert_eq!(store.position().ok(), Some(Some(at(42))));
+        assert_eq!(store.approximate_len(), 1);
+        store.wipe().expect("wipe");
+        assert_eq!(store.position().ok(), Some(None));
+        assert_eq!(
+            StorePosition::decode("p", &at(5).encode()).ok(),
+            Some(at(5)),
+            "round trip"
+        );
+        for bad in [&b""[..], b"\x02", b"\x01\x00\x00"] {
+            let err = StorePosition::decode("p", bad).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains("store p")),
+                "{bad:?}: {err:?}"
+            );
+        }
+    }
 
     /// Both stores answer point reads, deletes, ordered scans and ranges like a BTreeMap.
     #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::{KeyValueStore, StoreError};
+use super::{KeyValueStore, StoreError, StorePosition};
 
 /// A store on disk that keeps its data across restarts.
 pub(crate) struct PersistentKeyValueStore {
@@ -16,7 +16,12 @@ pub(crate) struct PersistentKeyValueStore {
     path: PathBuf,
     db: Database,
     data: Keyspace,
+    /// The changelog position of the data (one key), written in the data's batches.
+    position: Keyspace,
 }
+
+/// The key of the recorded position in its keyspace.
+const POSITION_KEY: &[u8] = b"changelog";
 
 impl std::fmt::Debug for PersistentKeyValueStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,16 +65,43 @@ impl PersistentKeyValueStore {
         let data = db
             .keyspace("data", KeyspaceCreateOptions::default)
             .map_err(|e| backend_error(&name, &path, e))?;
+        let position = db
+            .keyspace("position", KeyspaceCreateOptions::default)
+            .map_err(|e| backend_error(&name, &path, e))?;
         Ok(PersistentKeyValueStore {
             name,
             path,
             db,
             data,
+            position,
         })
     }
 
     fn err(&self, e: fjall::Error) -> StoreError {
         backend_error(&self.name, &self.path, e)
+    }
+
+    /// One fjall batch: the writes, and the position if given.
+    fn write(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        position: Option<&StorePosition>,
+    ) -> Result<(), StoreError> {
+        // In key order (stably: a key written twice still ends as its last write): each
+        // skip-list insert into the memtable then lands next to the one before.
+        let mut sorted: Vec<(&[u8], Option<&[u8]>)> = batch.collect();
+        sorted.sort_by(|a, b| a.0.cmp(b.0));
+        let mut writes = self.db.batch();
+        for (key, value) in sorted {
+            match value {
+                Some(value) => writes.insert(&self.data, key, value),
+                None => writes.remove(&self.data, key),
+            }
+        }
+        if let Some(position) = position {
+            writes.insert(&self.position, POSITION_KEY, position.encode());
+        }
+        writes.commit().map_err(|e| self.err(e))
     }
 }
 
@@ -97,18 +129,25 @@ impl KeyValueStore for PersistentKeyValueStore {
         &mut self,
         batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
     ) -> Result<(), StoreError> {
-        // In key order (stably: a key written twice still ends as its last write): each
-        // skip-list insert into the memtable then lands next to the one before.
-        let mut sorted: Vec<(&[u8], Option<&[u8]>)> = batch.collect();
-        sorted.sort_by(|a, b| a.0.cmp(b.0));
-        let mut writes = self.db.batch();
-        for (key, value) in sorted {
-            match value {
-                Some(value) => writes.insert(&self.data, key, value),
-                None => writes.remove(&self.data, key),
-            }
+        self.write(batch, None)
+    }
+    fn write_batch_at(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        position: &StorePosition,
+    ) -> Result<(), StoreError> {
+        self.write(batch, Some(position))
+    }
+    fn record_position(&mut self, position: &StorePosition) -> Result<(), StoreError> {
+        self.position
+            .insert(POSITION_KEY, position.encode())
+            .map_err(|e| self.err(e))
+    }
+    fn position(&self) -> Result<Option<StorePosition>, StoreError> {
+        match self.position.get(POSITION_KEY).map_err(|e| self.err(e))? {
+            Some(bytes) => StorePosition::decode(&self.name, &bytes).map(Some),
+            None => Ok(None),
         }
-        writes.commit().map_err(|e| self.err(e))
     }
     fn restore_sorted(
         &mut self,
@@ -152,11 +191,13 @@ impl KeyValueStore for PersistentKeyValueStore {
             .map_err(|e| self.err(e))
     }
     fn wipe(&mut self) -> Result<(), StoreError> {
+        // One batch: the position goes with the data.
         let mut writes = self.db.batch();
         for guard in self.data.iter() {
             let key = guard.key().map_err(|e| self.err(e))?;
             writes.remove(&self.data, key);
         }
+        writes.remove(&self.position, POSITION_KEY);
         writes.commit().map_err(|e| self.err(e))
     }
     fn is_persistent(&self) -> bool {

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::persistent::{backend_error, open_database};
-use super::{KeyValueStore, StoreError};
+use super::{KeyValueStore, StoreError, StorePosition};
 
 /// The first two bytes of every meta key.
 const META_PREFIX: [u8; 2] = [0x00, 0x01];
@@ -43,6 +43,8 @@ const META_END: [u8; 2] = [0x00, 0x02];
 const OBSERVED_KEY: &[u8] = b"\x00\x02observed";
 /// On disk, in the meta keyspace: the kind and segment interval the store was written with.
 const LAYOUT_KEY: &[u8] = b"\x00\x02layout";
+/// On disk, in the meta keyspace: the changelog position of the data ([`StorePosition`]).
+const POSITION_KEY: &[u8] = b"\x00\x02position";
 /// The fjall keyspace of the meta keys (and of the store's own keys).
 const META_KEYSPACE: &str = "meta";
 /// The fjall keyspace of segment `id` is `seg-<id>`.
@@ -571,6 +573,7 @@ impl Disk {
         &mut self,
         writes: &[Write<'_, '_>],
         observed: Option<i64>,
+        position: Option<&StorePosition>,
     ) -> Result<(), fjall::Error> {
         let mut batch = self.db.batch();
         for &(target, key, value) in writes {
@@ -592,6 +595,9 @@ impl Disk {
         }
         if let Some(observed) = observed {
             batch.insert(&self.meta, OBSERVED_KEY, &observed.to_be_bytes()[..]);
+        }
+        if let Some(position) = position {
+            batch.insert(&self.meta, POSITION_KEY, position.encode());
         }
         batch.commit()
     }
@@ -618,6 +624,8 @@ pub(crate) struct SegmentedStore {
     observed: i64,
     /// Writes ignored because their segment had expired.
     expired_writes: u64,
+    /// On disk, a changelog position is recorded (one of the store's own keys).
+    positioned: bool,
     backend: Backend,
 }
 
@@ -653,6 +661,7 @@ impl SegmentedStore {
             segment_interval_ms: segment_interval_ms.max(1),
             observed: i64::MIN,
             expired_writes: 0,
+            positioned: false,
             backend: Backend::Memory(Memory {
                 meta: BTreeMap::new(),
                 segments: BTreeMap::new(),
@@ -727,12 +736,14 @@ impl SegmentedStore {
                 }
             },
         };
+        let positioned = meta.contains_key(POSITION_KEY).map_err(err)?;
         let mut store = SegmentedStore {
             kind,
             retention_ms: retention_ms.max(1),
             segment_interval_ms,
             observed,
             expired_writes: 0,
+            positioned,
             backend: Backend::Disk(Disk {
                 path: dir.to_owned(),
                 db,
@@ -872,16 +883,21 @@ impl SegmentedStore {
     }
 
     /// Applies a planned batch, then drops the segments its observed time expired.
-    fn apply(&mut self, planned: Planned<'_, '_>) -> Result<(), StoreError> {
+    fn apply(
+        &mut self,
+        planned: Planned<'_, '_>,
+        position: Option<&StorePosition>,
+    ) -> Result<(), StoreError> {
         let raised = (planned.observed > self.observed).then_some(planned.observed);
         let written = match &mut self.backend {
             Backend::Memory(m) => {
                 m.apply(&planned.writes);
                 Ok(())
             }
-            Backend::Disk(d) => d.commit(&planned.writes, raised),
+            Backend::Disk(d) => d.commit(&planned.writes, raised, position),
         };
         written.map_err(|e| self.err(e))?;
+        self.positioned |= position.is_some() && self.is_persistent();
         let segment_writes = planned
             .writes
             .iter()
@@ -1052,7 +1068,35 @@ impl KeyValueStore for SegmentedStore {
         batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
     ) -> Result<(), StoreError> {
         let planned = self.plan(batch)?;
-        self.apply(planned)
+        self.apply(planned, None)
+    }
+    /// As [`write_batch`](Self::write_batch), the position in the same fjall batch.
+    fn write_batch_at(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        position: &StorePosition,
+    ) -> Result<(), StoreError> {
+        let planned = self.plan(batch)?;
+        self.apply(planned, Some(position))
+    }
+    fn record_position(&mut self, position: &StorePosition) -> Result<(), StoreError> {
+        let Backend::Disk(d) = &self.backend else {
+            return Ok(());
+        };
+        d.meta
+            .insert(POSITION_KEY, position.encode())
+            .map_err(|e| self.err(e))?;
+        self.positioned = true;
+        Ok(())
+    }
+    fn position(&self) -> Result<Option<StorePosition>, StoreError> {
+        let Backend::Disk(d) = &self.backend else {
+            return Ok(None);
+        };
+        match d.meta.get(POSITION_KEY).map_err(|e| self.err(e))? {
+            Some(bytes) => StorePosition::decode(&self.name, &bytes).map(Some),
+            None => Ok(None),
+        }
     }
     /// As [`write_batch`](Self::write_batch): on disk one fjall batch per call, across the
     /// segments its keys fall in. Ingesting each segment's share as a table of its own (what the
@@ -1115,15 +1159,23 @@ impl KeyValueStore for SegmentedStore {
             }
             Backend::Disk(d) => {
                 let layout = layout(self.kind, self.segment_interval_ms);
-                std::mem::take(&mut d.segments)
-                    .into_values()
-                    .try_for_each(|keyspace| d.db.delete_keyspace(keyspace))
+                // The position goes first, durably: the segments' deletion is not in the
+                // journal's order, and a crash in between must not leave it over no data.
+                d.meta
+                    .remove(POSITION_KEY)
+                    .and_then(|()| d.db.persist(PersistMode::SyncAll))
+                    .and_then(|()| {
+                        std::mem::take(&mut d.segments)
+                            .into_values()
+                            .try_for_each(|keyspace| d.db.delete_keyspace(keyspace))
+                    })
                     .and_then(|()| d.meta.clear())
                     .and_then(|()| d.meta.insert(LAYOUT_KEY, &layout[..]))
             }
         };
         wiped.map_err(|e| self.err(e))?;
         self.observed = i64::MIN;
+        self.positioned = false;
         Ok(())
     }
     fn is_persistent(&self) -> bool {
@@ -1135,8 +1187,9 @@ impl KeyValueStore for SegmentedStore {
                 m.meta.len() + m.segments.values().map(MemorySegment::len).sum::<usize>()
             }
             Backend::Disk(d) => {
-                // Less the store's own keys: its layout, and its observed time once written.
-                let own = 1 + usize::from(self.observed != i64::MIN);
+                // Less the store's own keys: its layout, and its observed time and position
+                // once written.
+                let own = 1 + usize::from(self.observed != i64::MIN) + usize::from(self.positioned);
                 d.meta.approximate_len().saturating_sub(own)
                     + d.segments
                         .values()
@@ -1909,6 +1962,46 @@ mod tests {
 
     /// A reopened store keeps its observed time: writes that were expired before stay ignored,
     /// and later writes go on expiring segments.
+    /// The changelog position goes with the batch it covers, survives reopening, is not an
+    /// entry (nor counted as one), and goes with a wipe.
+    #[test]
+    fn the_recorded_position_survives_reopening_and_goes_with_a_wipe() {
+        use crate::store::StorePosition;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let open =
+            || SegmentedStore::persistent("s", Window, 1_000, 100, dir.path()).expect("open");
+        let at = |offset| StorePosition {
+            changelog: riffle_state_dir::ChangelogPartition::new("app-s-changelog", 3),
+            offset,
+        };
+        let mut store = open();
+        assert_eq!(
+            store.position().ok(),
+            Some(None),
+            "a new store records none"
+        );
+        let key = window_key(b"a", 10, 0);
+        store
+            .write_batch_at(
+                &mut std::iter::once((key.as_slice(), Some(&b"1"[..]))),
+                &at(7),
+            )
+            .expect("batch");
+        assert_eq!(store.approximate_len(), 1, "the position is not an entry");
+        drop(store);
+        let mut store = open();
+        assert_eq!(store.position().ok(), Some(Some(at(7))));
+        assert_eq!(listing(&store).len(), 1, "nor visited as one");
+        store.record_position(&at(9)).expect("record");
+        drop(store);
+        let mut store = open();
+        assert_eq!(store.position().ok(), Some(Some(at(9))));
+        store.wipe().expect("wipe");
+        assert_eq!(store.position().ok(), Some(None));
+        drop(store);
+        assert_eq!(open().position().ok(), Some(None), "gone on disk too");
+    }
+
     #[test]
     fn a_reopened_store_keeps_its_observed_time_and_goes_on_expiring() {
         let dir = tempfile::tempdir().expect("tempdir");
