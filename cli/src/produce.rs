@@ -24,7 +24,7 @@ pub(crate) struct Args {
     /// existing topic with another count is an error.
     #[arg(long)]
     partitions: Option<u32>,
-    /// Compression of the written batches: none, lz4 or zstd.
+    /// Compression of the written batches: none, gzip, snappy, lz4 or zstd.
     #[arg(long, default_value = "none")]
     compression: String,
     /// Each line starts with the record's headers: `h1:v1,h2:v2<TAB>key<TAB>value`, as Kafka's

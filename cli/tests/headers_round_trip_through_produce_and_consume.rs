@@ -109,6 +109,8 @@ fn produce_headers_then_consume_print_headers_gives_the_same_lines_with_every_co
         ("none", Compression::None),
         ("lz4", Compression::Lz4),
         ("zstd", Compression::Zstd),
+        ("gzip", Compression::Gzip),
+        ("snappy", Compression::Snappy),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("log");

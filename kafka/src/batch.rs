@@ -125,15 +125,17 @@ pub(crate) fn decode_batches(
                     .map_err(|e| err(format!("decompressing Zstandard: {e}")))?;
                 (Compression::Zstd, Bytes::from(out))
             }
-            1 | 2 => {
-                return Err(err(format!(
-                    "{} compression is not supported by riffle; produce with none, lz4 or zstd",
-                    if attributes & ATTR_CODEC_MASK == 1 {
-                        "gzip"
-                    } else {
-                        "snappy"
-                    }
-                )));
+            1 => {
+                let mut out = Vec::new();
+                riffle_log::codec::gzip_decompress(&payload, &mut out, MAX_DECOMPRESSED as usize)
+                    .map_err(|e| err(format!("decompressing gzip: {e}")))?;
+                (Compression::Gzip, Bytes::from(out))
+            }
+            2 => {
+                let mut out = Vec::new();
+                riffle_log::codec::snappy_decompress(&payload, &mut out, MAX_DECOMPRESSED as usize)
+                    .map_err(|e| err(format!("decompressing snappy: {e}")))?;
+                (Compression::Snappy, Bytes::from(out))
             }
             other => return Err(err(format!("unknown compression codec {other}"))),
         };
@@ -185,6 +187,18 @@ pub(crate) fn encode_batch(tp: &TopicPartition, builder: &BatchBuilder) -> Resul
             let out = zstd::bulk::compress(records, 0)
                 .map_err(|e| err(format!("compressing with Zstandard: {e}")))?;
             (4, out.into())
+        }
+        Compression::Gzip => {
+            let mut out = Vec::new();
+            riffle_log::codec::gzip_compress(records, &mut out)
+                .map_err(|e| err(format!("compressing with gzip: {e}")))?;
+            (1, out.into())
+        }
+        Compression::Snappy => {
+            let mut out = Vec::new();
+            riffle_log::codec::snappy_compress(records, &mut out)
+                .map_err(|e| err(format!("compressing with snappy: {e}")))?;
+            (2, out.into())
         }
         _ => (0, records.into()),
     };
@@ -249,10 +263,12 @@ mod tests {
     }
 
     #[test]
-    fn batches_round_trip_uncompressed_lz4_and_zstd() {
+    fn batches_round_trip_with_every_codec() {
         round_trip(Compression::None);
         round_trip(Compression::Lz4);
         round_trip(Compression::Zstd);
+        round_trip(Compression::Gzip);
+        round_trip(Compression::Snappy);
     }
 
     #[test]

@@ -20,7 +20,9 @@
 //!   (status `MISSING_INTERNAL_TOPICS`), which riffle also waits out.
 //!
 //! What it is not: a general Kafka client (no consumer groups, no transactions yet — so
-//! at-least-once only — no SASL/TLS, no gzip or snappy).
+//! at-least-once only — no SASL/TLS). Batches are read and written uncompressed, gzip, snappy
+//! (snappy-java's xerial framing, what Kafka's Java client writes), lz4 or zstd
+//! (`compression_type` for riffle's own).
 //!
 //! ```no_run
 //! use riffle::{Consumed, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig};

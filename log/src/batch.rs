@@ -350,6 +350,19 @@ impl BatchBuilder {
                 self.compressed.truncate(HEADER_LEN + n);
                 &mut self.compressed
             }
+            Compression::Gzip | Compression::Snappy => {
+                let records = self.buf.get(HEADER_LEN..).unwrap_or_default();
+                self.compressed.clear();
+                self.compressed.resize(HEADER_LEN, 0);
+                if codec == Compression::Gzip {
+                    crate::codec::gzip_compress(records, &mut self.compressed)
+                        .map_err(|e| compress_err(e.to_string()))?;
+                } else {
+                    crate::codec::snappy_compress(records, &mut self.compressed)
+                        .map_err(|e| compress_err(e.to_string()))?;
+                }
+                &mut self.compressed
+            }
         };
         if out.len() > MAX_BATCH_LEN {
             return Err(too_large(out.len()));

@@ -95,6 +95,7 @@
 
 mod batch;
 mod changes;
+pub mod codec;
 #[cfg(test)]
 mod crash_tests;
 mod error;

@@ -91,6 +91,22 @@ impl FetchedBatch {
                 }
                 Bytes::from(out)
             }
+            Compression::Gzip | Compression::Snappy => {
+                let mut out = Vec::with_capacity(records_len);
+                let decoded = if codec == Compression::Gzip {
+                    crate::codec::gzip_decompress(&payload, &mut out, records_len)
+                } else {
+                    crate::codec::snappy_decompress(&payload, &mut out, records_len)
+                };
+                decoded.map_err(|e| decompress_err(e.to_string()))?;
+                if out.len() != records_len {
+                    return Err(decompress_err(format!(
+                        "{} bytes, header says {records_len}",
+                        out.len()
+                    )));
+                }
+                Bytes::from(out)
+            }
         };
         let meta = BatchMeta {
             topic_partition: tp.clone(),

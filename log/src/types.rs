@@ -53,6 +53,11 @@ pub enum Compression {
     Lz4,
     /// Zstandard (`zstd`, default level).
     Zstd,
+    /// gzip (`flate2`, default level), one gzip member ([`crate::codec`]).
+    Gzip,
+    /// snappy in snappy-java's xerial framing, as Kafka's Java client writes it
+    /// ([`crate::codec`]).
+    Snappy,
 }
 
 impl Compression {
@@ -62,6 +67,8 @@ impl Compression {
             Compression::None => 0,
             Compression::Lz4 => 1,
             Compression::Zstd => 2,
+            Compression::Gzip => 3,
+            Compression::Snappy => 4,
         }
     }
 
@@ -70,25 +77,30 @@ impl Compression {
             0 => Some(Compression::None),
             1 => Some(Compression::Lz4),
             2 => Some(Compression::Zstd),
+            3 => Some(Compression::Gzip),
+            4 => Some(Compression::Snappy),
             _ => None,
         }
     }
 }
 
-/// The name of a codec was none of `none`, `lz4`, `zstd`.
+/// The name of a codec was none of `none`, `gzip`, `snappy`, `lz4`, `zstd`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown compression {0:?} (expected none, lz4 or zstd)")]
+#[error("unknown compression {0:?} (expected none, gzip, snappy, lz4 or zstd)")]
 pub struct UnknownCompression(pub String);
 
 impl FromStr for Compression {
     type Err = UnknownCompression;
 
-    /// `none`, `lz4` or `zstd` (ASCII case-insensitive).
+    /// `none`, `gzip`, `snappy`, `lz4` or `zstd` (ASCII case-insensitive; Kafka's
+    /// `compression.type` names).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "none" => Ok(Compression::None),
             "lz4" => Ok(Compression::Lz4),
             "zstd" => Ok(Compression::Zstd),
+            "gzip" => Ok(Compression::Gzip),
+            "snappy" => Ok(Compression::Snappy),
             _ => Err(UnknownCompression(s.to_owned())),
         }
     }

@@ -85,7 +85,12 @@ fn types_match_the_contract() {
     assert_eq!(Compression::from_str("lz4").ok(), Some(Compression::Lz4));
     assert_eq!("zstd".parse::<Compression>().ok(), Some(Compression::Zstd));
     assert_eq!("none".parse::<Compression>().ok(), Some(Compression::None));
-    assert!("snappy".parse::<Compression>().is_err());
+    assert_eq!("GZIP".parse::<Compression>().ok(), Some(Compression::Gzip));
+    assert_eq!(
+        "snappy".parse::<Compression>().ok(),
+        Some(Compression::Snappy)
+    );
+    assert!("brotli".parse::<Compression>().is_err());
     assert_eq!(FsyncPolicy::default(), FsyncPolicy::EveryCommit);
     let _ = (FsyncPolicy::EveryAppend, FsyncPolicy::Never);
     let o = LogOptions::default();

@@ -42,7 +42,9 @@ fn op() -> impl Strategy<Value = Op> {
     let codec = prop_oneof![
         Just(Compression::None),
         Just(Compression::Lz4),
-        Just(Compression::Zstd)
+        Just(Compression::Zstd),
+        Just(Compression::Gzip),
+        Just(Compression::Snappy)
     ];
     let record = (any::<i64>(), bytes(), bytes());
     prop_oneof![

@@ -16,9 +16,15 @@ fn data_end_offsets_and_committed_offsets_survive_reopen() {
         let log = Log::open(dir.path(), LogOptions::default()).expect("open");
         log.create_topic("orders", 2).expect("create");
         log.create_topic("payments", 1).expect("create");
-        for (i, codec) in [Compression::None, Compression::Lz4, Compression::Zstd]
-            .into_iter()
-            .enumerate()
+        for (i, codec) in [
+            Compression::None,
+            Compression::Lz4,
+            Compression::Zstd,
+            Compression::Gzip,
+            Compression::Snappy,
+        ]
+        .into_iter()
+        .enumerate()
         {
             let recs = simple(5, 1000 * i as i64);
             let base = append(&log, &a0, codec, &recs);
@@ -40,7 +46,7 @@ fn data_end_offsets_and_committed_offsets_survive_reopen() {
         log.topics(),
         vec![("orders".to_owned(), 2), ("payments".to_owned(), 1)]
     );
-    assert_eq!(log.end_offset(&a0).expect("end"), 15);
+    assert_eq!(log.end_offset(&a0).expect("end"), 25);
     assert_eq!(log.end_offset(&a1).expect("end"), 0);
     assert_eq!(log.end_offset(&b0).expect("end"), 1);
     assert_eq!(read_all(&log, &a0, 0, 1), expected);
@@ -56,7 +62,7 @@ fn data_end_offsets_and_committed_offsets_survive_reopen() {
     assert_eq!(log.committed_offset("app", &a1).expect("committed"), None);
     assert_eq!(log.committed_offset("other", &a0).expect("committed"), None);
     // Appends continue where the log ended.
-    assert_eq!(append(&log, &a0, Compression::None, &simple(1, 0)), 15);
+    assert_eq!(append(&log, &a0, Compression::None, &simple(1, 0)), 25);
 }
 
 #[test]

@@ -13,7 +13,13 @@ use crate::{TOPIC, tp};
 pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut out = Vec::new();
     // Segments: a few batches of each codec, and one segment per codec.
-    let codecs = [Compression::None, Compression::Lz4, Compression::Zstd];
+    let codecs = [
+        Compression::None,
+        Compression::Lz4,
+        Compression::Zstd,
+        Compression::Gzip,
+        Compression::Snappy,
+    ];
     let mut segments = Vec::new();
     let mixed = segment(&codecs);
     segments.push(("mixed".to_owned(), mixed));
