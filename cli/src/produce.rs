@@ -43,6 +43,11 @@ pub(crate) struct Args {
     /// the line, like any malformed line.
     #[arg(long)]
     timestamps: bool,
+    /// Values are given in hexadecimal (`ff fe 41` or `fffe41`; spaces are ignored), so any
+    /// bytes can be written — a value the string serde cannot decode, to try an application's
+    /// `deserialization_exception_handler`. A value that is not hex is an error naming the line.
+    #[arg(long)]
+    hex_values: bool,
     /// The input file; standard input when absent.
     file: Option<PathBuf>,
 }
@@ -121,7 +126,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                             value,
                         }) => {
                             let p = partition_for_key(key.as_bytes(), partitions) as usize;
-                            let (key, value) = (Some(key.as_bytes()), Some(value.as_bytes()));
+                            let decoded = if args.hex_values {
+                                match parse_hex(value) {
+                                    Ok(bytes) => Some(bytes),
+                                    Err(problem) => {
+                                        flush_all(&log, &mut builders)?;
+                                        bail!(
+                                            "line {number}: {problem}; the {written} records before it were written to {} \
+                                             (and fsynced), nothing from line {number} on",
+                                            args.topic
+                                        );
+                                    }
+                                }
+                            } else {
+                                None
+                            };
+                            let value = decoded.as_deref().unwrap_or(value.as_bytes());
+                            let (key, value) = (Some(key.as_bytes()), Some(value));
                             let timestamp = timestamp.unwrap_or(now);
                             match headers {
                                 None => builders[p].push(timestamp, key, value),
@@ -164,6 +185,25 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.topic
     );
     Ok(())
+}
+
+/// The bytes of a hexadecimal value (`ff fe 41`, `fffe41`; spaces ignored).
+fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = text.bytes().filter(|b| *b != b' ').collect();
+    if !digits.len().is_multiple_of(2) {
+        return Err(format!(
+            "the hex value {text:?} has an odd number of digits"
+        ));
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or_else(|| format!("the hex value {text:?} is not hexadecimal"))
+        })
+        .collect()
 }
 
 /// The headers field of a line that says the record has none: what Kafka's console consumer
@@ -277,7 +317,16 @@ fn header_pairs(field: &str) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> + C
 
 #[cfg(test)]
 mod tests {
-    use super::{Layout, Line, header_pairs, parse_line};
+    use super::{Layout, Line, header_pairs, parse_hex, parse_line};
+
+    #[test]
+    fn hex_values_decode_with_or_without_spaces_and_refuse_the_rest() {
+        assert_eq!(parse_hex("ff fe 41"), Ok(vec![0xff, 0xfe, 0x41]));
+        assert_eq!(parse_hex("FFfe41"), Ok(vec![0xff, 0xfe, 0x41]));
+        assert_eq!(parse_hex(""), Ok(vec![]));
+        assert!(parse_hex("abc").is_err_and(|e| e.contains("odd")));
+        assert!(parse_hex("zz").is_err_and(|e| e.contains("not hexadecimal")));
+    }
 
     const HEADERS: Layout = Layout {
         timestamps: false,

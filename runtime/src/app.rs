@@ -83,7 +83,8 @@ impl StreamsApp {
             ));
         }
         let app_id = config.application_id.clone();
-        let (topics, subtopologies) = resolve_topics(&topology, &app_id, &*backend)?;
+        let (mut topics, subtopologies) = resolve_topics(&topology, &app_id, &*backend)?;
+        add_dead_letter_queue(&mut topics, &config, &*backend)?;
         let state_dir = StateDirectory::open(&config.state_dir, &app_id)?;
         let group = GroupInfo {
             application_id: app_id.clone(),
@@ -112,6 +113,7 @@ impl StreamsApp {
             })),
             thread_numbers: AtomicUsize::new(0),
             threads_replaced: AtomicU64::new(0),
+            last_failed_record: Mutex::new(None),
         });
         Ok(StreamsApp {
             shared,
@@ -332,7 +334,27 @@ fn run_stream_thread(shared: Arc<AppShared>, slot: usize, name: String) -> Resul
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     let response = handler(&error);
+    // A record that killed a thread kills its replacement too (a deterministic failure under
+    // a fail handler): the second time, the application stops instead of looping.
+    let same_record = {
+        let mut last = shared
+            .last_failed_record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let location = error
+            .record_location()
+            .map(|(t, p, o)| (t.to_owned(), p, o));
+        let again = location.is_some() && *last == location;
+        if location.is_some() {
+            *last = location;
+        }
+        again
+    };
+    if same_record && response == StreamThreadExceptionResponse::ReplaceThread {
+        tracing::error!(thread = %name, error = %error, "a replaced stream thread failed on the same record again; shutting the application down instead of replacing it");
+    }
     if response == StreamThreadExceptionResponse::ReplaceThread
+        && !same_record
         && !shared.shutdown.load(Ordering::Acquire)
     {
         tracing::error!(thread = %name, error = %error, "stream thread died; replacing it");
@@ -347,6 +369,28 @@ fn run_stream_thread(shared: Arc<AppShared>, slot: usize, name: String) -> Resul
     shared.shutdown.store(true, Ordering::Release);
     shared.backend.wake_waiters();
     Err(error)
+}
+
+/// Puts the dead-letter queue among the application's topics, creating it (one partition) if
+/// it is missing.
+pub(crate) fn add_dead_letter_queue(
+    topics: &mut TopicTable,
+    config: &StreamsConfig,
+    backend: &dyn Backend,
+) -> Result<()> {
+    let Some(name) = &config.errors_dead_letter_queue_topic_name else {
+        return Ok(());
+    };
+    let partitions = match backend.partitions(name)? {
+        Some(p) => p,
+        None => {
+            tracing::info!(topic = %name, "creating the dead-letter queue");
+            backend.create_topic(name, 1, TopicKind::User)?;
+            1
+        }
+    };
+    topics.insert(name, partitions);
+    Ok(())
 }
 
 /// Resolves partition counts: source topics must exist; a sub-topology has as many tasks as its

@@ -147,6 +147,16 @@ pub struct StreamsConfig {
     /// its own ([`crate::Consumed::with_timestamp_extractor`]): the record's own by default,
     /// failing on a negative one (Kafka's `FailOnInvalidTimestamp`).
     pub default_timestamp_extractor: TimestampExtractorRef,
+    /// What a record whose key or value cannot be deserialized does
+    /// (`default.deserialization.exception.handler`): fail (the default) or continue.
+    pub deserialization_exception_handler: crate::ExceptionHandlerRef,
+    /// What a record the application's code fails or panics on does
+    /// (`processing.exception.handler`): fail (the default) or continue.
+    pub processing_exception_handler: crate::ExceptionHandlerRef,
+    /// Where records a handler skips go, as they were read, with headers naming the error
+    /// (`errors.dead.letter.queue.topic.name`, KIP-1034; created with one partition if
+    /// missing). `None`, the default: nowhere.
+    pub errors_dead_letter_queue_topic_name: Option<String>,
 }
 
 impl StreamsConfig {
@@ -172,6 +182,9 @@ impl StreamsConfig {
             statestore_cache_max_bytes: 10 << 20,
             checkpoint_offset_delta: 10_000,
             default_timestamp_extractor: TimestampExtractorRef::default(),
+            deserialization_exception_handler: crate::ExceptionHandlerRef::default(),
+            processing_exception_handler: crate::ExceptionHandlerRef::default(),
+            errors_dead_letter_queue_topic_name: None,
         }
     }
 
@@ -222,6 +235,16 @@ impl StreamsConfig {
             "checkpoint_offset_delta" => self.checkpoint_offset_delta = parse(name, value)?,
             "statestore_cache_max_bytes" => self.statestore_cache_max_bytes = parse(name, value)?,
             "default_timestamp_extractor" => self.default_timestamp_extractor = value.parse()?,
+            "default_deserialization_exception_handler" | "deserialization_exception_handler" => {
+                self.deserialization_exception_handler = value.parse()?
+            }
+            "processing_exception_handler" | "default_processing_exception_handler" => {
+                self.processing_exception_handler = value.parse()?
+            }
+            "errors_dead_letter_queue_topic_name" => {
+                self.errors_dead_letter_queue_topic_name =
+                    (!value.is_empty()).then(|| value.to_owned())
+            }
             "compression" | "compression_type" => {
                 self.compression = value
                     .parse()

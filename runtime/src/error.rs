@@ -146,6 +146,28 @@ pub enum Error {
     /// The application is not in a state that allows the call.
     #[error("illegal application state: {0}")]
     IllegalState(String),
+    /// The application's code failed on one input record and its processing exception handler
+    /// said fail (`processing_exception_handler`): which record, which processor (if it has a
+    /// name), what failed.
+    #[error("processing the record at {topic}-{partition} offset {offset} failed: {source}")]
+    RecordFailed {
+        /// The record's topic.
+        topic: String,
+        /// Its partition.
+        partition: u32,
+        /// Its offset.
+        offset: u64,
+        /// The processor that failed, if it has a name (processor-API nodes).
+        processor: Option<String>,
+        /// What failed: a processor's error, or [`Error::Panicked`].
+        source: Box<Error>,
+    },
+    /// The application's code panicked on a record (a DSL function or a processor).
+    #[error("panicked: {message}")]
+    Panicked {
+        /// The panic message.
+        message: String,
+    },
     /// A backend other than the embedded log (e.g. a Kafka cluster) failed; `kind` says how,
     /// so a caller can react to fencing or authorization without downcasting, and the source
     /// says which broker, topic-partition or group.
@@ -168,6 +190,36 @@ impl Error {
             kind,
             source: source.into(),
         }
+    }
+
+    /// The input record an error is about — (topic, partition, offset) — for a record that
+    /// could not be deserialized or processed.
+    pub fn record_location(&self) -> Option<(&str, u32, u64)> {
+        match self {
+            Error::Deserialize {
+                topic,
+                partition,
+                offset,
+                ..
+            }
+            | Error::RecordFailed {
+                topic,
+                partition,
+                offset,
+                ..
+            } => Some((topic, *partition, *offset)),
+            _ => None,
+        }
+    }
+
+    /// The error's kind, as a dead-letter record's `__streams.errors.exception` header names
+    /// it (`riffle::Error::Deserialize`, …).
+    pub(crate) fn kind_name(&self) -> String {
+        let debug = format!("{self:?}");
+        let end = debug
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(debug.len());
+        format!("riffle::Error::{}", &debug[..end])
     }
 
     /// An error of the application's own code, to return from a processor or punctuator.

@@ -162,6 +162,7 @@ mod coordinator;
 mod dsl;
 mod error;
 mod group;
+mod handlers;
 mod loop_core;
 mod metrics;
 mod node;
@@ -191,6 +192,7 @@ pub use dsl::{
     SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
+pub use handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};
 pub use metrics::{SegmentedStoreTotals, ThreadMetrics, segmented_store_totals};
 pub use processor::{
     Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,

@@ -52,4 +52,8 @@ pub(crate) struct AppShared {
     pub(crate) handler: Mutex<ExceptionHandler>,
     pub(crate) thread_numbers: AtomicUsize,
     pub(crate) threads_replaced: AtomicU64,
+    /// The input record (topic, partition, offset) a stream thread last died on: a
+    /// replacement dying on the same record shuts the application down instead of replaying it
+    /// forever.
+    pub(crate) last_failed_record: Mutex<Option<(String, u32, u64)>>,
 }

@@ -15,7 +15,8 @@ use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
 
 use crate::backend::Backend;
 use crate::collector::{RecordCollector, TopicTable};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::handlers::{DLQ_HEADERS, ErrorHandlerContext, HandlerResponse, Handlers};
 use crate::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
 use crate::processor::{PunctuationType, Schedule, TaskSignals};
 use crate::record::Headers;
@@ -643,6 +644,7 @@ impl StreamTask {
         max: usize,
         collector: &mut RecordCollector,
         scratch: &mut Scratch,
+        handlers: &Handlers,
     ) -> Result<usize> {
         let mut done = 0;
         while done < max {
@@ -660,7 +662,21 @@ impl StreamTask {
             self.signals.stream_time = self.signals.stream_time.max(timestamp);
             let source = self.inputs[i].source.clone();
             let mut ctx = self.context(collector, scratch, timestamp, Some(&record));
-            source.borrow_mut().process(&mut ctx, &record)?;
+            // A panic in the application's code is one record's failure, for the processing
+            // exception handler (the unwinding dropped every node's borrow).
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                source.borrow_mut().process(&mut ctx, &record)
+            }));
+            let failed = match outcome {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(panic) => Some(Error::Panicked {
+                    message: crate::handlers::panic_message(&*panic),
+                }),
+            };
+            if let Some(error) = failed {
+                self.handle_failure(error, &record, timestamp, collector, handlers)?;
+            }
             self.inputs[i].consumed = record.offset() + 1;
             done += 1;
             if !self.signals.scheduled.is_empty() {
@@ -673,6 +689,86 @@ impl StreamTask {
         }
         self.uncommitted += done as u64;
         Ok(done)
+    }
+
+    /// A record's deserialization or processing failed: its handler fails the thread or skips
+    /// the record (counted in `dropped-records`, and sent to the dead-letter queue if there is
+    /// one). Any other error (a store, the log, a broker) fails the thread.
+    fn handle_failure(
+        &mut self,
+        error: Error,
+        record: &Record,
+        timestamp: i64,
+        collector: &mut RecordCollector,
+        handlers: &Handlers,
+    ) -> Result<()> {
+        let tp = record.topic_partition();
+        let (handler, what, processor) = match &error {
+            Error::Deserialize { .. } => (&handlers.deserialization, "deserializing", None),
+            Error::Processor { processor, .. } => {
+                (&handlers.processing, "processing", Some(processor.clone()))
+            }
+            Error::User(_) | Error::Panicked { .. } => (&handlers.processing, "processing", None),
+            _ => return Err(error),
+        };
+        let context = ErrorHandlerContext {
+            topic: &tp.topic,
+            partition: tp.partition,
+            offset: record.offset(),
+            timestamp,
+            processor_node_id: processor.as_deref(),
+            task_id: self.id,
+            source_raw_key: record.key().map(|k| &k[..]),
+            source_raw_value: record.value().map(|v| &v[..]),
+        };
+        if handler.handle(&context, &error) == HandlerResponse::Fail {
+            tracing::error!(task = %self.id, topic = %tp.topic, partition = tp.partition, offset = record.offset(), error = %error, "{what} a record failed; the exception handler says fail");
+            return Err(match error {
+                Error::Deserialize { .. } => error,
+                other => Error::RecordFailed {
+                    topic: tp.topic.to_string(),
+                    partition: tp.partition,
+                    offset: record.offset(),
+                    processor,
+                    source: Box::new(other),
+                },
+            });
+        }
+        tracing::warn!(task = %self.id, topic = %tp.topic, partition = tp.partition, offset = record.offset(), error = %error, "{what} a record failed; the exception handler says continue: skipping it");
+        self.signals.dropped_records += 1;
+        if let Some(dlq) = &handlers.dead_letter_queue {
+            let Some(topic) = collector.topics().index_of(dlq) else {
+                return Err(Error::IllegalState(format!(
+                    "the dead-letter queue {dlq} is not among the application's topics"
+                )));
+            };
+            let headers: Headers = [
+                error.kind_name(),
+                error.to_string(),
+                crate::handlers::error_chain(&error),
+                tp.topic.to_string(),
+                tp.partition.to_string(),
+                record.offset().to_string(),
+            ]
+            .into_iter()
+            .zip(DLQ_HEADERS)
+            .map(|(value, name)| (name, Some(bytes::Bytes::from(value))))
+            .collect();
+            let partitions = collector.topics().partitions(topic).max(1);
+            let partition = match record.key() {
+                Some(key) => riffle_log::partition_for_key(key, partitions),
+                None => self.id.partition % partitions,
+            };
+            collector.send(
+                topic,
+                partition,
+                timestamp,
+                record.key().map(|k| &k[..]),
+                record.value().map(|v| &v[..]),
+                &headers,
+            )?;
+        }
+        Ok(())
     }
 
     /// Whether records are fetched but not yet processed.

@@ -89,6 +89,7 @@ struct Inner {
     wall_clock_ms: i64,
     fetch_max_bytes: usize,
     dropped_records: u64,
+    handlers: crate::handlers::Handlers,
 }
 
 /// Runs a topology without threads, files or a backend, for unit tests.
@@ -128,7 +129,8 @@ impl TopologyTestDriver {
                 }
             }
         }
-        let (topics, _) = resolve_topics(&topology, &app_id, &*backend)?;
+        let (mut topics, _) = resolve_topics(&topology, &app_id, &*backend)?;
+        crate::app::add_dead_letter_queue(&mut topics, &config, &*backend)?;
         let topics = Arc::new(topics);
         let mut collector = RecordCollector::new(
             backend.clone(),
@@ -166,6 +168,7 @@ impl TopologyTestDriver {
             wall_clock_ms,
             fetch_max_bytes: config.fetch_max_bytes,
             dropped_records: 0,
+            handlers: crate::handlers::Handlers::of(&config),
         };
         let driver = TopologyTestDriver {
             inner: Rc::new(RefCell::new(inner)),
@@ -377,7 +380,12 @@ impl Inner {
                         task.fetch_input(i, &*self.backend, self.fetch_max_bytes)?;
                     }
                     task.set_wall_clock(self.wall_clock_ms);
-                    let n = task.process(usize::MAX, &mut self.collector, &mut self.scratch)?;
+                    let n = task.process(
+                        usize::MAX,
+                        &mut self.collector,
+                        &mut self.scratch,
+                        &self.handlers,
+                    )?;
                     task.take_commit_request();
                     self.dropped_records += task.take_dropped_records();
                     if n > 0 {

@@ -58,6 +58,8 @@ pub(crate) struct StreamThread {
     events: Vec<UpdaterEvent>,
     collector: RecordCollector,
     scratch: Scratch,
+    /// What a record that fails to deserialize or process does.
+    handlers: crate::handlers::Handlers,
     /// Reused per iteration: the partitions the backend named as changed, the inputs to fetch,
     /// the tasks to process or commit.
     changed: Vec<TopicPartition>,
@@ -109,6 +111,7 @@ impl StreamThread {
             events: Vec::new(),
             collector,
             scratch: Scratch::default(),
+            handlers: crate::handlers::Handlers::of(&shared.config),
             changed: Vec::new(),
             inputs: Vec::new(),
             task_ids: Vec::new(),
@@ -179,6 +182,7 @@ impl StreamThread {
                     MAX_RECORDS_PER_TASK_PER_LOOP,
                     &mut self.collector,
                     &mut self.scratch,
+                    &self.handlers,
                 )?;
                 self.core.processed(id, n, task.has_buffered());
                 let dropped = task.take_dropped_records();

@@ -57,3 +57,29 @@ pub fn count_model<'a>(keys: impl IntoIterator<Item = &'a str>) -> HashMap<Strin
     }
     m
 }
+
+/// As [`produce`], with values given as bytes (any bytes: a poison record's value need not be
+/// UTF-8).
+pub fn produce_raw(log: &Log, topic: &str, partitions: u32, records: &[(String, Vec<u8>)]) {
+    if log.partitions(topic).is_none() {
+        log.create_topic(topic, partitions).expect("create topic");
+    }
+    let partitions = log.partitions(topic).expect("topic exists");
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
+        .map(|_| BatchBuilder::new(Compression::None))
+        .collect();
+    for (i, (k, v)) in records.iter().enumerate() {
+        let p = partition_for_key(k.as_bytes(), partitions) as usize;
+        builders[p].push(i as i64, Some(k.as_bytes()), Some(v));
+        if builders[p].len() >= 97 {
+            log.append(&TopicPartition::new(topic, p as u32), &mut builders[p])
+                .expect("append");
+        }
+    }
+    for (p, b) in builders.iter_mut().enumerate() {
+        if !b.is_empty() {
+            log.append(&TopicPartition::new(topic, p as u32), b)
+                .expect("append");
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Poison records on a real broker: values that are not UTF-8 at random positions of a
+//! 2-partition topic. With `default.deserialization.exception.handler=continue` and
+//! `errors.dead.letter.queue.topic.name`, riffle counts the good records exactly and puts each
+//! bad one in the dead-letter queue once; Kafka's own console consumer (`print.headers=true`)
+//! reads them there with KIP-1034's headers naming their topic, partition and offset.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use common::{config, count_topology, latest_counts, wait_for};
+use riffle::backend::{Backend, TopicKind};
+use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle::{StoreType, StreamsApp};
+use riffle_kafka::{KafkaBackend, KafkaConfig};
+use riffle_kafka_testkit::KafkaBroker;
+
+#[test]
+fn poison_records_are_skipped_once_into_a_dead_letter_queue_kafka_reads() {
+    let broker = KafkaBroker::start().unwrap();
+    let backend = KafkaBackend::connect(KafkaConfig::new(broker.bootstrap())).unwrap();
+    backend.create_topic("events", 2, TopicKind::User).unwrap();
+    let mut builders = [
+        BatchBuilder::new(Compression::None),
+        BatchBuilder::new(Compression::None),
+    ];
+    let mut offsets = [0u64; 2];
+    let mut expected: HashMap<String, i64> = HashMap::new();
+    let mut poison = BTreeSet::new();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..2_000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let key = format!("key-{}", rng % 61);
+        let p = partition_for_key(key.as_bytes(), 2) as usize;
+        if rng.is_multiple_of(40) {
+            builders[p].push(i as i64, Some(key.as_bytes()), Some(&[0xff, 0xfe][..]));
+            poison.insert((p as u32, offsets[p]));
+        } else {
+            builders[p].push(i as i64, Some(key.as_bytes()), Some(b"ok"));
+            *expected.entry(key).or_insert(0) += 1;
+        }
+        offsets[p] += 1;
+    }
+    for (p, b) in builders.iter_mut().enumerate() {
+        backend
+            .append(&TopicPartition::new("events", p as u32), b)
+            .unwrap();
+    }
+    assert!(!poison.is_empty());
+
+    let state = tempfile::tempdir().unwrap();
+    let mut config = config("poison-kafka", state.path(), 2);
+    config
+        .set("default.deserialization.exception.handler", "continue")
+        .unwrap()
+        .set("errors.dead.letter.queue.topic.name", "events-dlq")
+        .unwrap();
+    let mut app = StreamsApp::new(
+        count_topology("events", "counts", StoreType::InMemory),
+        config,
+        backend.shared(),
+    )
+    .unwrap();
+    app.start().unwrap();
+    wait_for(
+        "exact counts of the good records",
+        Duration::from_secs(120),
+        || (latest_counts(&backend, "counts") == expected).then_some(()),
+    );
+    app.close().unwrap();
+
+    let printed = broker
+        .console_consume(
+            "events-dlq",
+            poison.len(),
+            &[("print.key", "true"), ("print.headers", "true")],
+        )
+        .unwrap();
+    // A record's stack-trace header spans lines (the error, then its causes): its origin
+    // headers are on the line after its exception header.
+    let mut seen = BTreeSet::new();
+    for line in printed
+        .iter()
+        .filter(|l| l.contains("__streams.errors.topic:events"))
+    {
+        let field = |name: &str| -> String {
+            let at = line.find(name).unwrap() + name.len();
+            line[at..].split([',', '\t']).next().unwrap().to_owned()
+        };
+        let origin: (u32, u64) = (
+            field("__streams.errors.partition:").parse().unwrap(),
+            field("__streams.errors.offset:").parse().unwrap(),
+        );
+        assert!(seen.insert(origin), "{origin:?} twice: {printed:?}");
+    }
+    assert_eq!(
+        seen, poison,
+        "each poison record once, read by Kafka's consumer"
+    );
+    let kinds = printed
+        .iter()
+        .filter(|l| l.contains("__streams.errors.exception:riffle::Error::Deserialize"))
+        .count();
+    assert_eq!(kinds, poison.len(), "{printed:?}");
+}
