@@ -7,22 +7,7 @@
 
 mod common;
 
-use std::process::Output;
-
-fn riffle(args: &[&str], stdin: &[u8]) -> Output {
-    common::riffle_with_stdin(args, stdin)
-}
-
-fn ok(args: &[&str], stdin: &[u8]) -> String {
-    let out = riffle(args, stdin);
-    assert!(
-        out.status.success(),
-        "riffle {args:?} failed:\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
+use common::{riffle_ok as ok, riffle_with_stdin as riffle};
 
 #[test]
 fn a_hex_poison_value_goes_to_the_dead_letter_queue_and_the_counts_stay_exact() {

@@ -11,9 +11,10 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{config, console_consume_counts, count_topology, latest_counts, wait_for};
-use riffle::backend::Backend;
-use riffle::log::{Compression, TopicPartition};
+use common::{
+    config, console_consume_counts, count_topology, for_each_batch, latest_counts, wait_for,
+};
+use riffle::log::Compression;
 use riffle::{StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
@@ -21,21 +22,9 @@ use riffle_kafka_testkit::KafkaBroker;
 /// The codec of every batch of `topic`'s partitions, as riffle-kafka fetched them.
 fn codecs(backend: &KafkaBackend, topic: &str) -> Vec<Compression> {
     let mut out = Vec::new();
-    for p in 0..backend.partitions(topic).unwrap().unwrap_or(0) {
-        let tp = TopicPartition::new(topic, p);
-        let end = backend.end_offset(&tp).unwrap();
-        let mut position = 0;
-        while position < end {
-            let batches = backend.fetch(&tp, position, 1 << 20).unwrap();
-            if batches.is_empty() {
-                break;
-            }
-            for batch in batches {
-                out.push(batch.meta().compression);
-                position = batch.last_offset() + 1;
-            }
-        }
-    }
+    for_each_batch(backend, topic, |batch, _| {
+        out.push(batch.meta().compression)
+    });
     out
 }
 

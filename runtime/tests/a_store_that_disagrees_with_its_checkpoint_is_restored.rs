@@ -29,19 +29,13 @@ fn run(log: &Log, state: &Path) -> (u64, u64) {
     config.state_dir = state.to_owned();
     config.num_stream_threads = 2;
     config.poll = Duration::from_millis(5);
-    let mut app = StreamsApp::new(
+    let app = StreamsApp::new(
         builder.build().expect("topology"),
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )
     .expect("app");
-    app.start().expect("start");
-    while !app.is_idle() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let restored = app.records_restored();
-    let processed = app.close().expect("run").records_processed;
-    (processed, restored)
+    common::run_until_idle(app)
 }
 
 /// `n` records over `keys` keys, every key in every batch (so each run updates every count).

@@ -7,27 +7,11 @@ use riffle::log::{BatchBuilder, Compression, Log, TopicPartition, partition_for_
 
 /// Appends `records` to `topic` (created with `partitions`), partitioned by key like Kafka.
 pub fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, String)]) {
-    if log.partitions(topic).is_none() {
-        log.create_topic(topic, partitions).expect("create topic");
-    }
-    let partitions = log.partitions(topic).expect("topic exists");
-    let mut builders: Vec<BatchBuilder> = (0..partitions)
-        .map(|_| BatchBuilder::new(Compression::None))
+    let raw: Vec<(String, Vec<u8>)> = records
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
         .collect();
-    for (i, (k, v)) in records.iter().enumerate() {
-        let p = partition_for_key(k.as_bytes(), partitions) as usize;
-        builders[p].push(i as i64, Some(k.as_bytes()), Some(v.as_bytes()));
-        if builders[p].len() >= 97 {
-            log.append(&TopicPartition::new(topic, p as u32), &mut builders[p])
-                .expect("append");
-        }
-    }
-    for (p, b) in builders.iter_mut().enumerate() {
-        if !b.is_empty() {
-            log.append(&TopicPartition::new(topic, p as u32), b)
-                .expect("append");
-        }
-    }
+    produce_raw(log, topic, partitions, &raw);
 }
 
 /// The latest 8-byte big-endian value per key of `topic`.
@@ -59,7 +43,7 @@ pub fn count_model<'a>(keys: impl IntoIterator<Item = &'a str>) -> HashMap<Strin
 }
 
 /// As [`produce`], with values given as bytes (any bytes: a poison record's value need not be
-/// UTF-8).
+/// UTF-8). Record `i` has timestamp `i`; batches of 97 records.
 pub fn produce_raw(log: &Log, topic: &str, partitions: u32, records: &[(String, Vec<u8>)]) {
     if log.partitions(topic).is_none() {
         log.create_topic(topic, partitions).expect("create topic");
@@ -82,4 +66,15 @@ pub fn produce_raw(log: &Log, topic: &str, partitions: u32, records: &[(String, 
                 .expect("append");
         }
     }
+}
+
+/// Starts `app`, waits until it is idle, closes it: (records processed, records restored).
+pub fn run_until_idle(mut app: riffle::StreamsApp) -> (u64, u64) {
+    app.start().expect("start");
+    while !app.is_idle() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let restored = app.records_restored();
+    let processed = app.close().expect("run").records_processed;
+    (processed, restored)
 }

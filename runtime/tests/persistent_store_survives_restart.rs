@@ -24,19 +24,13 @@ fn run(log: &Log, state: &std::path::Path) -> (u64, u64) {
     config.state_dir = state.to_owned();
     config.num_stream_threads = 2;
     config.poll = Duration::from_millis(5);
-    let mut app = StreamsApp::new(
+    let app = StreamsApp::new(
         builder.build().expect("topology"),
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )
     .expect("app");
-    app.start().expect("start");
-    while !app.is_idle() {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    let restored = app.records_restored();
-    let processed = app.close().expect("run").records_processed;
-    (processed, restored)
+    common::run_until_idle(app)
 }
 
 #[test]

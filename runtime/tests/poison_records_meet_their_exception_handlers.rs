@@ -217,17 +217,13 @@ fn stream_threads_skip_poison_records_once_and_count_the_rest_exactly() {
     config.state_dir = dir.path().join("state");
     config.num_stream_threads = 2;
     config.poll = Duration::from_millis(5);
-    let mut app = StreamsApp::new(
+    let app = StreamsApp::new(
         topology(),
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )
     .expect("app");
-    app.start().expect("start");
-    while !app.is_idle() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    app.close().expect("a clean run");
+    common::run_until_idle(app);
     assert_eq!(common::latest_longs(&log, "out"), count_model(&inputs));
     let poison = inputs.iter().filter(|i| !i.is_good()).count();
     let mut seen = std::collections::HashSet::new();

@@ -614,3 +614,15 @@ pub(crate) fn riffle_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
     drop(input);
     child.wait_with_output().expect("riffle")
 }
+
+/// Runs `riffle` with `args` and `stdin`, asserts it succeeded, and returns its standard output.
+pub(crate) fn riffle_ok(args: &[&str], stdin: &[u8]) -> String {
+    let out = riffle_with_stdin(args, stdin);
+    assert!(
+        out.status.success(),
+        "riffle {args:?} failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}

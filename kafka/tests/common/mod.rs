@@ -74,11 +74,15 @@ pub fn produce_words(
     expected
 }
 
-/// The latest value per key of `topic` (values are 8-byte big-endian counts).
-pub fn latest_counts(backend: &KafkaBackend, topic: &str) -> HashMap<String, i64> {
-    let mut counts = HashMap::new();
+/// Visits every batch of `topic`'s partitions, in order, with the offset the partition was
+/// read from (a batch may start before it: skip its records below it).
+pub fn for_each_batch(
+    backend: &KafkaBackend,
+    topic: &str,
+    mut f: impl FnMut(&riffle::log::FetchedBatch, u64),
+) {
     let Some(partitions) = backend.partitions(topic).unwrap() else {
-        return counts;
+        return;
     };
     for p in 0..partitions {
         let tp = TopicPartition::new(topic, p);
@@ -90,19 +94,27 @@ pub fn latest_counts(backend: &KafkaBackend, topic: &str) -> HashMap<String, i64
                 break;
             }
             for batch in batches {
-                for record in batch.records() {
-                    let record = record.unwrap();
-                    if record.offset() < position {
-                        continue;
-                    }
-                    let key = String::from_utf8(record.key().unwrap().to_vec()).unwrap();
-                    let value = <[u8; 8]>::try_from(&record.value().unwrap()[..]).unwrap();
-                    counts.insert(key, i64::from_be_bytes(value));
-                }
+                f(&batch, position);
                 position = batch.last_offset() + 1;
             }
         }
     }
+}
+
+/// The latest value per key of `topic` (values are 8-byte big-endian counts).
+pub fn latest_counts(backend: &KafkaBackend, topic: &str) -> HashMap<String, i64> {
+    let mut counts = HashMap::new();
+    for_each_batch(backend, topic, |batch, position| {
+        for record in batch.records() {
+            let record = record.unwrap();
+            if record.offset() < position {
+                continue;
+            }
+            let key = String::from_utf8(record.key().unwrap().to_vec()).unwrap();
+            let value = <[u8; 8]>::try_from(&record.value().unwrap()[..]).unwrap();
+            counts.insert(key, i64::from_be_bytes(value));
+        }
+    });
     counts
 }
 
