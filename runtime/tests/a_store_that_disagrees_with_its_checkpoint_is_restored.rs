@@ -8,35 +8,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use common::run_persistent_count as run;
 use riffle::log::{Log, LogOptions};
-use riffle::{
-    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType, StreamsApp,
-    StreamsBuilder, StreamsConfig,
-};
-
-/// Runs the persistent count until idle; (records processed, changelog records restored).
-fn run(log: &Log, state: &Path) -> (u64, u64) {
-    let builder = StreamsBuilder::new();
-    builder
-        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
-        .group_by_key()
-        .count_with(Materialized::named("counts").with_store_type(StoreType::Persistent))
-        .to_stream()
-        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
-    let mut config = StreamsConfig::new("durable");
-    config.state_dir = state.to_owned();
-    config.num_stream_threads = 2;
-    config.poll = Duration::from_millis(5);
-    let app = StreamsApp::new(
-        builder.build().expect("topology"),
-        config,
-        EmbeddedBackend::new(log.clone()).shared(),
-    )
-    .expect("app");
-    common::run_until_idle(app)
-}
 
 /// `n` records over `keys` keys, every key in every batch (so each run updates every count).
 fn input(n: usize, keys: usize) -> Vec<(String, String)> {

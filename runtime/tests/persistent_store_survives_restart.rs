@@ -5,33 +5,8 @@
 
 mod common;
 
+use common::run_persistent_count as run;
 use riffle::log::{Log, LogOptions};
-use riffle::{
-    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType, StreamsApp,
-    StreamsBuilder, StreamsConfig,
-};
-use std::time::Duration;
-
-fn run(log: &Log, state: &std::path::Path) -> (u64, u64) {
-    let builder = StreamsBuilder::new();
-    builder
-        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
-        .group_by_key()
-        .count_with(Materialized::named("counts").with_store_type(StoreType::Persistent))
-        .to_stream()
-        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
-    let mut config = StreamsConfig::new("durable");
-    config.state_dir = state.to_owned();
-    config.num_stream_threads = 2;
-    config.poll = Duration::from_millis(5);
-    let app = StreamsApp::new(
-        builder.build().expect("topology"),
-        config,
-        EmbeddedBackend::new(log.clone()).shared(),
-    )
-    .expect("app");
-    common::run_until_idle(app)
-}
 
 #[test]
 fn a_restart_restores_nothing_after_a_clean_close_and_counts_continue() {
