@@ -8,18 +8,11 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use riffle::{EmbeddedBackend, StreamsApp, StreamsConfig};
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
-#[cfg(feature = "alloc-counter")]
-use riffle_task_manager::alloc_counter::{count_process_wide, process_totals};
 use serde::Serialize;
 
-use crate::sample::{Store, generate, latest_counts, topology};
+use super::{count_process_wide, process_totals};
 
-#[cfg(not(feature = "alloc-counter"))]
-fn count_process_wide(_on: bool) {}
-#[cfg(not(feature = "alloc-counter"))]
-fn process_totals() -> (u64, u64) {
-    (0, 0)
-}
+use crate::sample::{Store, generate, latest_counts, topology};
 
 /// Arguments of `riffle bench throughput`.
 #[derive(clap::Args, Debug)]

@@ -35,6 +35,16 @@ use indicatif::{ProgressBar, ProgressStyle};
 use riffle::{FetchStrategy, IdleWakeup, SnapshotStrategy};
 use serde::Serialize;
 
+/// Process-wide allocation totals for the benches (zeros without the counting allocator).
+#[cfg(feature = "alloc-counter")]
+use riffle_task_manager::alloc_counter::{count_process_wide, process_totals};
+#[cfg(not(feature = "alloc-counter"))]
+fn count_process_wide(_on: bool) {}
+#[cfg(not(feature = "alloc-counter"))]
+fn process_totals() -> (u64, u64) {
+    (0, 0)
+}
+
 #[cfg(feature = "alloc-counter")]
 #[global_allocator]
 static ALLOC: riffle_task_manager::alloc_counter::CountingAllocator =

@@ -23,19 +23,12 @@ use riffle::{
     SessionWindows, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows,
 };
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
-#[cfg(feature = "alloc-counter")]
-use riffle_task_manager::alloc_counter::{count_process_wide, process_totals};
 use serde::Serialize;
+
+use super::{count_process_wide, process_totals};
 
 use super::{load_average, progress_bar, thousands, write_json_rows};
 use crate::sample::{Store, latest_counts, store_type};
-
-#[cfg(not(feature = "alloc-counter"))]
-fn count_process_wide(_on: bool) {}
-#[cfg(not(feature = "alloc-counter"))]
-fn process_totals() -> (u64, u64) {
-    (0, 0)
-}
 
 /// The first event time: 2026-01-01T00:00:00Z (a multiple of every window size in seconds).
 const EPOCH_MS: i64 = 1_767_225_600_000;
