@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::group::{GroupInfo, SubtopologyInfo};
 use crate::metrics::ThreadMetrics;
 use crate::shared::{AppShared, StreamThreadExceptionResponse};
+use crate::store::StoreDatabase;
 use crate::thread::StreamThread;
 use crate::topology::{TopicRef, Topology, changelog_topic};
 
@@ -86,6 +87,7 @@ impl StreamsApp {
         let (mut topics, subtopologies) = resolve_topics(&topology, &app_id, &*backend)?;
         add_dead_letter_queue(&mut topics, &config, &*backend)?;
         let state_dir = StateDirectory::open(&config.state_dir, &app_id)?;
+        let store_db = open_store_database(&topology, &config, &state_dir)?;
         let group = GroupInfo {
             application_id: app_id.clone(),
             process_id: state_dir.process_id().to_owned(),
@@ -101,6 +103,7 @@ impl StreamsApp {
             backend,
             topics: Arc::new(topics),
             state_dir,
+            store_db,
             shutdown: AtomicBool::new(false),
             records_processed: AtomicU64::new(0),
             idle_versions: (0..threads).map(|_| AtomicU64::new(u64::MAX)).collect(),
@@ -516,4 +519,26 @@ pub(crate) fn resolve_topics(
         });
     }
     Ok((table, infos))
+}
+
+/// Opens the database of every persistent store in `<app dir>/stores/` if the topology has any
+/// persistent store, and deletes the stores of tasks whose directory is gone (deleted by hand,
+/// or by a cleanup that stopped between the two).
+fn open_store_database(
+    topology: &Topology,
+    config: &StreamsConfig,
+    state_dir: &StateDirectory,
+) -> Result<Option<Arc<StoreDatabase>>> {
+    if !topology.stores.iter().any(|s| s.persistent) {
+        return Ok(None);
+    }
+    let db = StoreDatabase::open(&state_dir.app_dir().join("stores"), config.memory_budget())?;
+    let dirs: std::collections::HashSet<_> = state_dir.list_task_dirs()?.into_iter().collect();
+    for task in db.tasks() {
+        if !dirs.contains(&task) {
+            tracing::info!(%task, "deleting the stores of a task whose directory is gone");
+            db.delete_task(task)?;
+        }
+    }
+    Ok(Some(db))
 }

@@ -49,14 +49,21 @@ impl TopicTable {
     }
 }
 
+/// Empty builders a stream thread keeps for reuse.
+const SPARE_BUILDERS: usize = 16;
+
 /// A stream thread's outgoing batches.
 pub(crate) struct RecordCollector {
     backend: Arc<dyn Backend>,
     topics: Arc<TopicTable>,
     compression: Compression,
     max_batch_bytes: usize,
-    /// `[topic][partition]`, created on first use.
+    /// `[topic][partition]`: the builders with records since the last flush.
     builders: Vec<Vec<Option<BatchBuilder>>>,
+    /// Empty builders, reused by the next partitions written: a flush gives each of its
+    /// builders back here (at most [`SPARE_BUILDERS`]; the rest are freed), so a thread writing
+    /// to thousands of partitions keeps a buffer only for those written since the last flush.
+    spare: Vec<BatchBuilder>,
     /// `[topic][partition]`: the end offset after this thread's last append there.
     end_offsets: Vec<Vec<Option<u64>>>,
     /// Topic-partitions with unsent records, so a flush visits only those.
@@ -84,6 +91,7 @@ impl RecordCollector {
             compression,
             max_batch_bytes,
             builders,
+            spare: Vec::new(),
             end_offsets,
             pending: Vec::new(),
             sent: 0,
@@ -111,7 +119,12 @@ impl RecordCollector {
             slots.resize_with(p + 1, || None);
         }
         let compression = self.compression;
-        let builder = slots[p].get_or_insert_with(|| BatchBuilder::new(compression));
+        let spare = &mut self.spare;
+        let builder = slots[p].get_or_insert_with(|| {
+            spare
+                .pop()
+                .unwrap_or_else(|| BatchBuilder::new(compression))
+        });
         if builder.is_empty() {
             self.pending.push((topic, partition));
         }
@@ -147,9 +160,24 @@ impl RecordCollector {
         for &(topic, partition) in &pending {
             self.append(topic, partition)?;
         }
+        self.recycle(&pending);
         self.pending = pending;
         self.pending.clear();
         Ok(())
+    }
+
+    /// Takes the (now empty) builders of `written` back into the spares.
+    fn recycle(&mut self, written: &[(usize, u32)]) {
+        for &(topic, partition) in written {
+            let Some(slot) = self.builders[topic].get_mut(partition as usize) else {
+                continue;
+            };
+            if let Some(builder) = slot.take_if(|b| b.is_empty())
+                && self.spare.len() < SPARE_BUILDERS
+            {
+                self.spare.push(builder);
+            }
+        }
     }
 
     /// Exactly-once: appends every pending batch and commits `offsets` as one transaction.
@@ -185,6 +213,7 @@ impl RecordCollector {
             }
             ends[partition] = Some(base + count);
         }
+        self.recycle(&pending);
         self.pending = pending;
         self.pending.clear();
         Ok(())

@@ -136,8 +136,13 @@ pub struct StreamsConfig {
     pub batch_max_bytes: usize,
     /// Compression of outgoing batches.
     pub compression: Compression,
-    /// Bytes the store caches of a stream thread may hold before it commits early.
+    /// Bytes the store caches of a stream thread may hold before it commits early (within the
+    /// memory budget's share for record caches, an eighth of `statestore_memory_max_bytes`).
     pub statestore_cache_max_bytes: usize,
+    /// One memory budget for every persistent store of the instance, whatever the number of
+    /// tasks: fjall's block cache, its write buffers (half, at least 64 MiB) and riffle's
+    /// record caches (see docs/design.md, "One database for every store"). At least 96 MiB.
+    pub statestore_memory_max_bytes: u64,
     /// A commit writes a task's checkpoint once its changelog offsets moved this much since the
     /// last one (Kafka Streams uses 10,000); closing a task always writes it. Lower values make
     /// a replaced thread's tasks resume with less to restore, at the cost of an fsync per task
@@ -180,6 +185,7 @@ impl StreamsConfig {
             batch_max_bytes: 64 << 10,
             compression: Compression::None,
             statestore_cache_max_bytes: 10 << 20,
+            statestore_memory_max_bytes: 256 << 20,
             checkpoint_offset_delta: 10_000,
             default_timestamp_extractor: TimestampExtractorRef::default(),
             deserialization_exception_handler: crate::ExceptionHandlerRef::default(),
@@ -234,6 +240,7 @@ impl StreamsConfig {
             "batch_max_bytes" => self.batch_max_bytes = parse(name, value)?,
             "checkpoint_offset_delta" => self.checkpoint_offset_delta = parse(name, value)?,
             "statestore_cache_max_bytes" => self.statestore_cache_max_bytes = parse(name, value)?,
+            "statestore_memory_max_bytes" => self.statestore_memory_max_bytes = parse(name, value)?,
             "default_timestamp_extractor" => self.default_timestamp_extractor = value.parse()?,
             "default_deserialization_exception_handler" | "deserialization_exception_handler" => {
                 self.deserialization_exception_handler = value.parse()?
@@ -271,7 +278,29 @@ impl StreamsConfig {
                 "num_stream_threads must be at least 1".into(),
             ));
         }
+        if self.statestore_memory_max_bytes < crate::store::MIN_MEMORY_BUDGET {
+            return Err(Error::Config(format!(
+                "statestore_memory_max_bytes {} is below {} (96 MiB): fjall's write buffers alone \
+                 need 64 MiB",
+                self.statestore_memory_max_bytes,
+                crate::store::MIN_MEMORY_BUDGET
+            )));
+        }
         Ok(())
+    }
+
+    /// The memory budget of the stores, split.
+    pub(crate) fn memory_budget(&self) -> crate::store::MemoryBudget {
+        let wanted =
+            (self.statestore_cache_max_bytes as u64).saturating_mul(self.num_stream_threads as u64);
+        crate::store::MemoryBudget::split(self.statestore_memory_max_bytes, wanted)
+    }
+
+    /// The record cache of one stream thread: its `statestore_cache_max_bytes`, within the
+    /// budget's share.
+    pub(crate) fn thread_cache_max_bytes(&self) -> usize {
+        let share = self.memory_budget().record_caches / self.num_stream_threads.max(1) as u64;
+        usize::try_from(share).unwrap_or(usize::MAX)
     }
 }
 

@@ -16,6 +16,7 @@ use crate::config::StreamsConfig;
 use crate::error::{Error, Result};
 use crate::group::{GroupCoordinator, GroupInfo};
 use crate::metrics::ThreadMetrics;
+use crate::store::StoreDatabase;
 use crate::topology::Topology;
 
 /// What to do when a stream thread dies (Kafka Streams'
@@ -41,6 +42,8 @@ pub(crate) struct AppShared {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) topics: Arc<TopicTable>,
     pub(crate) state_dir: Arc<StateDirectory>,
+    /// The one database of every persistent store, if the topology has any.
+    pub(crate) store_db: Option<Arc<StoreDatabase>>,
     pub(crate) coordinator: Arc<dyn GroupCoordinator>,
     pub(crate) group: GroupInfo,
     pub(crate) shutdown: AtomicBool,

@@ -7,7 +7,6 @@
 //! the smallest timestamp first).
 
 use std::collections::VecDeque;
-use std::path::Path;
 use std::sync::Arc;
 
 use riffle_log::{FetchedBatch, Record, RecordIter, TopicPartition};
@@ -22,7 +21,7 @@ use crate::processor::{PunctuationType, Schedule, TaskSignals};
 use crate::record::Headers;
 use crate::store::{
     CachedStore, InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, SegmentedKind,
-    SegmentedStore, StorePosition,
+    SegmentedStore, StoreDatabase, StorePosition,
 };
 use crate::timestamp::TimestampExtractorRef;
 use crate::topology::{LifecycleRef, StoreKind, SubtopologyDef, Topology, changelog_topic};
@@ -65,6 +64,7 @@ impl TaskStores {
         topics: &TopicTable,
         application_id: &str,
         state_dir: Option<&StateDirectory>,
+        store_db: Option<&Arc<StoreDatabase>>,
     ) -> Result<TaskStores> {
         let has_persistent = sub.stores.iter().any(|&s| topology.stores[s].persistent);
         let checkpoint = if let Some(state_dir) = state_dir.filter(|_| has_persistent) {
@@ -90,20 +90,18 @@ impl TaskStores {
             } else {
                 None
             };
-            // Timestamped stores live in a directory of their own, so data of the format before
-            // them is never read as theirs.
-            let persistent_dir = state_dir.filter(|_| def.persistent).map(|state_dir| {
-                let format = match (def.kind, def.timestamped) {
-                    (StoreKind::KeyValue, false) => "fjall",
-                    (StoreKind::KeyValue, true) => "fjall-ts",
-                    (StoreKind::Window { .. }, _) => "fjall-window",
-                    (StoreKind::Session { .. }, _) => "fjall-session",
-                };
-                state_dir.task_dir_path(id).join(format).join(&def.name)
-            });
-            let mut inner: Box<dyn KeyValueStore> = match (def.kind, &persistent_dir) {
-                (StoreKind::KeyValue, Some(dir)) => {
-                    Box::new(PersistentKeyValueStore::open(&def.name, Path::new(dir))?)
+            // Timestamped stores are a format of their own, so data of the format before them
+            // is never read as theirs.
+            let format = match (def.kind, def.timestamped) {
+                (StoreKind::KeyValue, false) => "kv",
+                (StoreKind::KeyValue, true) => "kv-ts",
+                (StoreKind::Window { .. }, _) => "window",
+                (StoreKind::Session { .. }, _) => "session",
+            };
+            let db = store_db.filter(|_| def.persistent);
+            let mut inner: Box<dyn KeyValueStore> = match (def.kind, db) {
+                (StoreKind::KeyValue, Some(db)) => {
+                    Box::new(PersistentKeyValueStore::open(db, id, format, &def.name)?)
                 }
                 (StoreKind::KeyValue, None) => Box::new(InMemoryKeyValueStore::new(&def.name)),
                 (
@@ -116,20 +114,22 @@ impl TaskStores {
                         retention_ms,
                         segment_ms,
                     },
-                    dir,
+                    db,
                 ) => {
                     let kind = if matches!(def.kind, StoreKind::Session { .. }) {
                         SegmentedKind::Session
                     } else {
                         SegmentedKind::Window
                     };
-                    Box::new(match dir {
-                        Some(dir) => SegmentedStore::persistent(
+                    Box::new(match db {
+                        Some(db) => SegmentedStore::persistent(
+                            db,
+                            id,
+                            format,
                             &def.name,
                             kind,
                             retention_ms,
                             segment_ms.max(PERSISTENT_MIN_SEGMENT_MS),
-                            Path::new(dir),
                         )?,
                         None => {
                             SegmentedStore::in_memory(&def.name, kind, retention_ms, segment_ms)
@@ -861,6 +861,13 @@ impl StreamTask {
         }
         self.uncommitted = 0;
         Ok(())
+    }
+
+    /// Frees the buffers of the task's (empty, just committed) store caches.
+    pub(crate) fn release_cache_buffers(&mut self) {
+        for store in &mut self.stores.stores {
+            store.release_buffers();
+        }
     }
 
     /// Drops what was processed since the last commit: the caches' writes never reach the

@@ -143,7 +143,7 @@ impl TopologyTestDriver {
         let mut tasks = Vec::new();
         for sub in &topology.subtopologies {
             let id = TaskId::new(sub.id, 0);
-            let stores = TaskStores::open(id, &topology, sub, &topics, &app_id, None)?;
+            let stores = TaskStores::open(id, &topology, sub, &topics, &app_id, None, None)?;
             let mut task = StreamTask::create(
                 stores,
                 &topology,

@@ -65,6 +65,10 @@ pub(crate) struct StreamThread {
     changed: Vec<TopicPartition>,
     inputs: Vec<InputRef>,
     task_ids: Vec<TaskId>,
+    /// The tasks the last commit committed, sorted: those idle since give their caches'
+    /// buffers back (so a thread with thousands of tasks keeps buffers only for the tasks of
+    /// its last commit, not for every task it ever ran).
+    last_committed: Vec<TaskId>,
     /// The coordinator's acceptable recovery lag, if it sent one.
     acceptable_recovery_lag: Option<u64>,
     /// Warm-up tasks already reported as caught up.
@@ -95,7 +99,7 @@ impl StreamThread {
             commit_interval: config.commit_interval(),
             heartbeat_interval: config.heartbeat_interval,
             cleanup_interval,
-            cache_max_bytes: config.statestore_cache_max_bytes,
+            cache_max_bytes: config.thread_cache_max_bytes(),
             fetch_strategy: config.fetch_strategy,
             idle_wakeup: config.idle_wakeup,
         };
@@ -115,6 +119,7 @@ impl StreamThread {
             changed: Vec::new(),
             inputs: Vec::new(),
             task_ids: Vec::new(),
+            last_committed: Vec::new(),
             acceptable_recovery_lag: None,
             warmups_reported: BTreeSet::new(),
             assignment: Assignment::default(),
@@ -297,10 +302,23 @@ impl StreamThread {
     /// Deletes task directories nobody in this process owned for `state_cleanup_delay_ms`.
     fn clean_up(&self) {
         let delay = self.shared.config.state_cleanup_delay;
+        // A task's stores in the shared database go first, while the task cannot be claimed: a
+        // crash in between leaves a checkpoint over no store, which the next open restores.
+        let store_db = self.shared.store_db.clone();
+        let mut before_delete = |task| match &store_db {
+            None => true,
+            Some(db) => match db.delete_task(task) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(%task, error = %e, "deleting an unowned task's stores failed; keeping its directory");
+                    false
+                }
+            },
+        };
         match self
             .shared
             .state_dir
-            .clean_unowned_task_dirs_older_than(delay)
+            .clean_unowned_task_dirs_with(delay, &mut before_delete)
         {
             Ok(deleted) if !deleted.is_empty() => {
                 tracing::info!(?deleted, "cleaned up unowned task directories")
@@ -453,6 +471,7 @@ impl StreamThread {
                 &shared.topics,
                 &shared.config.application_id,
                 Some(&shared.state_dir),
+                shared.store_db.as_ref(),
             )?;
             let changelogs: Vec<_> = stores
                 .changelogs
@@ -667,6 +686,15 @@ impl StreamThread {
                 .commits
                 .fetch_add(1, Ordering::Relaxed);
         }
+        self.task_ids.sort_unstable();
+        for id in &self.last_committed {
+            if self.task_ids.binary_search(id).is_err()
+                && let Some(task) = self.tasks.get_mut(id)
+            {
+                task.release_cache_buffers();
+            }
+        }
+        std::mem::swap(&mut self.last_committed, &mut self.task_ids);
         self.core.committed(Instant::now());
         Ok(())
     }

@@ -82,6 +82,16 @@ pub fn run_until_idle(mut app: riffle::StreamsApp) -> (u64, u64) {
 /// The persistent groupByKey count `in` → `out` (store `counts`, application `durable`, two
 /// threads), run on `log` with state in `state` until idle: (records processed, restored).
 pub fn run_persistent_count(log: &Log, state: &std::path::Path) -> (u64, u64) {
+    run_persistent_count_as("durable", log, state)
+}
+
+/// [`run_persistent_count`] as application `application_id`.
+#[allow(dead_code)]
+pub fn run_persistent_count_as(
+    application_id: &str,
+    log: &Log,
+    state: &std::path::Path,
+) -> (u64, u64) {
     use riffle::{
         Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType, StreamsApp,
         StreamsBuilder, StreamsConfig,
@@ -93,7 +103,7 @@ pub fn run_persistent_count(log: &Log, state: &std::path::Path) -> (u64, u64) {
         .count_with(Materialized::named("counts").with_store_type(StoreType::Persistent))
         .to_stream()
         .to("out", Produced::with(Serdes::string(), Serdes::i64()));
-    let mut config = StreamsConfig::new("durable");
+    let mut config = StreamsConfig::new(application_id);
     config.state_dir = state.to_owned();
     config.num_stream_threads = 2;
     config.poll = std::time::Duration::from_millis(5);

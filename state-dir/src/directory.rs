@@ -254,6 +254,18 @@ impl StateDirectory {
 
     /// [`clean_unowned_task_dirs`](Self::clean_unowned_task_dirs) with an explicit delay.
     pub fn clean_unowned_task_dirs_older_than(&self, delay: Duration) -> Result<Vec<TaskId>> {
+        self.clean_unowned_task_dirs_with(delay, &mut |_| true)
+    }
+
+    /// [`clean_unowned_task_dirs_older_than`](Self::clean_unowned_task_dirs_older_than), calling
+    /// `before_delete` for each task before its directory goes, while nobody can claim the task
+    /// (to delete state kept elsewhere, such as a shared store database). A task for which it
+    /// returns false keeps its directory.
+    pub fn clean_unowned_task_dirs_with(
+        &self,
+        delay: Duration,
+        before_delete: &mut dyn FnMut(TaskId) -> bool,
+    ) -> Result<Vec<TaskId>> {
         let mut deleted = Vec::new();
         for task in self.list_task_dirs()? {
             // Hold the owners lock across the check and the delete so nobody claims it meanwhile.
@@ -270,6 +282,9 @@ impl StateDirectory {
                 .unwrap_or(Duration::ZERO);
             if idle_in_process.min(idle_on_disk) >= delay {
                 info!(%task, "deleting task directory not owned for {delay:?}");
+                if !before_delete(task) {
+                    continue;
+                }
                 self.delete_task_dir(task)?;
                 deleted.push(task);
             }

@@ -175,8 +175,24 @@ impl KafkaBrokerBuilder {
         self
     }
 
-    /// Starts the broker and waits until it is ready (at most two minutes).
+    /// Starts the broker and waits until it is ready (at most two minutes). Its ports are found
+    /// free before the broker binds them, so another process can take one in between: a start
+    /// that fails with "Address already in use" is tried again with new ports (three times).
     pub fn start(self) -> Result<KafkaBroker> {
+        let mut attempt = 1;
+        loop {
+            match self.start_once() {
+                Err(Error::Command { output, .. })
+                    if attempt < 3 && output.contains("Address already in use") =>
+                {
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(&self) -> Result<KafkaBroker> {
         let libs = kafka_libs()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())

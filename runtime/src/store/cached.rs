@@ -117,8 +117,10 @@ pub(crate) const NO_TIMESTAMP: i64 = i64::MIN;
 /// Bytes a cache entry is charged beyond its key and value.
 const ENTRY_OVERHEAD: usize = 64;
 
-/// Capacity below which the cache keeps its buffers whatever a commit used.
-const KEEP_BYTES: usize = 1 << 20;
+/// Capacity below which the cache keeps its buffers whatever a commit used. Small: a thread
+/// may run thousands of tasks, and what each keeps idle adds up (20,000 tasks keeping 6 KiB
+/// each were 120 MiB).
+const KEEP_BYTES: usize = 4 << 10;
 
 impl CachedStore {
     pub(crate) fn new(inner: Box<dyn KeyValueStore>) -> Self {
@@ -622,16 +624,30 @@ impl CachedStore {
         Ok(())
     }
 
+    /// Frees the buffers of an empty cache (one whose task went idle); it grows them again on
+    /// its next write.
+    pub(crate) fn release_buffers(&mut self) {
+        if self.entries.is_empty() {
+            self.arena = Vec::new();
+            self.entries = Vec::new();
+            self.index = HashTable::new();
+        }
+    }
+
     /// Forgets uncommitted writes (the store is untouched by them).
     pub(crate) fn discard(&mut self) {
         self.memo.set(None);
         // Capacity a burst left behind goes back; a steady load keeps its buffers.
-        let used = self.arena.len();
+        let entry_bytes = std::mem::size_of::<Entry>() + std::mem::size_of::<usize>();
+        let used = self.arena.len() + self.entries.len() * entry_bytes;
+        let kept = self.arena.capacity() + self.entries.capacity() * entry_bytes;
         let entries = self.entries.len();
+        let arena_used = self.arena.len();
         self.entries.clear();
         self.index.clear();
         self.arena.clear();
-        if self.arena.capacity() > KEEP_BYTES && self.arena.capacity() / 4 > used {
+        if kept > KEEP_BYTES && kept / 4 > used {
+            let used = arena_used;
             self.arena.shrink_to(used);
             self.entries.shrink_to(entries);
             self.index.shrink_to(entries, |&i| self.entries[i].hash);

@@ -9,10 +9,13 @@
 //! can resume from its checkpoint after its thread dies.
 
 mod cached;
+mod database;
 mod memory;
 mod persistent;
 mod window;
 
+pub(crate) use database::MIN_MEMORY_BUDGET;
+pub(crate) use database::{MemoryBudget, StoreDatabase};
 pub(crate) use memory::InMemoryKeyValueStore;
 pub(crate) use persistent::PersistentKeyValueStore;
 pub(crate) use window::{
@@ -210,7 +213,7 @@ mod tests {
     #[test]
     fn the_persistent_store_records_its_position_with_its_data() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let open = || PersistentKeyValueStore::open("p", dir.path()).expect("open");
+        let open = || PersistentKeyValueStore::open_in("p", dir.path()).expect("open");
         let at = |offset| StorePosition {
             changelog: riffle_state_dir::ChangelogPartition::new("app-p-changelog", 1),
             offset,
@@ -246,7 +249,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let stores: Vec<Box<dyn KeyValueStore>> = vec![
             Box::new(InMemoryKeyValueStore::new("m")),
-            Box::new(PersistentKeyValueStore::open("p", dir.path()).expect("open")),
+            Box::new(PersistentKeyValueStore::open_in("p", dir.path()).expect("open")),
         ];
         for mut store in stores {
             let mut model = BTreeMap::new();

@@ -1,39 +1,42 @@
 //! The persistent store, on fjall (a pure-Rust LSM tree; RocksDB's C++ build takes about 26
 //! minutes on a 2-core machine).
 //!
-//! One fjall database per store per task, in `<task dir>/fjall/<store>/`, so a task's state moves
-//! and is deleted with its task directory, as RocksDB stores do in Kafka Streams.
+//! Its entries live in the application instance's one [`StoreDatabase`], in the keyspace every
+//! key-value store shares, each key prefixed with the store's id; its changelog position in the
+//! registry keyspace, written in the same fjall batch as the data it covers.
 
-use std::path::{Path, PathBuf};
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::Arc;
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::Keyspace;
+use riffle_state_dir::TaskId;
 
+#[cfg(test)]
+use super::database::MemoryBudget;
+use super::database::{StoreDatabase, delete_prefix};
 use super::{KeyValueStore, StoreError, StorePosition};
 
 /// A store on disk that keeps its data across restarts.
 pub(crate) struct PersistentKeyValueStore {
     name: String,
-    path: PathBuf,
-    db: Database,
-    data: Keyspace,
-    /// The changelog position of the data (one key), written in the data's batches.
-    position: Keyspace,
+    db: Arc<StoreDatabase>,
+    /// The store's id: the prefix of its keys.
+    prefix: [u8; 4],
+    position_key: [u8; 8],
+    /// A key with its prefix, for reads (`&self`).
+    scratch: RefCell<Vec<u8>>,
 }
-
-/// The key of the recorded position in its keyspace.
-const POSITION_KEY: &[u8] = b"changelog";
 
 impl std::fmt::Debug for PersistentKeyValueStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PersistentKeyValueStore")
             .field("name", &self.name)
-            .field("path", &self.path)
+            .field("id", &u32::from_be_bytes(self.prefix))
+            .field("path", &self.db.path())
             .finish()
     }
 }
-
-/// The block cache of one store; stores are per task, so it stays small.
-const CACHE_BYTES: u64 = 4 << 20;
 
 /// A [`StoreError::Backend`] of the store `name` at `path`.
 pub(super) fn backend_error(name: &str, path: &Path, reason: impl std::fmt::Display) -> StoreError {
@@ -44,41 +47,60 @@ pub(super) fn backend_error(name: &str, path: &Path, reason: impl std::fmt::Disp
     }
 }
 
-/// Opens (creating if needed) the fjall database of the store `name` in `path`, with the options
-/// every persistent store uses.
-pub(super) fn open_database(name: &str, path: &Path) -> Result<Database, StoreError> {
-    std::fs::create_dir_all(path).map_err(|e| backend_error(name, path, e))?;
-    Database::builder(path)
-        .worker_threads(1)
-        .cache_size(CACHE_BYTES)
-        .manual_journal_persist(true)
-        .open()
-        .map_err(|e| backend_error(name, path, e))
+/// The smallest key above every key starting with `prefix` (4 bytes), or `None` past the last.
+fn prefix_end(prefix: [u8; 4]) -> Option<[u8; 4]> {
+    u32::from_be_bytes(prefix)
+        .checked_add(1)
+        .map(u32::to_be_bytes)
 }
 
 impl PersistentKeyValueStore {
-    /// Opens (creating if needed) the store `name` in `dir`.
-    pub(crate) fn open(name: impl Into<String>, dir: &Path) -> Result<Self, StoreError> {
+    /// Opens (creating if needed) `task`'s store `name` in `format` (a timestamped store is
+    /// another format, so data of the format before it is never read as its own).
+    pub(crate) fn open(
+        db: &Arc<StoreDatabase>,
+        task: TaskId,
+        format: &str,
+        name: impl Into<String>,
+    ) -> Result<Self, StoreError> {
         let name = name.into();
-        let path = dir.to_owned();
-        let db = open_database(&name, &path)?;
-        let data = db
-            .keyspace("data", KeyspaceCreateOptions::default)
-            .map_err(|e| backend_error(&name, &path, e))?;
-        let position = db
-            .keyspace("position", KeyspaceCreateOptions::default)
-            .map_err(|e| backend_error(&name, &path, e))?;
+        let id = db.store_id(task, format, &name)?;
         Ok(PersistentKeyValueStore {
             name,
-            path,
-            db,
-            data,
-            position,
+            db: db.clone(),
+            prefix: id.to_be_bytes(),
+            position_key: StoreDatabase::position_key(id),
+            scratch: RefCell::new(Vec::new()),
         })
     }
 
+    /// A store alone in a database of its own in `dir` (tests).
+    #[cfg(test)]
+    pub(crate) fn open_in(name: impl Into<String>, dir: &Path) -> Result<Self, StoreError> {
+        let db = StoreDatabase::open(dir, MemoryBudget::split(0, 0))?;
+        Self::open(&db, TaskId::new(0, 0), "kv", name)
+    }
+
+    fn kv(&self) -> &Keyspace {
+        self.db.kv()
+    }
+
     fn err(&self, e: fjall::Error) -> StoreError {
-        backend_error(&self.name, &self.path, e)
+        backend_error(&self.name, self.db.path(), e)
+    }
+
+    /// `key` with the store's prefix, in the scratch buffer.
+    fn with_key<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> T {
+        let mut scratch = self.scratch.borrow_mut();
+        scratch.clear();
+        scratch.extend_from_slice(&self.prefix);
+        scratch.extend_from_slice(key);
+        f(&scratch)
+    }
+
+    /// `key` with the store's prefix, as fjall's key type.
+    fn full_key(&self, key: &[u8]) -> fjall::UserKey {
+        self.with_key(key, |key| fjall::UserKey::from(key))
     }
 
     /// One fjall batch: the writes, and the position if given.
@@ -91,17 +113,55 @@ impl PersistentKeyValueStore {
         // skip-list insert into the memtable then lands next to the one before.
         let mut sorted: Vec<(&[u8], Option<&[u8]>)> = batch.collect();
         sorted.sort_by(|a, b| a.0.cmp(b.0));
-        let mut writes = self.db.batch();
+        let mut writes = self.db.db().batch();
         for (key, value) in sorted {
+            let key = self.full_key(key);
             match value {
-                Some(value) => writes.insert(&self.data, key, value),
-                None => writes.remove(&self.data, key),
+                Some(value) => writes.insert(self.kv(), key, value),
+                None => writes.remove(self.kv(), key),
             }
         }
         if let Some(position) = position {
-            writes.insert(&self.position, POSITION_KEY, position.encode());
+            writes.insert(self.db.registry(), self.position_key, position.encode());
         }
         writes.commit().map_err(|e| self.err(e))
+    }
+
+    /// Visits the store's entries with keys in `[from, to)` (without the prefix; `to` `None`
+    /// for no bound).
+    fn visit(
+        &self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<(), StoreError> {
+        let mut lower = self.prefix.to_vec();
+        lower.extend_from_slice(from);
+        let upper: Vec<u8> = match to {
+            Some(to) => {
+                let mut upper = self.prefix.to_vec();
+                upper.extend_from_slice(to);
+                upper
+            }
+            None => match prefix_end(self.prefix) {
+                Some(end) => end.to_vec(),
+                None => {
+                    for guard in self.kv().range(lower..) {
+                        let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
+                        f(&k[4..], &v);
+                    }
+                    return Ok(());
+                }
+            },
+        };
+        if lower >= upper {
+            return Ok(());
+        }
+        for guard in self.kv().range(lower..upper) {
+            let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
+            f(&k[4..], &v);
+        }
+        Ok(())
     }
 }
 
@@ -111,7 +171,10 @@ impl KeyValueStore for PersistentKeyValueStore {
     }
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
         out.clear();
-        match self.data.get(key).map_err(|e| self.err(e))? {
+        match self
+            .with_key(key, |key| self.kv().get(key))
+            .map_err(|e| self.err(e))?
+        {
             Some(value) => {
                 out.extend_from_slice(&value);
                 Ok(true)
@@ -120,10 +183,12 @@ impl KeyValueStore for PersistentKeyValueStore {
         }
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        self.data.insert(key, value).map_err(|e| self.err(e))
+        let key = self.full_key(key);
+        self.kv().insert(key, value).map_err(|e| self.err(e))
     }
     fn delete(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        self.data.remove(key).map_err(|e| self.err(e))
+        let key = self.full_key(key);
+        self.kv().remove(key).map_err(|e| self.err(e))
     }
     fn write_batch(
         &mut self,
@@ -139,12 +204,18 @@ impl KeyValueStore for PersistentKeyValueStore {
         self.write(batch, Some(position))
     }
     fn record_position(&mut self, position: &StorePosition) -> Result<(), StoreError> {
-        self.position
-            .insert(POSITION_KEY, position.encode())
+        self.db
+            .registry()
+            .insert(self.position_key, position.encode())
             .map_err(|e| self.err(e))
     }
     fn position(&self) -> Result<Option<StorePosition>, StoreError> {
-        match self.position.get(POSITION_KEY).map_err(|e| self.err(e))? {
+        match self
+            .db
+            .registry()
+            .get(self.position_key)
+            .map_err(|e| self.err(e))?
+        {
             Some(bytes) => StorePosition::decode(&self.name, &bytes).map(Some),
             None => Ok(None),
         }
@@ -153,11 +224,17 @@ impl KeyValueStore for PersistentKeyValueStore {
         &mut self,
         batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
     ) -> Result<(), StoreError> {
-        // Sorted, unique keys: ingest them as a table of their own, bypassing the memtable
-        // (whose skip-list inserts dominate a restore through ordinary writes). Later data wins
-        // over what the store held, as a changelog's later records do.
-        let mut ingestion = self.data.start_ingestion().map_err(|e| self.err(e))?;
-        for (key, value) in batch {
+        // Sorted, unique keys. A large batch is ingested as a table of its own, bypassing the
+        // memtable (whose skip-list inserts dominate a restore through ordinary writes); later
+        // data wins over what the store held, as a changelog's later records do. A small one
+        // goes through the memtable: an ingestion flushes the memtable every store shares.
+        let entries: Vec<(&[u8], Option<&[u8]>)> = batch.collect();
+        if entries.len() < INGESTION_MIN_ENTRIES {
+            return self.write(&mut entries.into_iter(), None);
+        }
+        let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
+        for (key, value) in entries {
+            let key = self.full_key(key);
             let written = match value {
                 Some(value) => ingestion.write(key, value),
                 None => ingestion.write_tombstone(key),
@@ -167,11 +244,7 @@ impl KeyValueStore for PersistentKeyValueStore {
         ingestion.finish().map_err(|e| self.err(e))
     }
     fn for_each(&self, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
-        for guard in self.data.iter() {
-            let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
-            f(&k, &v);
-        }
-        Ok(())
+        self.visit(&[], None, f)
     }
     fn range(
         &self,
@@ -179,31 +252,32 @@ impl KeyValueStore for PersistentKeyValueStore {
         to: &[u8],
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<(), StoreError> {
-        for guard in self.data.range(from..to) {
-            let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
-            f(&k, &v);
-        }
-        Ok(())
+        self.visit(from, Some(to), f)
     }
     fn flush(&mut self) -> Result<(), StoreError> {
-        self.db
-            .persist(PersistMode::SyncAll)
-            .map_err(|e| self.err(e))
+        self.db.sync().map_err(|e| self.err(e))
     }
     fn wipe(&mut self) -> Result<(), StoreError> {
-        // One batch: the position goes with the data.
-        let mut writes = self.db.batch();
-        for guard in self.data.iter() {
-            let key = guard.key().map_err(|e| self.err(e))?;
-            writes.remove(&self.data, key);
-        }
-        writes.remove(&self.position, POSITION_KEY);
-        writes.commit().map_err(|e| self.err(e))
+        // The position first, durably: a crash before the data is gone leaves data without a
+        // position, which the next open wipes again.
+        self.db
+            .registry()
+            .remove(self.position_key)
+            .and_then(|()| self.db.db().persist(fjall::PersistMode::SyncAll))
+            .and_then(|()| delete_prefix(self.db.db(), self.kv(), &self.prefix))
+            .map_err(|e| self.err(e))
     }
     fn is_persistent(&self) -> bool {
         true
     }
     fn approximate_len(&self) -> usize {
-        self.data.approximate_len()
+        // The shared keyspace keeps no count per store: counted (tests, and a store opened
+        // without a position).
+        let mut n = 0;
+        let _ = self.visit(&[], None, &mut |_, _| n += 1);
+        n
     }
 }
+
+/// A restore batch of at least this many entries is ingested as a table of its own.
+const INGESTION_MIN_ENTRIES: usize = 16_384;

@@ -28,11 +28,14 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry as MapEntry;
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::Keyspace;
+use riffle_state_dir::TaskId;
 
-use super::persistent::{backend_error, open_database};
+use super::database::StoreDatabase;
+use super::persistent::backend_error;
 use super::{KeyValueStore, StoreError, StorePosition};
 
 /// The first two bytes of every meta key.
@@ -539,17 +542,20 @@ impl Memory {
     }
 }
 
-/// The segments on disk: one fjall database, a keyspace per segment and one for the meta keys.
+/// The segments on disk, in the instance's [`StoreDatabase`]: a keyspace per segment and one
+/// for the meta keys, named after the store's id.
 struct Disk {
-    path: PathBuf,
-    db: Database,
+    db: Arc<StoreDatabase>,
+    /// The store's id in the database.
+    id: u32,
     meta: Keyspace,
     segments: BTreeMap<i64, Keyspace>,
 }
 
-/// The keyspace of segment `id`, created if it is new.
+/// The keyspace of segment `id` of store `store`, created if it is new.
 fn segment_or_create<'a>(
-    db: &Database,
+    db: &StoreDatabase,
+    store: u32,
     segments: &'a mut BTreeMap<i64, Keyspace>,
     id: i64,
 ) -> Result<&'a Keyspace, fjall::Error> {
@@ -557,7 +563,7 @@ fn segment_or_create<'a>(
         MapEntry::Occupied(e) => e.into_mut(),
         MapEntry::Vacant(e) => {
             let started = std::time::Instant::now();
-            let keyspace = db.keyspace(&segment_name(id), KeyspaceCreateOptions::default)?;
+            let keyspace = db.keyspace_of(store, &segment_name(id))?;
             crate::metrics::record_segment_created(started.elapsed());
             e.insert(keyspace)
         }
@@ -575,12 +581,12 @@ impl Disk {
         observed: Option<i64>,
         position: Option<&StorePosition>,
     ) -> Result<(), fjall::Error> {
-        let mut batch = self.db.batch();
+        let mut batch = self.db.db().batch();
         for &(target, key, value) in writes {
             let space = match (target, value) {
                 (Target::Meta, _) => &self.meta,
                 (Target::Segment { segment, .. }, Some(_)) => {
-                    segment_or_create(&self.db, &mut self.segments, segment)?
+                    segment_or_create(&self.db, self.id, &mut self.segments, segment)?
                 }
                 (Target::Segment { segment, .. }, None) => match self.segments.get(&segment) {
                     Some(space) => space,
@@ -639,7 +645,7 @@ impl std::fmt::Debug for SegmentedStore {
             .field("observed", &self.observed)
             .field("segments", &self.segment_count());
         if let Backend::Disk(disk) = &self.backend {
-            s.field("path", &disk.path);
+            s.field("id", &disk.id).field("path", &disk.db.path());
         }
         s.finish()
     }
@@ -674,50 +680,52 @@ impl SegmentedStore {
     /// time, so it goes on expiring where it stopped. Opening a store written with another kind
     /// or segment interval fails: its segments would mean other times.
     pub(crate) fn persistent(
+        db: &Arc<StoreDatabase>,
+        task: TaskId,
+        format: &str,
         name: impl Into<String>,
         kind: SegmentedKind,
         retention_ms: i64,
         segment_interval_ms: i64,
-        dir: &Path,
     ) -> Result<Self, StoreError> {
         let name = name.into();
         let segment_interval_ms = segment_interval_ms.max(1);
-        let db = open_database(&name, dir)?;
+        let id = db.store_id(task, format, &name)?;
+        let dir = db.path();
         let err = |e: fjall::Error| backend_error(&name, dir, e);
         let corrupt = |reason: String| StoreError::Corrupt {
             store: name.clone(),
             reason,
         };
-        // Refuse another store's database before creating anything in it.
+        // Refuse a keyspace that is neither before creating anything.
         let mut segments = BTreeMap::new();
-        for keyspace in db.list_keyspace_names() {
-            if &*keyspace == META_KEYSPACE {
+        let mut meta = None;
+        for (keyspace, handle) in db.keyspaces_of(id) {
+            if keyspace == META_KEYSPACE {
+                meta = Some(handle);
                 continue;
             }
-            let Some(id) = keyspace
+            let Some(segment) = keyspace
                 .strip_prefix(SEGMENT_PREFIX)
                 .and_then(|id| id.parse::<i64>().ok())
             else {
                 return Err(corrupt(format!(
-                    "its database holds a keyspace {:?}, neither a segment nor the meta keys",
-                    &*keyspace
+                    "its database holds a keyspace {keyspace:?}, neither a segment nor the meta keys"
                 )));
             };
-            let handle = db
-                .keyspace(&keyspace, KeyspaceCreateOptions::default)
-                .map_err(err)?;
-            segments.insert(id, handle);
+            segments.insert(segment, handle);
         }
-        let meta = db
-            .keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)
-            .map_err(err)?;
+        let meta = match meta {
+            Some(meta) => meta,
+            None => db.keyspace_of(id, META_KEYSPACE).map_err(err)?,
+        };
         let expected = layout(kind, segment_interval_ms);
         match meta.get(LAYOUT_KEY).map_err(err)? {
             Some(found) if *found == expected[..] => {}
             Some(found) => {
                 return Err(corrupt(format!(
-                    "it was written as {} and is opened as {}; delete its directory to rebuild \
-                     it from its changelog",
+                    "it was written as {} and is opened as {}; delete its task's directory \
+                     while the application is stopped to rebuild it from its changelog",
                     describe_layout(&found),
                     describe_layout(&expected)
                 )));
@@ -745,8 +753,8 @@ impl SegmentedStore {
             expired_writes: 0,
             positioned,
             backend: Backend::Disk(Disk {
-                path: dir.to_owned(),
-                db,
+                db: db.clone(),
+                id,
                 meta,
                 segments,
             }),
@@ -756,6 +764,28 @@ impl SegmentedStore {
         // does a shorter retention than before.
         store.drop_expired()?;
         Ok(store)
+    }
+
+    /// A store alone in a database of its own in `dir` (tests).
+    #[cfg(test)]
+    pub(crate) fn persistent_in(
+        name: impl Into<String>,
+        kind: SegmentedKind,
+        retention_ms: i64,
+        segment_interval_ms: i64,
+        dir: &Path,
+    ) -> Result<Self, StoreError> {
+        let db = StoreDatabase::open(dir, super::MemoryBudget::split(0, 0))?;
+        let task = TaskId::new(0, 0);
+        Self::persistent(
+            &db,
+            task,
+            "window",
+            name,
+            kind,
+            retention_ms,
+            segment_interval_ms,
+        )
     }
 
     /// What the store holds.
@@ -828,7 +858,7 @@ impl SegmentedStore {
 
     fn err(&self, e: fjall::Error) -> StoreError {
         let path = match &self.backend {
-            Backend::Disk(d) => d.path.as_path(),
+            Backend::Disk(d) => d.db.path(),
             Backend::Memory(_) => Path::new("(memory)"),
         };
         backend_error(&self.name, path, e)
@@ -943,7 +973,7 @@ impl SegmentedStore {
                 let segments = expired.len();
                 let deleted = expired
                     .into_values()
-                    .try_for_each(|keyspace| d.db.delete_keyspace(keyspace));
+                    .try_for_each(|keyspace| d.db.delete_keyspace_of(d.id, keyspace));
                 (segments, entries, deleted)
             }
         };
@@ -1146,7 +1176,7 @@ impl KeyValueStore for SegmentedStore {
     fn flush(&mut self) -> Result<(), StoreError> {
         match &self.backend {
             Backend::Memory(_) => Ok(()),
-            Backend::Disk(d) => d.db.persist(PersistMode::SyncAll).map_err(|e| self.err(e)),
+            Backend::Disk(d) => d.db.sync().map_err(|e| self.err(e)),
         }
     }
     /// Drops every segment and meta key; the observed time starts over.
@@ -1163,11 +1193,11 @@ impl KeyValueStore for SegmentedStore {
                 // journal's order, and a crash in between must not leave it over no data.
                 d.meta
                     .remove(POSITION_KEY)
-                    .and_then(|()| d.db.persist(PersistMode::SyncAll))
+                    .and_then(|()| d.db.db().persist(fjall::PersistMode::SyncAll))
                     .and_then(|()| {
                         std::mem::take(&mut d.segments)
                             .into_values()
-                            .try_for_each(|keyspace| d.db.delete_keyspace(keyspace))
+                            .try_for_each(|keyspace| d.db.delete_keyspace_of(d.id, keyspace))
                     })
                     .and_then(|()| d.meta.clear())
                     .and_then(|()| d.meta.insert(LAYOUT_KEY, &layout[..]))
@@ -1223,8 +1253,8 @@ mod tests {
     use super::{Malformed, decode_entry, flip, parse_entry, unflip};
     // Through the store module's re-exports, as the operators will reach them.
     use crate::store::{
-        DecodedEntry, KeyValueStore, PersistentKeyValueStore, SegmentedKind, SegmentedStore,
-        StoreError, encode_key, is_meta, key_bounds, meta_key, session_entry_key, window_entry_key,
+        DecodedEntry, KeyValueStore, SegmentedKind, SegmentedStore, StoreError, encode_key,
+        is_meta, key_bounds, meta_key, session_entry_key, window_entry_key,
     };
 
     use SegmentedKind::{Session, Window};
@@ -1659,7 +1689,7 @@ mod tests {
     ) -> Result<SegmentedStore, TestCaseError> {
         match dir {
             Some(dir) => {
-                SegmentedStore::persistent("s", kind, retention, interval, dir).map_err(fail)
+                SegmentedStore::persistent_in("s", kind, retention, interval, dir).map_err(fail)
             }
             None => Ok(SegmentedStore::in_memory("s", kind, retention, interval)),
         }
@@ -1908,7 +1938,7 @@ mod tests {
     fn expiring_a_segment_drops_it_whole() {
         let dir = tempfile::tempdir().expect("tempdir");
         let persistent = |dir: &std::path::Path| {
-            SegmentedStore::persistent("w", Window, 100, 10, dir).expect("open")
+            SegmentedStore::persistent_in("w", Window, 100, 10, dir).expect("open")
         };
         for mut store in [
             SegmentedStore::in_memory("w", Window, 100, 10),
@@ -1969,7 +1999,7 @@ mod tests {
         use crate::store::StorePosition;
         let dir = tempfile::tempdir().expect("tempdir");
         let open =
-            || SegmentedStore::persistent("s", Window, 1_000, 100, dir.path()).expect("open");
+            || SegmentedStore::persistent_in("s", Window, 1_000, 100, dir.path()).expect("open");
         let at = |offset| StorePosition {
             changelog: riffle_state_dir::ChangelogPartition::new("app-s-changelog", 3),
             offset,
@@ -2005,7 +2035,8 @@ mod tests {
     #[test]
     fn a_reopened_store_keeps_its_observed_time_and_goes_on_expiring() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let open = || SegmentedStore::persistent("s", Session, 50, 10, dir.path()).expect("open");
+        let open =
+            || SegmentedStore::persistent_in("s", Session, 50, 10, dir.path()).expect("open");
         let mut store = open();
         let batch = [
             (session_key(b"a", 10, 0), b"1".to_vec()),
@@ -2063,7 +2094,8 @@ mod tests {
     #[test]
     fn a_batch_writing_a_key_twice_keeps_the_last_write_also_after_reopening() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let open = || SegmentedStore::persistent("w", Window, 100, 10, dir.path()).expect("open");
+        let open =
+            || SegmentedStore::persistent_in("w", Window, 100, 10, dir.path()).expect("open");
         let mut store = open();
         let key = |i: u8| window_key(&[i], 5, 0);
         let (k0, k1, k2, k3) = (key(0), key(1), key(2), key(3));
@@ -2089,16 +2121,17 @@ mod tests {
         assert_eq!(listing(&open()), expected, "after replaying the journal");
     }
 
-    /// Segment ids mean other times under another kind or segment interval, and a key-value
-    /// store's directory is not a segmented store's: opening either is refused.
+    /// Segment ids mean other times under another kind or segment interval: opening so is
+    /// refused.
     #[test]
     fn a_store_reopened_with_another_kind_or_segment_interval_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut store = SegmentedStore::persistent("w", Window, 100, 10, dir.path()).expect("open");
+        let mut store =
+            SegmentedStore::persistent_in("w", Window, 100, 10, dir.path()).expect("open");
         store.put(&window_key(b"k", 5, 0), b"v").expect("put");
         drop(store);
         for (kind, interval) in [(Window, 20), (Session, 10)] {
-            match SegmentedStore::persistent("w", kind, 100, interval, dir.path()) {
+            match SegmentedStore::persistent_in("w", kind, 100, interval, dir.path()) {
                 Err(StoreError::Corrupt { store, reason }) => {
                     assert_eq!(store, "w");
                     assert!(
@@ -2109,20 +2142,9 @@ mod tests {
                 other => panic!("opened as {kind:?} with {interval} ms segments: {other:?}"),
             }
         }
-        let store = SegmentedStore::persistent("w", Window, 500, 10, dir.path())
+        let store = SegmentedStore::persistent_in("w", Window, 500, 10, dir.path())
             .expect("another retention is fine");
         assert_eq!(store.approximate_len(), 1);
-        drop(store);
-        let kv = tempfile::tempdir().expect("tempdir");
-        let mut plain = PersistentKeyValueStore::open("kv", kv.path()).expect("open");
-        plain.put(b"k", b"v").expect("put");
-        drop(plain);
-        let dirs = keyspace_dirs(kv.path());
-        assert!(matches!(
-            SegmentedStore::persistent("kv", Window, 100, 10, kv.path()),
-            Err(StoreError::Corrupt { .. })
-        ));
-        assert_eq!(keyspace_dirs(kv.path()), dirs, "nothing created in it");
     }
 
     /// A key that is neither an entry of the store's kind nor a meta key fails the whole batch

@@ -1,0 +1,609 @@
+//! One fjall database for every persistent store of an application instance.
+//!
+//! A database per store per task cost a worker thread, a journal, a block cache and open files
+//! each: 1,000 tasks ran with 1,006 OS threads. Here the process lock of the state directory
+//! (`<state_dir>/<application_id>/.lock`) makes this process the only user of
+//! `<state_dir>/<application_id>/stores/`, one fjall database with:
+//!
+//! - a keyspace `kv` holding every key-value store's entries, each key prefixed with its store's
+//!   id (4 bytes, big-endian), so one memtable and one tree serve all tasks;
+//! - keyspaces `w<id>.meta` and `w<id>.seg-<segment>` for each window or session store;
+//! - a keyspace `registry`: `id/<task>/<format>/<store>` → the store's id, `pos/<id>` → a
+//!   key-value store's changelog position (a `StorePosition`, written in the same fjall batch as
+//!   the data it covers), `next` → the next id.
+//!
+//! Its resources are bounded whatever the number of tasks: [`STORAGE_THREADS`] worker threads,
+//! [`MAX_OPEN_FILES`] cached table files, one block cache and one journal bound (which bounds the
+//! memtables of every keyspace together) carved from `statestore_memory_max_bytes`
+//! ([`MemoryBudget`]). A task's state is found by its task id in the registry and deleted with
+//! its task directory ([`StoreDatabase::delete_task`], called by the state directory's cleanup
+//! while the task is unowned); a task whose directory is gone at start has its stores deleted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use riffle_state_dir::TaskId;
+
+use super::StoreError;
+
+/// Worker threads (flushes and compactions) for every store of the process.
+pub(crate) const STORAGE_THREADS: usize = 2;
+/// Table files kept open at once, across every store.
+pub(crate) const MAX_OPEN_FILES: usize = 256;
+/// fjall's floor for its journal bound (and so for the write buffers).
+const MIN_WRITE_BUFFERS: u64 = 64 << 20;
+/// The smallest `statestore_memory_max_bytes`: the write buffers' floor and room besides.
+pub(crate) const MIN_MEMORY_BUDGET: u64 = 96 << 20;
+
+/// The memory of every store of the process: block cache, write buffers (memtables) and
+/// riffle's record caches, from one `statestore_memory_max_bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MemoryBudget {
+    /// riffle's write caches, all stream threads together.
+    pub(crate) record_caches: u64,
+    /// fjall's memtables, all keyspaces together (fjall's journal bound).
+    pub(crate) write_buffers: u64,
+    /// fjall's block cache.
+    pub(crate) block_cache: u64,
+}
+
+impl MemoryBudget {
+    /// Splits `total` (at least [`MIN_MEMORY_BUDGET`]): the record caches get
+    /// `record_caches` (`statestore_cache_max_bytes`) up to an eighth of it, the write buffers
+    /// half of it (at least fjall's 64 MiB floor), the block cache the rest.
+    pub(crate) fn split(total: u64, record_caches: u64) -> MemoryBudget {
+        let total = total.max(MIN_MEMORY_BUDGET);
+        let record_caches = record_caches.min(total / 8);
+        let write_buffers = (total / 2).max(MIN_WRITE_BUFFERS);
+        MemoryBudget {
+            record_caches,
+            write_buffers,
+            block_cache: total - record_caches - write_buffers,
+        }
+    }
+}
+
+/// The database of every persistent store of one application instance. See the module
+/// documentation.
+pub(crate) struct StoreDatabase {
+    path: PathBuf,
+    db: Database,
+    kv: Keyspace,
+    registry: Keyspace,
+    state: Mutex<Registry>,
+    /// The sequence number at the last durable sync, under its own lock so a flush that finds
+    /// nothing new still waits for a sync in progress.
+    synced: Mutex<u64>,
+}
+
+/// The registry in memory.
+#[derive(Default)]
+struct Registry {
+    next_id: u32,
+    /// `<task>/<format>/<store>` → id.
+    ids: HashMap<String, u32>,
+    /// The ids of each task's stores.
+    by_task: HashMap<TaskId, Vec<u32>>,
+    /// A segmented store's keyspaces: id → keyspace name → handle.
+    keyspaces: HashMap<u32, BTreeMap<String, Keyspace>>,
+}
+
+impl std::fmt::Debug for StoreDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreDatabase")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+const KV_KEYSPACE: &str = "kv";
+const REGISTRY_KEYSPACE: &str = "registry";
+const ID_PREFIX: &str = "id/";
+const POSITION_PREFIX: &[u8] = b"pos/";
+const NEXT_KEY: &[u8] = b"next";
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The name prefix of the keyspaces of the segmented store `id`.
+fn keyspace_prefix(id: u32) -> String {
+    format!("w{id}.")
+}
+
+/// The registry key of a key-value store's position.
+fn position_key(id: u32) -> [u8; 8] {
+    let mut key = [0; 8];
+    key[..4].copy_from_slice(POSITION_PREFIX);
+    key[4..].copy_from_slice(&id.to_be_bytes());
+    key
+}
+
+impl StoreDatabase {
+    /// Opens (creating if needed) the database in `dir` with `budget`'s block cache and write
+    /// buffers.
+    pub(crate) fn open(dir: &Path, budget: MemoryBudget) -> Result<Arc<Self>, StoreError> {
+        let err = |e: &dyn std::fmt::Display| StoreError::Backend {
+            store: "(every store)".into(),
+            path: dir.display().to_string(),
+            reason: e.to_string(),
+        };
+        std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
+        let db = Database::builder(dir)
+            .worker_threads(STORAGE_THREADS)
+            .cache_size(budget.block_cache)
+            .max_journaling_size(budget.write_buffers.max(MIN_WRITE_BUFFERS))
+            .max_cached_files(Some(MAX_OPEN_FILES))
+            .manual_journal_persist(true)
+            .open()
+            .map_err(|e| err(&e))?;
+        // One memtable for every key-value store: at most half the write buffers, so a full
+        // one can be flushed while the next fills.
+        let memtable = (budget.write_buffers / 2).max(1 << 20);
+        let kv = db
+            .keyspace(KV_KEYSPACE, || {
+                KeyspaceCreateOptions::default().max_memtable_size(memtable)
+            })
+            .map_err(|e| err(&e))?;
+        let registry = db
+            .keyspace(REGISTRY_KEYSPACE, KeyspaceCreateOptions::default)
+            .map_err(|e| err(&e))?;
+        let mut state = Registry::default();
+        if let Some(next) = registry.get(NEXT_KEY).map_err(|e| err(&e))? {
+            let bytes = <[u8; 4]>::try_from(&*next).map_err(|_| {
+                err(&format!(
+                    "its next store id has {} bytes, not 4",
+                    next.len()
+                ))
+            })?;
+            state.next_id = u32::from_be_bytes(bytes);
+        }
+        for guard in registry.prefix(ID_PREFIX) {
+            let (key, value) = guard.into_inner().map_err(|e| err(&e))?;
+            let name = String::from_utf8_lossy(&key[ID_PREFIX.len()..]).into_owned();
+            let id = <[u8; 4]>::try_from(&*value)
+                .map(u32::from_be_bytes)
+                .map_err(|_| {
+                    err(&format!(
+                        "the id of store {name:?} has {} bytes",
+                        value.len()
+                    ))
+                })?;
+            let task = name
+                .split('/')
+                .next()
+                .and_then(|t| t.parse::<TaskId>().ok())
+                .ok_or_else(|| err(&format!("store {name:?} names no task")))?;
+            state.by_task.entry(task).or_default().push(id);
+            state.ids.insert(name, id);
+        }
+        for name in db.list_keyspace_names() {
+            let Some(id) = name
+                .strip_prefix('w')
+                .and_then(|rest| rest.split_once('.'))
+                .and_then(|(id, _)| id.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let handle = db
+                .keyspace(&name, KeyspaceCreateOptions::default)
+                .map_err(|e| err(&e))?;
+            state
+                .keyspaces
+                .entry(id)
+                .or_default()
+                .insert(name.to_string(), handle);
+        }
+        Ok(Arc::new(StoreDatabase {
+            path: dir.to_owned(),
+            db,
+            kv,
+            registry,
+            state: Mutex::new(state),
+            synced: Mutex::new(0),
+        }))
+    }
+
+    /// The database's directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The fjall database.
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    /// The keyspace of every key-value store's entries.
+    pub(crate) fn kv(&self) -> &Keyspace {
+        &self.kv
+    }
+
+    /// The registry keyspace (positions are written in data batches).
+    pub(crate) fn registry(&self) -> &Keyspace {
+        &self.registry
+    }
+
+    /// The registry key of key-value store `id`'s position.
+    pub(crate) fn position_key(id: u32) -> [u8; 8] {
+        position_key(id)
+    }
+
+    fn err(&self, store: &str, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Backend {
+            store: store.to_owned(),
+            path: self.path.display().to_string(),
+            reason: e.to_string(),
+        }
+    }
+
+    /// The id of `task`'s store `name` in `format` (e.g. `kv`, `kv-ts`, `window`), assigned
+    /// and recorded on first use.
+    pub(crate) fn store_id(
+        &self,
+        task: TaskId,
+        format: &str,
+        name: &str,
+    ) -> Result<u32, StoreError> {
+        let full = format!("{task}/{format}/{name}");
+        let mut state = lock(&self.state);
+        if let Some(&id) = state.ids.get(&full) {
+            return Ok(id);
+        }
+        let id = state.next_id;
+        let next = id
+            .checked_add(1)
+            .ok_or_else(|| self.err(name, "store ids exhausted"))?;
+        let mut batch = self.db.batch();
+        batch.insert(
+            &self.registry,
+            format!("{ID_PREFIX}{full}"),
+            &id.to_be_bytes()[..],
+        );
+        batch.insert(&self.registry, NEXT_KEY, &next.to_be_bytes()[..]);
+        // Not synced here: the journal is replayed in order, so the store's data, written after
+        // this, is never recovered without it; the commit's sync makes both durable.
+        batch.commit().map_err(|e| self.err(name, e))?;
+        state.next_id = next;
+        state.ids.insert(full, id);
+        state.by_task.entry(task).or_default().push(id);
+        Ok(id)
+    }
+
+    /// The keyspaces of segmented store `id`, by their names less the store's prefix.
+    pub(crate) fn keyspaces_of(&self, id: u32) -> BTreeMap<String, Keyspace> {
+        let prefix = keyspace_prefix(id);
+        lock(&self.state)
+            .keyspaces
+            .get(&id)
+            .map(|spaces| {
+                spaces
+                    .iter()
+                    .map(|(name, k)| (name[prefix.len()..].to_owned(), k.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Segmented store `id`'s keyspace `name`, created if it is new.
+    pub(crate) fn keyspace_of(&self, id: u32, name: &str) -> Result<Keyspace, fjall::Error> {
+        let full = format!("{}{name}", keyspace_prefix(id));
+        let mut state = lock(&self.state);
+        let spaces = state.keyspaces.entry(id).or_default();
+        if let Some(k) = spaces.get(&full) {
+            return Ok(k.clone());
+        }
+        let handle = self.db.keyspace(&full, || {
+            // Segments are many and small: small memtables, flushed early.
+            KeyspaceCreateOptions::default().max_memtable_size(4 << 20)
+        })?;
+        spaces.insert(full, handle.clone());
+        Ok(handle)
+    }
+
+    /// Deletes segmented store `id`'s keyspace `handle`.
+    pub(crate) fn delete_keyspace_of(&self, id: u32, handle: Keyspace) -> Result<(), fjall::Error> {
+        if let Some(spaces) = lock(&self.state).keyspaces.get_mut(&id) {
+            spaces.retain(|_, k| k.id() != handle.id());
+        }
+        self.db.delete_keyspace(handle)
+    }
+
+    /// Makes every write so far durable: one sync of the shared journal, skipped when nothing
+    /// was written since the last (every task's commit flushes its stores).
+    pub(crate) fn sync(&self) -> Result<(), fjall::Error> {
+        let mut synced = lock(&self.synced);
+        let seqno = self.db.seqno();
+        if *synced != seqno {
+            self.db.persist(PersistMode::SyncAll)?;
+            *synced = seqno;
+        }
+        Ok(())
+    }
+
+    /// The tasks with stores here.
+    pub(crate) fn tasks(&self) -> Vec<TaskId> {
+        let mut tasks: Vec<_> = lock(&self.state).by_task.keys().copied().collect();
+        tasks.sort_unstable();
+        tasks
+    }
+
+    /// Deletes every store of `task`: its key-value entries and positions, its segmented
+    /// stores' keyspaces, its registry entries; durably. The task must not be open.
+    pub(crate) fn delete_task(&self, task: TaskId) -> Result<(), StoreError> {
+        let mut state = lock(&self.state);
+        let Some(ids) = state.by_task.remove(&task) else {
+            return Ok(());
+        };
+        let err = |e: fjall::Error| self.err(&task.to_string(), e);
+        for &id in &ids {
+            // The position first, durably: a crash before the data is gone leaves data without
+            // a position, which the next open wipes.
+            self.registry.remove(position_key(id)).map_err(err)?;
+            self.db.persist(PersistMode::SyncAll).map_err(err)?;
+            delete_prefix(&self.db, &self.kv, &id.to_be_bytes()).map_err(err)?;
+            if let Some(spaces) = state.keyspaces.remove(&id) {
+                for handle in spaces.into_values() {
+                    self.db.delete_keyspace(handle).map_err(err)?;
+                }
+            }
+        }
+        let prefix = format!("{ID_PREFIX}{task}/");
+        let names: Vec<String> = state
+            .ids
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix[ID_PREFIX.len()..]))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let mut batch = self.db.batch();
+        for name in names {
+            state.ids.remove(&name);
+            batch.remove(&self.registry, format!("{ID_PREFIX}{name}"));
+        }
+        batch.commit().map_err(err)?;
+        self.db.persist(PersistMode::SyncAll).map_err(err)
+    }
+}
+
+/// Deletes every key of `keyspace` starting with `prefix`, in batches of bounded size.
+pub(crate) fn delete_prefix(
+    db: &Database,
+    keyspace: &Keyspace,
+    prefix: &[u8],
+) -> Result<(), fjall::Error> {
+    loop {
+        let mut keys = Vec::new();
+        for guard in keyspace.prefix(prefix).take(10_000) {
+            keys.push(guard.key()?);
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut batch = db.batch();
+        for key in keys {
+            batch.remove(keyspace, key);
+        }
+        batch.commit()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The shared database against a model: several tasks' stores in one database, written,
+    //! read, wiped, deleted by task, closed and crashed (dropped unsynced), each compared with a
+    //! `BTreeMap` per store after every step.
+
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use riffle_state_dir::{ChangelogPartition, TaskId};
+
+    use super::*;
+    use crate::store::{KeyValueStore, PersistentKeyValueStore, StorePosition};
+
+    /// The stores: (task, name). Two tasks' stores sit next to each other in the shared keyspace.
+    const STORES: [(u32, u32, &str); 4] = [(0, 0, "a"), (0, 0, "b"), (0, 1, "a"), (1, 0, "a")];
+
+    type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Write {
+            store: usize,
+            writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+            positioned: bool,
+        },
+        Flush(usize),
+        Wipe(usize),
+        DeleteTask(usize),
+        Range(usize, Vec<u8>, Vec<u8>),
+        Close,
+        Crash,
+    }
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        // Short keys over few bytes, 0x00 and 0xFF among them: the edges of a store's prefix.
+        prop::collection::vec(prop_oneof![Just(0u8), Just(0xFF), 1u8..4], 0..3)
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let store = 0..STORES.len();
+        prop_oneof![
+            8 => (
+                store.clone(),
+                prop::collection::vec((key(), prop::option::weighted(0.8, key())), 1..6),
+                any::<bool>()
+            )
+                .prop_map(|(store, writes, positioned)| Op::Write {
+                    store,
+                    writes,
+                    positioned
+                }),
+            2 => store.clone().prop_map(Op::Flush),
+            1 => store.clone().prop_map(Op::Wipe),
+            1 => store.clone().prop_map(Op::DeleteTask),
+            2 => (store, key(), key()).prop_map(|(s, a, b)| Op::Range(s, a, b)),
+            1 => Just(Op::Close),
+            1 => Just(Op::Crash),
+        ]
+    }
+
+    fn task_of(store: usize) -> TaskId {
+        TaskId::new(STORES[store].0, STORES[store].1)
+    }
+
+    fn position(store: usize, offset: u64) -> StorePosition {
+        StorePosition {
+            changelog: ChangelogPartition::new(format!("app-{}-changelog", STORES[store].2), 0),
+            offset,
+        }
+    }
+
+    fn open_all(db: &Arc<StoreDatabase>) -> Vec<PersistentKeyValueStore> {
+        STORES
+            .iter()
+            .map(|&(s, p, name)| {
+                PersistentKeyValueStore::open(db, TaskId::new(s, p), "kv", name).expect("open")
+            })
+            .collect()
+    }
+
+    fn contents(store: &PersistentKeyValueStore) -> Map {
+        let mut map = Map::new();
+        store
+            .for_each(&mut |k, v| {
+                map.insert(k.to_vec(), v.to_vec());
+            })
+            .expect("scan");
+        map
+    }
+
+    /// What a store may hold after a crash: one of the states since the last sync.
+    #[derive(Clone, Debug, Default)]
+    struct Model {
+        now: (Map, Option<u64>),
+        since_sync: Vec<(Map, Option<u64>)>,
+    }
+
+    impl Model {
+        fn synced(&mut self) {
+            self.since_sync = vec![self.now.clone()];
+        }
+        fn changed(&mut self) {
+            self.since_sync.push(self.now.clone());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn the_shared_database_keeps_each_store_like_its_model(ops in prop::collection::vec(op(), 1..40)) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let budget = MemoryBudget::split(0, 0);
+            let mut db = StoreDatabase::open(dir.path(), budget).expect("open");
+            let mut stores = open_all(&db);
+            let mut models: Vec<Model> = vec![Model::default(); STORES.len()];
+            models.iter_mut().for_each(Model::synced);
+            let mut offset = 0u64;
+            for op in ops {
+                match op {
+                    Op::Write { store, writes, positioned } => {
+                        let mut batch = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+                        if positioned {
+                            offset += 1;
+                            stores[store].write_batch_at(&mut batch, &position(store, offset)).expect("write");
+                        } else {
+                            stores[store].write_batch(&mut batch).expect("write");
+                        }
+                        let model = &mut models[store];
+                        for (k, v) in writes {
+                            match v {
+                                Some(v) => model.now.0.insert(k, v),
+                                None => model.now.0.remove(&k),
+                            };
+                        }
+                        if positioned {
+                            model.now.1 = Some(offset);
+                        }
+                        model.changed();
+                    }
+                    Op::Flush(store) => {
+                        stores[store].flush().expect("flush");
+                        // One journal: every store's writes are durable now.
+                        models.iter_mut().for_each(Model::synced);
+                    }
+                    Op::Wipe(store) => {
+                        stores[store].wipe().expect("wipe");
+                        let model = &mut models[store];
+                        // The position goes durably first; the data after it.
+                        model.now.1 = None;
+                        model.synced();
+                        model.now.0.clear();
+                        model.changed();
+                    }
+                    Op::DeleteTask(store) => {
+                        let task = task_of(store);
+                        drop(stores);
+                        db.delete_task(task).expect("delete task");
+                        prop_assert!(!db.tasks().contains(&task));
+                        for (i, model) in models.iter_mut().enumerate() {
+                            if task_of(i) == task {
+                                *model = Model::default();
+                            }
+                        }
+                        models.iter_mut().for_each(Model::synced);
+                        stores = open_all(&db);
+                    }
+                    Op::Range(store, a, b) => {
+                        let (from, to) = if a <= b { (a, b) } else { (b, a) };
+                        let mut got = Vec::new();
+                        stores[store].range(&from, &to, &mut |k, v| got.push((k.to_vec(), v.to_vec()))).expect("range");
+                        let want: Vec<_> = models[store].now.0.range(from..to).map(|(k, v)| (k.clone(), v.clone())).collect();
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Close => {
+                        for store in &mut stores {
+                            store.flush().expect("flush");
+                        }
+                        drop(stores);
+                        drop(db);
+                        db = StoreDatabase::open(dir.path(), budget).expect("reopen");
+                        stores = open_all(&db);
+                        models.iter_mut().for_each(Model::synced);
+                    }
+                    Op::Crash => {
+                        drop(stores);
+                        drop(db);
+                        db = StoreDatabase::open(dir.path(), budget).expect("reopen");
+                        stores = open_all(&db);
+                        for (i, model) in models.iter_mut().enumerate() {
+                            let found = (contents(&stores[i]), stores[i].position().expect("position").map(|p| p.offset));
+                            prop_assert!(
+                                model.since_sync.contains(&found),
+                                "store {:?} after a crash holds {:?}, none of {:?}", STORES[i], found, model.since_sync
+                            );
+                            model.now = found;
+                            model.synced();
+                        }
+                    }
+                }
+                for (i, store) in stores.iter().enumerate() {
+                    prop_assert_eq!(&contents(store), &models[i].now.0, "store {:?}", STORES[i]);
+                    let recorded = store.position().expect("position");
+                    prop_assert_eq!(recorded.as_ref().map(|p| p.offset), models[i].now.1);
+                    if let Some(p) = recorded {
+                        prop_assert_eq!(p, position(i, models[i].now.1.unwrap_or(0)));
+                    }
+                    for k in models[i].now.0.keys().take(3) {
+                        let mut out = Vec::new();
+                        prop_assert!(store.get_into(k, &mut out).expect("get"));
+                        prop_assert_eq!(&out, &models[i].now.0[k]);
+                    }
+                }
+            }
+        }
+    }
+}
