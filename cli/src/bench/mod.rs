@@ -13,6 +13,8 @@
 //!   on the same input, records/s and allocations per record per store, and the tumbling count
 //!   with longer retentions (the cost of expiring segments);
 //! - `riffle bench restore`: the state updater's restore rate, per store;
+//! - `riffle bench scale`: the sample with 100 to 20,000 tasks on persistent stores — start-up,
+//!   records/s, the time to restore every task, threads, open files and RSS;
 //! - `riffle bench log`: the embedded log shared by processes — append and fetch throughput
 //!   with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up latency.
 //!
@@ -23,6 +25,7 @@ mod app;
 mod idle;
 mod log;
 mod plot;
+mod scale;
 mod snapshot;
 mod trickle;
 mod windowed;
@@ -85,6 +88,11 @@ pub(crate) enum Bench {
     /// The embedded log shared by processes: append and fetch throughput with 1 and 4 processes
     /// on 1 and 100 partitions, and the cross-process wake-up latency (p50/p99).
     Log(log::Args),
+    /// The groupByKey-count sample with many tasks (100, 1,000, 5,000, 20,000 by default) on the
+    /// file-backed embedded log with persistent stores: start-up time, records/s, the time to
+    /// restore every task after the state directory is deleted, and the peak OS threads, open
+    /// files and RSS, each task count in a process of its own.
+    Scale(scale::Args),
 }
 
 pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
@@ -96,6 +104,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Windowed(args) => windowed::run(args),
         Bench::Restore(args) => app::restore(args),
         Bench::Log(args) => log::run(args),
+        Bench::Scale(args) => scale::run(args),
     }
 }
 
