@@ -236,7 +236,14 @@ proptest::proptest! {
         let (report, offsets) = repair_and_read(dir.path());
         let kept = offsets.len() as u64;
         proptest::prop_assert_eq!(&offsets, &(0..kept).collect::<Vec<_>>());
+        let last = segs.last().expect("a segment");
         match report.cuts.first() {
+            // The active segment cut cleanly at a batch boundary is a log a crash before a sync
+            // could have left: nothing tells it from one (the log keeps no recovery point), so
+            // nothing is cut, and every record before the cut stays.
+            None if !flip && path == last => {
+                proptest::prop_assert!(kept >= base(last), "kept {} of 40", kept)
+            }
             None => proptest::prop_assert_eq!(kept, 40),
             Some(cut) => {
                 proptest::prop_assert_eq!(cut.offsets.map(|o| o.0), Some(kept), "{}", cut);
