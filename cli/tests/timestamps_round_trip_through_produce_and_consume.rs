@@ -14,19 +14,10 @@ use std::process::Output;
 
 use riffle_log::{Log, LogOptions, TopicPartition};
 
+use common::riffle_ok as ok;
+
 fn riffle(args: &[&str], stdin: &[u8]) -> Output {
     common::riffle_with_stdin(args, stdin)
-}
-
-fn ok(args: &[&str], stdin: &[u8]) -> String {
-    let out = riffle(args, stdin);
-    assert!(
-        out.status.success(),
-        "riffle {args:?} failed:\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
 fn produce(log: &str, topic: &str, extra: &[&str], input: &str) -> Output {
