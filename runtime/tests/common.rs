@@ -79,6 +79,21 @@ pub fn run_until_idle(mut app: riffle::StreamsApp) -> (u64, u64) {
     (processed, restored)
 }
 
+/// The groupByKey-count topology on a persistent store: `in` (strings) → `counts` → `out`
+/// (longs).
+#[allow(dead_code)]
+pub fn persistent_count_topology() -> riffle::Topology {
+    use riffle::{Consumed, Materialized, Produced, Serdes, StoreType, StreamsBuilder};
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+        .group_by_key()
+        .count_with(Materialized::named("counts").with_store_type(StoreType::Persistent))
+        .to_stream()
+        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+    builder.build().expect("topology")
+}
+
 /// The persistent groupByKey count `in` → `out` (store `counts`, application `durable`, two
 /// threads), run on `log` with state in `state` until idle: (records processed, restored).
 pub fn run_persistent_count(log: &Log, state: &std::path::Path) -> (u64, u64) {
@@ -92,23 +107,13 @@ pub fn run_persistent_count_as(
     log: &Log,
     state: &std::path::Path,
 ) -> (u64, u64) {
-    use riffle::{
-        Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType, StreamsApp,
-        StreamsBuilder, StreamsConfig,
-    };
-    let builder = StreamsBuilder::new();
-    builder
-        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
-        .group_by_key()
-        .count_with(Materialized::named("counts").with_store_type(StoreType::Persistent))
-        .to_stream()
-        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+    use riffle::{EmbeddedBackend, StreamsApp, StreamsConfig};
     let mut config = StreamsConfig::new(application_id);
     config.state_dir = state.to_owned();
     config.num_stream_threads = 2;
     config.poll = std::time::Duration::from_millis(5);
     let app = StreamsApp::new(
-        builder.build().expect("topology"),
+        persistent_count_topology(),
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )

@@ -262,7 +262,6 @@ fn headers_go_from_the_input_through_an_app_to_the_output_on_the_embedded_log() 
 
 #[test]
 fn an_aggregate_restored_from_its_changelog_keeps_its_timestamp() {
-    use riffle::{Materialized, StoreType};
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path().join("log"), LogOptions::default()).unwrap();
     log.create_topic("in", 1).unwrap();
@@ -272,16 +271,7 @@ fn an_aggregate_restored_from_its_changelog_keeps_its_timestamp() {
         b.push(ts, Some(b"a"), Some(b"x"));
         log.append(&tp, &mut b).unwrap();
     };
-    let topology = || {
-        let builder = StreamsBuilder::new();
-        builder
-            .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
-            .group_by_key()
-            .count_with(Materialized::named("counts").with_store_type(StoreType::Persistent))
-            .to_stream()
-            .to("out", Produced::with(Serdes::string(), Serdes::i64()));
-        builder.build().unwrap()
-    };
+    let topology = common::persistent_count_topology;
     append(10);
     let state = dir.path().join("state-1");
     let backend = EmbeddedBackend::new(log.clone()).shared();
