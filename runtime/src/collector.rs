@@ -8,11 +8,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use riffle_log::{BatchBuilder, Compression, TopicPartition};
+use riffle_log::{BatchBuilder, Compression, Record, TopicPartition};
 
 use crate::backend::Backend;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::handlers::{DLQ_HEADERS, ExceptionHandlerRef, Handlers};
 use crate::record::Headers;
+
+/// What a record adds to a request at most, beside its key, value and headers: a batch header
+/// (61 bytes) and the record's own varints (length, attributes, timestamp and offset deltas,
+/// key and value lengths, header count), as Kafka's producer estimates a record's size before
+/// comparing it with `max.request.size`.
+const RECORD_OVERHEAD: usize = 61 + 21;
 
 /// Every topic an application writes or reads, with its partition count, by index.
 #[derive(Debug, Default)]
@@ -73,6 +80,12 @@ pub(crate) struct RecordCollector {
     /// Exactly-once: batches wait for the commit's transaction instead of being appended when
     /// full.
     staging: bool,
+    /// The largest record written (`max_request_size`).
+    max_request_size: usize,
+    /// What a sink's record that cannot be written does.
+    pub(crate) production: ExceptionHandlerRef,
+    /// The dead-letter queue: its name, and its index once it is among the topics.
+    dead_letter_queue: Option<(String, Option<usize>)>,
 }
 
 impl RecordCollector {
@@ -81,8 +94,14 @@ impl RecordCollector {
         topics: Arc<TopicTable>,
         compression: Compression,
         max_batch_bytes: usize,
+        max_request_size: usize,
         staging: bool,
+        handlers: &Handlers,
     ) -> Self {
+        let dead_letter_queue = handlers
+            .dead_letter_queue
+            .as_ref()
+            .map(|name| (name.clone(), topics.index_of(name)));
         let builders = (0..topics.len()).map(|_| Vec::new()).collect();
         let end_offsets = (0..topics.len()).map(|_| Vec::new()).collect();
         RecordCollector {
@@ -96,6 +115,9 @@ impl RecordCollector {
             pending: Vec::new(),
             sent: 0,
             staging,
+            max_request_size,
+            production: handlers.production.clone(),
+            dead_letter_queue,
         }
     }
 
@@ -103,7 +125,10 @@ impl RecordCollector {
         &self.topics
     }
 
-    /// Queues one record for `topic[partition]`; appends the batch once it is full.
+    /// Queues one record for `topic[partition]`; appends the batch once it is full. A record
+    /// larger than `max_request_size` is refused with [`Error::RecordTooLarge`] and queues
+    /// nothing; one that would take its batch over that size first appends the batch (outside
+    /// a transaction), so no request is larger than a broker's default limit.
     pub(crate) fn send(
         &mut self,
         topic: usize,
@@ -113,8 +138,30 @@ impl RecordCollector {
         value: Option<&[u8]>,
         headers: &Headers,
     ) -> Result<()> {
-        let slots = &mut self.builders[topic];
+        let size = RECORD_OVERHEAD
+            + key.map_or(0, <[u8]>::len)
+            + value.map_or(0, <[u8]>::len)
+            + headers
+                .encoded()
+                .map(|(k, v)| 10 + k.len() + v.map_or(0, <[u8]>::len))
+                .sum::<usize>();
+        if size > self.max_request_size {
+            return Err(Error::RecordTooLarge {
+                topic: self.topics.name(topic).to_string(),
+                partition,
+                size,
+                max: self.max_request_size,
+            });
+        }
         let p = partition as usize;
+        if !self.staging
+            && let Some(Some(builder)) = self.builders[topic].get(p)
+            && !builder.is_empty()
+            && builder.size_bytes() + size > self.max_request_size
+        {
+            self.append(topic, partition)?;
+        }
+        let slots = &mut self.builders[topic];
         if slots.len() <= p {
             slots.resize_with(p + 1, || None);
         }
@@ -152,6 +199,60 @@ impl RecordCollector {
         }
         ends[partition as usize] = Some(base + count);
         Ok(())
+    }
+
+    /// Sends a skipped record to the dead-letter queue, if there is one: the input record as
+    /// it was read (`source`; no key or value when the failure had no input record, as in a
+    /// punctuation or a commit's cache flush), with KIP-1034's headers naming the error and,
+    /// when known, the input record's topic, partition and offset. Partitioned by the input
+    /// key, or by the task's partition (`task_partition`) without one.
+    pub(crate) fn send_dead_letter(
+        &mut self,
+        error: &Error,
+        source: Option<&Record>,
+        timestamp: i64,
+        task_partition: u32,
+    ) -> Result<()> {
+        let Some((name, index)) = &self.dead_letter_queue else {
+            return Ok(());
+        };
+        let Some(topic) = *index else {
+            return Err(Error::IllegalState(format!(
+                "the dead-letter queue {name} is not among the application's topics"
+            )));
+        };
+        let mut values = vec![
+            error.kind_name(),
+            error.to_string(),
+            crate::handlers::error_chain(error),
+        ];
+        if let Some(record) = source {
+            let tp = record.topic_partition();
+            values.extend([
+                tp.topic.to_string(),
+                tp.partition.to_string(),
+                record.offset().to_string(),
+            ]);
+        }
+        let headers: Headers = values
+            .into_iter()
+            .zip(DLQ_HEADERS)
+            .map(|(value, name)| (name, Some(bytes::Bytes::from(value))))
+            .collect();
+        let partitions = self.topics.partitions(topic).max(1);
+        let key = source.and_then(Record::key);
+        let partition = match key {
+            Some(key) => riffle_log::partition_for_key(key, partitions),
+            None => task_partition % partitions,
+        };
+        self.send(
+            topic,
+            partition,
+            timestamp,
+            key.map(|k| &k[..]),
+            source.and_then(Record::value).map(|v| &v[..]),
+            &headers,
+        )
     }
 
     /// Appends every batch with records in it.

@@ -158,6 +158,17 @@ pub struct StreamsConfig {
     /// What a record the application's code fails or panics on does
     /// (`processing.exception.handler`): fail (the default) or continue.
     pub processing_exception_handler: crate::ExceptionHandlerRef,
+    /// What a record that cannot be written does (`default.production.exception.handler`): a
+    /// record a sink or repartition writes that is larger than `max_request_size`. Fail (the
+    /// default, Kafka's `DefaultProductionExceptionHandler`) or continue, dropping that one
+    /// write. A changelog record that cannot be written always fails: skipping it would leave
+    /// the store and its changelog apart.
+    pub production_exception_handler: crate::ExceptionHandlerRef,
+    /// The largest record riffle writes, in bytes, counted as Kafka's producer counts it
+    /// against `max.request.size` (the batch header, the record and its headers); larger ones
+    /// go to `production_exception_handler`. Kafka's default, 1 MiB, fits a broker's default
+    /// `message.max.bytes`.
+    pub max_request_size: usize,
     /// Where records a handler skips go, as they were read, with headers naming the error
     /// (`errors.dead.letter.queue.topic.name`, KIP-1034; created with one partition if
     /// missing). `None`, the default: nowhere.
@@ -190,6 +201,8 @@ impl StreamsConfig {
             default_timestamp_extractor: TimestampExtractorRef::default(),
             deserialization_exception_handler: crate::ExceptionHandlerRef::default(),
             processing_exception_handler: crate::ExceptionHandlerRef::default(),
+            production_exception_handler: crate::ExceptionHandlerRef::default(),
+            max_request_size: 1 << 20,
             errors_dead_letter_queue_topic_name: None,
         }
     }
@@ -248,6 +261,12 @@ impl StreamsConfig {
             "processing_exception_handler" | "default_processing_exception_handler" => {
                 self.processing_exception_handler = value.parse()?
             }
+            "production_exception_handler" | "default_production_exception_handler" => {
+                self.production_exception_handler = value.parse()?
+            }
+            "max_request_size" | "producer_max_request_size" => {
+                self.max_request_size = parse(name, value)?
+            }
             "errors_dead_letter_queue_topic_name" => {
                 self.errors_dead_letter_queue_topic_name =
                     (!value.is_empty()).then(|| value.to_owned())
@@ -277,6 +296,12 @@ impl StreamsConfig {
             return Err(Error::Config(
                 "num_stream_threads must be at least 1".into(),
             ));
+        }
+        if self.max_request_size < 1024 {
+            return Err(Error::Config(format!(
+                "max_request_size {} is below 1024 bytes: no record would fit",
+                self.max_request_size
+            )));
         }
         if self.statestore_memory_max_bytes < crate::store::MIN_MEMORY_BUDGET {
             return Err(Error::Config(format!(

@@ -147,8 +147,9 @@ pub enum Error {
     #[error("illegal application state: {0}")]
     IllegalState(String),
     /// The application's code failed on one input record and its processing exception handler
-    /// said fail (`processing_exception_handler`): which record, which processor (if it has a
-    /// name), what failed.
+    /// said fail (`processing_exception_handler`), or a record it made could not be written
+    /// and its production exception handler said fail: which input record, which processor
+    /// (if it has a name), what failed.
     #[error("processing the record at {topic}-{partition} offset {offset} failed: {source}")]
     RecordFailed {
         /// The record's topic.
@@ -159,8 +160,23 @@ pub enum Error {
         offset: u64,
         /// The processor that failed, if it has a name (processor-API nodes).
         processor: Option<String>,
-        /// What failed: a processor's error, or [`Error::Panicked`].
+        /// What failed: a processor's error, [`Error::Panicked`] or [`Error::RecordTooLarge`].
         source: Box<Error>,
+    },
+    /// A record larger than `max_request_size` (Kafka's `RecordTooLargeException`): which
+    /// topic-partition it was for, its size and the limit.
+    #[error(
+        "a record of {size} bytes for {topic}-{partition} is larger than max_request_size ({max} bytes)"
+    )]
+    RecordTooLarge {
+        /// The topic it was written to.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// Its size as counted against the limit.
+        size: usize,
+        /// `max_request_size`.
+        max: usize,
     },
     /// The application's code panicked on a record (a DSL function or a processor).
     #[error("panicked: {message}")]

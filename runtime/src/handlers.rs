@@ -1,10 +1,12 @@
 //! Exception handlers for one record, as Kafka Streams' (KIP-1033, KIP-1034): what happens when
 //! a record's key or value cannot be deserialized (`deserialization_exception_handler`), and
 //! when the application's own code fails on it — a processor's error, or a panic in a DSL
-//! function or a processor (`processing_exception_handler`). A handler answers
+//! function or a processor (`processing_exception_handler`), and when a record a sink makes
+//! cannot be written (`production_exception_handler`: larger than `max_request_size`). A
+//! handler answers
 //! [`HandlerResponse::Fail`] (the thread stops with the error; the default, Kafka's
 //! `LogAndFail…`) or [`HandlerResponse::Continue`] (the record is skipped, once, and counted in
-//! `dropped-records`). With `errors_dead_letter_queue_topic_name` set, each skipped record goes
+//! `dropped-records`; for a production error only that one write is dropped). With `errors_dead_letter_queue_topic_name` set, each skipped record goes
 //! to that topic as it was read — its key and value bytes, its timestamp — with KIP-1034's
 //! headers naming the error and where the record came from (`DLQ_HEADERS`).
 //!
@@ -28,17 +30,19 @@ pub enum HandlerResponse {
     Continue,
 }
 
-/// Where a handled error happened (Kafka's `ErrorHandlerContext`).
+/// Where a handled error happened (Kafka's `ErrorHandlerContext`). The input record's fields
+/// are `None` when there is no input record: a production error while punctuating or while a
+/// commit flushes the record caches (Kafka's `null` topic and `-1` partition and offset).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct ErrorHandlerContext<'a> {
     /// The input record's topic.
-    pub topic: &'a str,
+    pub topic: Option<&'a str>,
     /// Its partition.
-    pub partition: u32,
+    pub partition: Option<u32>,
     /// Its offset.
-    pub offset: u64,
-    /// Its timestamp (the extracted one).
+    pub offset: Option<u64>,
+    /// The input record's timestamp (the extracted one), or the written record's.
     pub timestamp: i64,
     /// The processor that failed, for a processor's error (`None` for a serde or a DSL
     /// function: their nodes have no names at run time).
@@ -122,14 +126,16 @@ impl FromStr for ExceptionHandlerRef {
     /// `LogAndContinue`), or the class names of Kafka's built-ins
     /// (`org.apache.kafka.streams.errors.LogAndContinueExceptionHandler`,
     /// `…LogAndFailExceptionHandler`, `…LogAndContinueProcessingExceptionHandler`,
-    /// `…LogAndFailProcessingExceptionHandler`).
+    /// `…LogAndFailProcessingExceptionHandler`, `…DefaultProductionExceptionHandler`, which
+    /// fails).
     fn from_str(s: &str) -> Result<Self> {
         let short = s.rsplit('.').next().unwrap_or(s);
         match short.to_ascii_lowercase().replace('_', "").as_str() {
             "fail"
             | "logandfail"
             | "logandfailexceptionhandler"
-            | "logandfailprocessingexceptionhandler" => Ok(ExceptionHandlerRef::log_and_fail()),
+            | "logandfailprocessingexceptionhandler"
+            | "defaultproductionexceptionhandler" => Ok(ExceptionHandlerRef::log_and_fail()),
             "continue"
             | "logandcontinue"
             | "logandcontinueexceptionhandler"
@@ -160,6 +166,7 @@ pub const DLQ_HEADERS: [&str; 6] = [
 pub(crate) struct Handlers {
     pub(crate) deserialization: ExceptionHandlerRef,
     pub(crate) processing: ExceptionHandlerRef,
+    pub(crate) production: ExceptionHandlerRef,
     pub(crate) dead_letter_queue: Option<String>,
 }
 
@@ -168,6 +175,7 @@ impl Handlers {
         Handlers {
             deserialization: config.deserialization_exception_handler.clone(),
             processing: config.processing_exception_handler.clone(),
+            production: config.production_exception_handler.clone(),
             dead_letter_queue: config.errors_dead_letter_queue_topic_name.clone(),
         }
     }

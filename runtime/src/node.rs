@@ -14,6 +14,7 @@ use riffle_state_dir::TaskId;
 
 use crate::collector::RecordCollector;
 use crate::error::{Error, Result};
+use crate::handlers::{ErrorHandlerContext, HandlerResponse};
 use crate::processor::{StoreScratch, TaskSignals};
 use crate::record::Headers;
 use crate::serdes::SerdeRef;
@@ -49,6 +50,41 @@ impl ProcessingContext<'_> {
             scratch: &mut *self.scratch,
             signals: &mut *self.signals,
         }
+    }
+
+    /// A record a sink made cannot be written (`error`): the production exception handler
+    /// fails the thread, or drops this one write (counted in `dropped-records`, and sent to
+    /// the dead-letter queue as the input record it came from, if any).
+    pub(crate) fn production_failed(&mut self, error: Error) -> Result<()> {
+        let record = self.record;
+        let tp = record.map(Record::topic_partition);
+        let context = ErrorHandlerContext {
+            topic: tp.map(|tp| &*tp.topic),
+            partition: tp.map(|tp| tp.partition),
+            offset: record.map(Record::offset),
+            timestamp: self.timestamp,
+            processor_node_id: None,
+            task_id: self.task,
+            source_raw_key: record.and_then(Record::key).map(|k| &k[..]),
+            source_raw_value: record.and_then(Record::value).map(|v| &v[..]),
+        };
+        if self.collector.production.handle(&context, &error) == HandlerResponse::Fail {
+            tracing::error!(task = %self.task, error = %error, "writing a record failed; the production exception handler says fail");
+            return Err(match (record, tp) {
+                (Some(record), Some(tp)) => Error::RecordFailed {
+                    topic: tp.topic.to_string(),
+                    partition: tp.partition,
+                    offset: record.offset(),
+                    processor: None,
+                    source: Box::new(error),
+                },
+                _ => error,
+            });
+        }
+        tracing::warn!(task = %self.task, error = %error, "writing a record failed; the production exception handler says continue: dropping it");
+        self.signals.dropped_records += 1;
+        self.collector
+            .send_dead_letter(&error, record, self.timestamp, self.task.partition)
     }
 }
 
@@ -229,14 +265,17 @@ impl<K: 'static, V: 'static> Sink<K, V> {
         } else {
             partition_for_key(&scratch.key, partitions)
         };
-        ctx.collector.send(
+        match ctx.collector.send(
             self.topic,
             partition,
             ctx.timestamp,
             Some(&scratch.key),
             value.is_some().then_some(&scratch.value[..]),
             &ctx.headers,
-        )
+        ) {
+            Err(error @ Error::RecordTooLarge { .. }) => ctx.production_failed(error),
+            sent => sent,
+        }
     }
 }
 

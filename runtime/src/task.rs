@@ -15,7 +15,7 @@ use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
 use crate::backend::Backend;
 use crate::collector::{RecordCollector, TopicTable};
 use crate::error::{Error, Result};
-use crate::handlers::{DLQ_HEADERS, ErrorHandlerContext, HandlerResponse, Handlers};
+use crate::handlers::{ErrorHandlerContext, HandlerResponse, Handlers};
 use crate::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
 use crate::processor::{PunctuationType, Schedule, TaskSignals};
 use crate::record::Headers;
@@ -712,9 +712,9 @@ impl StreamTask {
             _ => return Err(error),
         };
         let context = ErrorHandlerContext {
-            topic: &tp.topic,
-            partition: tp.partition,
-            offset: record.offset(),
+            topic: Some(&*tp.topic),
+            partition: Some(tp.partition),
+            offset: Some(record.offset()),
             timestamp,
             processor_node_id: processor.as_deref(),
             task_id: self.id,
@@ -736,38 +736,7 @@ impl StreamTask {
         }
         tracing::warn!(task = %self.id, topic = %tp.topic, partition = tp.partition, offset = record.offset(), error = %error, "{what} a record failed; the exception handler says continue: skipping it");
         self.signals.dropped_records += 1;
-        if let Some(dlq) = &handlers.dead_letter_queue {
-            let Some(topic) = collector.topics().index_of(dlq) else {
-                return Err(Error::IllegalState(format!(
-                    "the dead-letter queue {dlq} is not among the application's topics"
-                )));
-            };
-            let headers: Headers = [
-                error.kind_name(),
-                error.to_string(),
-                crate::handlers::error_chain(&error),
-                tp.topic.to_string(),
-                tp.partition.to_string(),
-                record.offset().to_string(),
-            ]
-            .into_iter()
-            .zip(DLQ_HEADERS)
-            .map(|(value, name)| (name, Some(bytes::Bytes::from(value))))
-            .collect();
-            let partitions = collector.topics().partitions(topic).max(1);
-            let partition = match record.key() {
-                Some(key) => riffle_log::partition_for_key(key, partitions),
-                None => self.id.partition % partitions,
-            };
-            collector.send(
-                topic,
-                partition,
-                timestamp,
-                record.key().map(|k| &k[..]),
-                record.value().map(|v| &v[..]),
-                &headers,
-            )?;
-        }
+        collector.send_dead_letter(&error, Some(record), timestamp, self.id.partition)?;
         Ok(())
     }
 

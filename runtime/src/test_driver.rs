@@ -137,7 +137,9 @@ impl TopologyTestDriver {
             topics.clone(),
             Compression::None,
             config.batch_max_bytes,
+            config.max_request_size,
             false,
+            &crate::handlers::Handlers::of(&config),
         );
         let mut scratch = Scratch::default();
         let mut tasks = Vec::new();

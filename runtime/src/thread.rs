@@ -88,7 +88,9 @@ impl StreamThread {
             shared.topics.clone(),
             config.compression,
             config.batch_max_bytes,
+            config.max_request_size,
             config.processing_guarantee == ProcessingGuarantee::ExactlyOnce,
+            &crate::handlers::Handlers::of(config),
         );
         let send_policy = OffsetSendPolicy::new(config.task_offset_interval);
         let snapshot = ThreadSnapshot::new(shared.state_dir.clone(), config.snapshot_strategy);

@@ -3,7 +3,10 @@
 //! makes the application's `map_values` panic (`processing_exception_handler`), at random
 //! positions among good ones. Under `continue` each is skipped once, counted in
 //! `dropped-records`, and sent to the dead-letter queue as it was read with KIP-1034's headers,
-//! and the good records' counts are exact against a `HashMap` count; under `fail` the run stops
+//! and the good records' counts are exact against a `HashMap` count. Records the application
+//! turns into a value larger than `max.request.size` meet the production exception handler:
+//! under `continue` only that write is dropped (the record is still counted) and the input
+//! record goes to the dead-letter queue. Under `fail` the run stops
 //! with an error naming the record, and a thread replaced after dying on a record that fails
 //! again stops the application rather than replaying it forever.
 
@@ -20,17 +23,22 @@ use riffle::{
 
 mod common;
 
-/// One input record: a good one, one the serde refuses, one the application panics on.
+/// One input record: a good one, one the serde refuses, one the application panics on, one
+/// whose echo is too large to write.
 #[derive(Clone, Copy, Debug)]
 enum Input {
     Good(u8),
     NotUtf8(u8),
     Boom(u8),
+    TooBig(u8),
 }
+
+/// The `max.request.size` of these tests; "big" is echoed as a value of twice as many bytes.
+const MAX_REQUEST_SIZE: usize = 2048;
 
 impl Input {
     fn key(self) -> String {
-        let (Input::Good(k) | Input::NotUtf8(k) | Input::Boom(k)) = self;
+        let (Input::Good(k) | Input::NotUtf8(k) | Input::Boom(k) | Input::TooBig(k)) = self;
         format!("k{k}")
     }
 
@@ -39,11 +47,17 @@ impl Input {
             Input::Good(_) => b"ok".to_vec(),
             Input::NotUtf8(_) => vec![0xff, 0xfe, b'x'],
             Input::Boom(_) => b"boom".to_vec(),
+            Input::TooBig(_) => b"big".to_vec(),
         }
     }
 
     fn is_good(self) -> bool {
         matches!(self, Input::Good(_))
+    }
+
+    /// Whether it is counted: a record whose echo cannot be written is still counted.
+    fn is_counted(self) -> bool {
+        matches!(self, Input::Good(_) | Input::TooBig(_))
     }
 }
 
@@ -52,18 +66,30 @@ fn input() -> impl Strategy<Value = Input> {
         8 => (0u8..12).prop_map(Input::Good),
         1 => (0u8..12).prop_map(Input::NotUtf8),
         1 => (0u8..12).prop_map(Input::Boom),
+        1 => (0u8..12).prop_map(Input::TooBig),
     ]
 }
 
-/// `stream(in).mapValues(panics on "boom").groupByKey().count().toStream().to(out)`.
+/// `stream(in).mapValues(panics on "boom")`, then to `echo` (a "big" value echoed larger than
+/// `max.request.size`) and `groupByKey().count().toStream().to(out)`.
 fn topology() -> riffle::Topology {
     let builder = StreamsBuilder::new();
-    builder
+    let checked = builder
         .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
         .map_values(|v: String| {
             assert!(v != "boom", "the application cannot take {v:?}");
             v
+        });
+    checked
+        .map_values(|v: String| {
+            if v == "big" {
+                "x".repeat(2 * MAX_REQUEST_SIZE)
+            } else {
+                v
+            }
         })
+        .to("echo", Produced::with(Serdes::string(), Serdes::string()));
+    checked
         .group_by_key()
         .count()
         .to_stream()
@@ -81,8 +107,17 @@ fn continuing(app_id: &str) -> StreamsConfig {
                 "org.apache.kafka.streams.errors.LogAndContinueProcessingExceptionHandler",
             )
         })
+        .and_then(|c| c.set("default.production.exception.handler", "continue"))
+        .and_then(|c| c.set("max.request.size", &MAX_REQUEST_SIZE.to_string()))
         .and_then(|c| c.set("errors.dead.letter.queue.topic.name", "dlq"))
         .expect("Kafka's names");
+    config
+}
+
+/// The default handlers (fail), with this test's `max.request.size`.
+fn failing(app_id: &str) -> StreamsConfig {
+    let mut config = StreamsConfig::new(app_id);
+    config.max_request_size = MAX_REQUEST_SIZE;
     config
 }
 
@@ -99,7 +134,7 @@ fn count_model(inputs: &[Input]) -> HashMap<String, i64> {
     common::count_model(
         inputs
             .iter()
-            .filter(|i| i.is_good())
+            .filter(|i| i.is_counted())
             .map(|i| i.key())
             .collect::<Vec<_>>()
             .iter()
@@ -126,6 +161,14 @@ proptest! {
         let out = driver.create_output_topic("out", Serdes::string(), Serdes::i64());
         let counts = out.read_key_values_to_map().expect("out");
         prop_assert_eq!(counts, count_model(&inputs));
+        let echo = driver.create_output_topic("echo", Serdes::string(), Serdes::string());
+        let echoed = echo.read_key_values_to_list().expect("echo");
+        let good: Vec<(String, String)> = inputs
+            .iter()
+            .filter(|i| i.is_good())
+            .map(|i| (i.key(), "ok".to_owned()))
+            .collect();
+        prop_assert_eq!(echoed, good, "the echo of every good record, none of the big ones");
         let poison: Vec<(u64, Input)> = inputs
             .iter()
             .enumerate()
@@ -147,6 +190,10 @@ proptest! {
                     prop_assert_eq!(kind, "riffle::Error::Deserialize");
                     prop_assert!(message.contains(&format!("in-0 offset {offset}")), "{}", message);
                 }
+                Input::TooBig(_) => {
+                    prop_assert_eq!(kind, "riffle::Error::RecordTooLarge");
+                    prop_assert!(message.contains("for echo-0 is larger than max_request_size (2048 bytes)"), "{}", message);
+                }
                 _ => {
                     prop_assert_eq!(kind, "riffle::Error::Panicked");
                     prop_assert!(message.contains("the application cannot take \"boom\""), "{}", message);
@@ -162,9 +209,9 @@ fn under_fail_a_poison_record_stops_the_run_naming_it() {
     for (poison, kind) in [
         (Input::NotUtf8(1), "deserialize"),
         (Input::Boom(1), "process"),
+        (Input::TooBig(1), "produce"),
     ] {
-        let driver =
-            TopologyTestDriver::new(topology(), StreamsConfig::new("fail")).expect("driver");
+        let driver = TopologyTestDriver::new(topology(), failing("fail")).expect("driver");
         let topic = driver.create_input_topic("in", Serdes::bytes(), Serdes::bytes());
         for i in [Input::Good(0), Input::Good(1)] {
             topic
@@ -179,13 +226,70 @@ fn under_fail_a_poison_record_stops_the_run_naming_it() {
         assert!(text.contains("in-0 offset 2"), "{kind}: {text}");
         if let Error::RecordFailed { source, .. } = &err {
             assert!(
-                matches!(**source, Error::Panicked { .. }),
+                matches!(
+                    (kind, &**source),
+                    ("process", Error::Panicked { .. }) | ("produce", Error::RecordTooLarge { .. })
+                ),
                 "{kind}: {source}"
             );
         } else {
             assert!(matches!(err, Error::Deserialize { .. }), "{kind}: {err}");
         }
     }
+}
+
+/// A count's output made too large when a commit flushes the cache: there is no input record,
+/// so under continue the dead-letter record has no key or value and names only the error;
+/// under fail the run stops with the error naming the topic.
+#[test]
+fn a_too_large_record_from_a_cache_flush_meets_the_production_handler() {
+    let topology = || {
+        let builder = StreamsBuilder::new();
+        builder
+            .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+            .group_by_key()
+            .count()
+            .to_stream()
+            .map_values(|n: i64| {
+                if n == 3 {
+                    "x".repeat(2 * MAX_REQUEST_SIZE)
+                } else {
+                    n.to_string()
+                }
+            })
+            .to("sized", Produced::with(Serdes::string(), Serdes::string()));
+        builder.build().expect("topology")
+    };
+    let pipe = |driver: &TopologyTestDriver| -> riffle::Result<()> {
+        let topic = driver.create_input_topic("in", Serdes::string(), Serdes::string());
+        for _ in 0..4 {
+            topic.pipe_input("a".to_owned(), "v".to_owned())?;
+        }
+        Ok(())
+    };
+
+    let driver = TopologyTestDriver::new(topology(), continuing("flush")).expect("driver");
+    pipe(&driver).expect("continue");
+    let sized = driver.create_output_topic("sized", Serdes::string(), Serdes::string());
+    let written = sized.read_key_values_to_list().expect("sized");
+    assert_eq!(
+        written,
+        [("a", "1"), ("a", "2"), ("a", "4")].map(|(k, v)| (k.to_owned(), v.to_owned()))
+    );
+    assert_eq!(driver.dropped_records(), 1);
+    let dlq = driver.read_raw("dlq", 0).expect("dlq");
+    assert_eq!(dlq.len(), 1, "{dlq:?}");
+    assert_eq!((dlq[0].key(), dlq[0].value()), (None, None));
+    assert_eq!(
+        header(&dlq[0], DLQ_HEADERS[0]),
+        "riffle::Error::RecordTooLarge"
+    );
+    assert!(dlq[0].headers().all(|h| h.key != DLQ_HEADERS[3].as_bytes()));
+
+    let driver = TopologyTestDriver::new(topology(), failing("flush-fail")).expect("driver");
+    let err = pipe(&driver).expect_err("fail is the default");
+    assert!(matches!(err, Error::RecordTooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("for sized-0"), "{err}");
 }
 
 /// Real stream threads over two partitions: exact counts, each poison record in the
@@ -207,6 +311,7 @@ fn stream_threads_skip_poison_records_once_and_count_the_rest_exactly() {
             match next() % 50 {
                 0 => Input::NotUtf8(k),
                 1 => Input::Boom(k),
+                2 => Input::TooBig(k),
                 _ => Input::Good(k),
             }
         })
