@@ -1,8 +1,10 @@
-//! Poison records on a real broker: values that are not UTF-8 at random positions of a
-//! 2-partition topic. With `default.deserialization.exception.handler=continue` and
-//! `errors.dead.letter.queue.topic.name`, riffle counts the good records exactly and puts each
-//! bad one in the dead-letter queue once; Kafka's own console consumer (`print.headers=true`)
-//! reads them there with KIP-1034's headers naming their topic, partition and offset.
+//! Poison records on a real broker: values that are not UTF-8 and values the application
+//! panics on, at random positions of a 2-partition topic. With
+//! `default.deserialization.exception.handler=continue`, `processing.exception.handler=continue`
+//! and `errors.dead.letter.queue.topic.name`, riffle counts the good records exactly and puts
+//! each bad one in the dead-letter queue once; Kafka's own console consumer
+//! (`print.headers=true`) reads them there with KIP-1034's headers naming their error, topic,
+//! partition and offset.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,10 +13,10 @@ mod common;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use common::{config, count_topology, for_each_batch, latest_counts, wait_for};
+use common::{config, for_each_batch, latest_counts, wait_for};
 use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{StoreType, StreamsApp};
+use riffle::{Consumed, Produced, Serdes, StreamsApp, StreamsBuilder};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 
@@ -30,6 +32,7 @@ fn poison_records_are_skipped_once_into_a_dead_letter_queue_kafka_reads() {
     let mut offsets = [0u64; 2];
     let mut expected: HashMap<String, i64> = HashMap::new();
     let mut poison = BTreeSet::new();
+    let mut panics = 0;
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     for i in 0..2_000u64 {
         rng ^= rng << 13;
@@ -40,6 +43,10 @@ fn poison_records_are_skipped_once_into_a_dead_letter_queue_kafka_reads() {
         if rng.is_multiple_of(40) {
             builders[p].push(i as i64, Some(key.as_bytes()), Some(&[0xff, 0xfe][..]));
             poison.insert((p as u32, offsets[p]));
+        } else if rng % 40 == 1 {
+            builders[p].push(i as i64, Some(key.as_bytes()), Some(b"boom"));
+            poison.insert((p as u32, offsets[p]));
+            panics += 1;
         } else {
             builders[p].push(i as i64, Some(key.as_bytes()), Some(b"ok"));
             *expected.entry(key).or_insert(0) += 1;
@@ -51,21 +58,29 @@ fn poison_records_are_skipped_once_into_a_dead_letter_queue_kafka_reads() {
             .append(&TopicPartition::new("events", p as u32), b)
             .unwrap();
     }
-    assert!(!poison.is_empty());
+    assert!(panics > 0 && poison.len() > panics);
 
     let state = tempfile::tempdir().unwrap();
     let mut config = config("poison-kafka", state.path(), 2);
     config
         .set("default.deserialization.exception.handler", "continue")
         .unwrap()
+        .set("processing.exception.handler", "continue")
+        .unwrap()
         .set("errors.dead.letter.queue.topic.name", "events-dlq")
         .unwrap();
-    let mut app = StreamsApp::new(
-        count_topology("events", "counts", StoreType::InMemory),
-        config,
-        backend.shared(),
-    )
-    .unwrap();
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("events", Consumed::with(Serdes::string(), Serdes::string()))
+        .map_values(|v: String| {
+            assert!(v != "boom", "the application cannot take {v:?}");
+            v
+        })
+        .group_by_key()
+        .count()
+        .to_stream()
+        .to("counts", Produced::with(Serdes::string(), Serdes::i64()));
+    let mut app = StreamsApp::new(builder.build().unwrap(), config, backend.shared()).unwrap();
     app.start().unwrap();
     wait_for(
         "exact counts of the good records",
@@ -106,7 +121,12 @@ fn poison_records_are_skipped_once_into_a_dead_letter_queue_kafka_reads() {
         .iter()
         .filter(|l| l.contains("__streams.errors.exception:riffle::Error::Deserialize"))
         .count();
-    assert_eq!(kinds, poison.len(), "{printed:?}");
+    assert_eq!(kinds, poison.len() - panics, "{printed:?}");
+    let kinds = printed
+        .iter()
+        .filter(|l| l.contains("__streams.errors.exception:riffle::Error::Panicked"))
+        .count();
+    assert_eq!(kinds, panics, "{printed:?}");
 }
 
 /// Records the application makes too large for Kafka (a 1.5 MiB value against the default
