@@ -253,6 +253,14 @@ impl Backend for KafkaBackend {
         Ok(ends.first().copied().unwrap_or_default())
     }
 
+    fn start_offset(&self, tp: &TopicPartition) -> riffle::Result<u64> {
+        Ok(self.inner.cluster.start_offset(tp)?)
+    }
+
+    fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp: i64) -> riffle::Result<u64> {
+        Ok(self.inner.cluster.offset_for_timestamp(tp, timestamp)?)
+    }
+
     fn commit_offsets(
         &self,
         group: &str,

@@ -111,6 +111,7 @@ impl ErrorCode {
     /// How the runtime should take this code.
     pub fn kind(self) -> BackendErrorKind {
         match ResponseError::try_from_code(self.0) {
+            Some(ResponseError::OffsetOutOfRange) => BackendErrorKind::OffsetOutOfRange,
             Some(
                 ResponseError::FencedMemberEpoch
                 | ResponseError::FencedInstanceId
@@ -181,6 +182,12 @@ mod tests {
             "FENCED_MEMBER_EPOCH"
         );
         assert_eq!(kind(90), Some(BackendErrorKind::Fenced), "PRODUCER_FENCED");
+        assert_eq!(
+            kind(1),
+            Some(BackendErrorKind::OffsetOutOfRange),
+            "OFFSET_OUT_OF_RANGE"
+        );
+        assert!(broker(1).is_offset_out_of_range());
         assert_eq!(
             kind(47),
             Some(BackendErrorKind::Fenced),

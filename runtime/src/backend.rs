@@ -55,6 +55,12 @@ pub trait Backend: Send + Sync + 'static {
     fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> Result<u64>;
     /// The next offset to be written to `tp`.
     fn end_offset(&self, tp: &TopicPartition) -> Result<u64>;
+    /// The first offset still in `tp` (0 until records are deleted).
+    fn start_offset(&self, tp: &TopicPartition) -> Result<u64>;
+    /// The offset of the first record of `tp` whose timestamp is at or after `timestamp`
+    /// (milliseconds since the epoch), or the end offset if there is none (Kafka's ListOffsets
+    /// by timestamp).
+    fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp: i64) -> Result<u64>;
     /// Commits `offsets` for `group` durably, after everything appended before it, as `member`
     /// (a streams group accepts commits only from its current members).
     fn commit_offsets(
@@ -154,6 +160,32 @@ impl Backend for EmbeddedBackend {
     }
     fn end_offset(&self, tp: &TopicPartition) -> Result<u64> {
         Ok(self.log.end_offset(tp)?)
+    }
+    fn start_offset(&self, tp: &TopicPartition) -> Result<u64> {
+        Ok(self.log.start_offset(tp)?)
+    }
+    fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp: i64) -> Result<u64> {
+        let end = self.log.end_offset(tp)?;
+        let mut position = self.log.start_offset(tp)?;
+        while position < end {
+            let batches = self.log.fetch(tp, position, 1 << 20)?;
+            let Some(last) = batches.last().map(FetchedBatch::last_offset) else {
+                break;
+            };
+            for batch in batches
+                .iter()
+                .filter(|b| b.meta().max_timestamp >= timestamp)
+            {
+                for record in batch.records() {
+                    let record = record?;
+                    if record.offset() >= position && record.timestamp() >= timestamp {
+                        return Ok(record.offset());
+                    }
+                }
+            }
+            position = last + 1;
+        }
+        Ok(end)
     }
     fn commit_offsets(
         &self,

@@ -40,6 +40,35 @@ impl FromStr for ProcessingGuarantee {
     }
 }
 
+/// Where reading a source partition starts when the application has no committed offset for
+/// it, or its committed offset is out of the partition's range (`auto.offset.reset`).
+/// Repartition topics always start at the earliest offset, as in Kafka Streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AutoOffsetReset {
+    /// The partition's first offset (Kafka Streams' default).
+    #[default]
+    Earliest,
+    /// The partition's end: only records written after the task started.
+    Latest,
+    /// No reset: the task fails with [`Error::NoOffsetForPartition`].
+    None,
+}
+
+impl FromStr for AutoOffsetReset {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "earliest" => Ok(AutoOffsetReset::Earliest),
+            "latest" => Ok(AutoOffsetReset::Latest),
+            "none" => Ok(AutoOffsetReset::None),
+            other => Err(Error::Config(format!(
+                "auto_offset_reset must be earliest, latest or none, not {other:?}"
+            ))),
+        }
+    }
+}
+
 /// Which input partitions a stream thread fetches in a loop iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -173,6 +202,9 @@ pub struct StreamsConfig {
     /// (`errors.dead.letter.queue.topic.name`, KIP-1034; created with one partition if
     /// missing). `None`, the default: nowhere.
     pub errors_dead_letter_queue_topic_name: Option<String>,
+    /// Where a source partition without a committed offset, or with one out of its range,
+    /// starts (`auto.offset.reset`): earliest (the default), latest or none.
+    pub auto_offset_reset: AutoOffsetReset,
 }
 
 impl StreamsConfig {
@@ -204,6 +236,7 @@ impl StreamsConfig {
             production_exception_handler: crate::ExceptionHandlerRef::default(),
             max_request_size: 1 << 20,
             errors_dead_letter_queue_topic_name: None,
+            auto_offset_reset: AutoOffsetReset::Earliest,
         }
     }
 
@@ -266,6 +299,9 @@ impl StreamsConfig {
             }
             "max_request_size" | "producer_max_request_size" => {
                 self.max_request_size = parse(name, value)?
+            }
+            "auto_offset_reset" | "consumer_auto_offset_reset" => {
+                self.auto_offset_reset = value.parse()?
             }
             "errors_dead_letter_queue_topic_name" => {
                 self.errors_dead_letter_queue_topic_name =

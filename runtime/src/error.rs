@@ -178,6 +178,17 @@ pub enum Error {
         /// `max_request_size`.
         max: usize,
     },
+    /// A source partition has no committed offset, or one out of its range, and
+    /// `auto_offset_reset` is `none` (Kafka's `NoOffsetForPartitionException`).
+    #[error("no valid offset for {topic}-{partition}, and auto_offset_reset is none: {reason}")]
+    NoOffsetForPartition {
+        /// The source topic.
+        topic: String,
+        /// Its partition.
+        partition: u32,
+        /// No committed offset, or which offset is out of which range.
+        reason: String,
+    },
     /// The application's code panicked on a record (a DSL function or a processor).
     #[error("panicked: {message}")]
     Panicked {
@@ -243,6 +254,19 @@ impl Error {
         Error::User(source.into())
     }
 
+    /// Whether a fetch failed because its offset is outside the partition (below its start or
+    /// past its end), on either backend.
+    pub fn is_offset_out_of_range(&self) -> bool {
+        matches!(
+            self,
+            Error::Log(riffle_log::Error::OffsetOutOfRange { .. })
+                | Error::Backend {
+                    kind: BackendErrorKind::OffsetOutOfRange,
+                    ..
+                }
+        )
+    }
+
     /// The kind of a backend's error (`None` for every other error).
     pub fn backend_kind(&self) -> Option<BackendErrorKind> {
         match self {
@@ -269,6 +293,8 @@ pub enum BackendErrorKind {
     Rejected,
     /// The group forbids going on (e.g. a changed topology under the same application id).
     Group,
+    /// A fetch's offset is outside the partition (Kafka's `OFFSET_OUT_OF_RANGE`).
+    OffsetOutOfRange,
     /// Anything else.
     Other,
 }

@@ -246,6 +246,12 @@ impl LoopCore {
         self.dirty.insert(id);
     }
 
+    /// Task `id`'s input offsets moved without records (`auto_offset_reset`): the next commit
+    /// records where they are.
+    pub(crate) fn offsets_moved(&mut self, id: TaskId) {
+        self.dirty.insert(id);
+    }
+
     /// A processor asked for a commit: the next `commit_due` says so.
     pub(crate) fn request_commit(&mut self) {
         self.commit_requested = true;

@@ -14,6 +14,7 @@ use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
 
 use crate::backend::Backend;
 use crate::collector::{RecordCollector, TopicTable};
+use crate::config::{AutoOffsetReset, StreamsConfig};
 use crate::error::{Error, Result};
 use crate::handlers::{ErrorHandlerContext, HandlerResponse, Handlers};
 use crate::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
@@ -354,9 +355,39 @@ struct PartitionQueue {
     extractor: TimestampExtractorRef,
     /// The largest timestamp extracted from this partition (-1 before the first).
     partition_time: i64,
+    /// Where to go when the fetch position is out of the partition's range.
+    reset: AutoOffsetReset,
 }
 
 impl PartitionQueue {
+    /// The fetch position is out of the partition's range (the records there were deleted, or
+    /// the partition was recreated shorter): `auto_offset_reset` moves it to the partition's
+    /// start or end, dropping what was buffered, with a warning naming the partition and both
+    /// offsets; under `none` the task fails.
+    fn reset_position(&mut self, backend: &dyn Backend) -> Result<()> {
+        let start = backend.start_offset(&self.tp)?;
+        let end = backend.end_offset(&self.tp)?;
+        let from = self.fetch_position;
+        let to = match self.reset {
+            AutoOffsetReset::Earliest => start,
+            AutoOffsetReset::Latest => end,
+            _ => {
+                return Err(Error::NoOffsetForPartition {
+                    topic: self.tp.topic.to_string(),
+                    partition: self.tp.partition,
+                    reason: format!("offset {from} is out of its range {start}..{end}"),
+                });
+            }
+        };
+        tracing::warn!(topic_partition = %self.tp, offset = from, start, end, reset_to = to, policy = ?self.reset, "the offset to read is out of the partition's range; auto_offset_reset moves it");
+        self.batches.clear();
+        self.current = None;
+        self.head = None;
+        self.fetch_position = to;
+        self.consumed = to;
+        Ok(())
+    }
+
     /// Loads the next record to process into `head`, if one is buffered, with its extracted
     /// timestamp. A record whose extracted timestamp is negative is skipped with a warning.
     fn fill_head(&mut self) -> Result<()> {
@@ -405,6 +436,8 @@ pub(crate) struct StreamTask {
     pub(crate) stores: TaskStores,
     /// Records processed since the last commit.
     pub(crate) uncommitted: u64,
+    /// An input's position was reset (`auto_offset_reset`) since the last commit.
+    pub(crate) offsets_moved: bool,
     /// Stream time, wall-clock time, commit requests and new schedules.
     signals: TaskSignals,
     /// Stream-time and wall-clock punctuation schedules, each ordered by (deadline, seq).
@@ -422,7 +455,7 @@ impl StreamTask {
         topics: &TopicTable,
         application_id: &str,
         backend: &dyn Backend,
-        default_extractor: &TimestampExtractorRef,
+        config: &StreamsConfig,
     ) -> Result<StreamTask> {
         let id = stores.id;
         let mut store_slots = vec![None; topology.stores.len()];
@@ -431,9 +464,31 @@ impl StreamTask {
         }
         let instance = topology.instantiate(sub, topics, application_id, &store_slots);
         let mut inputs = Vec::with_capacity(instance.sources.len());
-        for (topic, source, extractor) in instance.sources {
+        for (topic, source, extractor, internal) in instance.sources {
             let tp = topics.topic_partition(topic, id.partition);
-            let committed = backend.committed_offset(application_id, &tp)?.unwrap_or(0);
+            // Repartition topics always start at their earliest offset, as in Kafka Streams.
+            let reset = if internal {
+                AutoOffsetReset::Earliest
+            } else {
+                config.auto_offset_reset
+            };
+            let committed = match backend.committed_offset(application_id, &tp)? {
+                Some(offset) => offset,
+                // A fetch below the partition's start resets to it.
+                None if reset == AutoOffsetReset::Earliest => 0,
+                None if reset == AutoOffsetReset::Latest => {
+                    let end = backend.end_offset(&tp)?;
+                    tracing::info!(topic_partition = %tp, offset = end, "no committed offset; auto_offset_reset=latest: reading from the end");
+                    end
+                }
+                None => {
+                    return Err(Error::NoOffsetForPartition {
+                        topic: tp.topic.to_string(),
+                        partition: tp.partition,
+                        reason: "the application has no committed offset for it".into(),
+                    });
+                }
+            };
             inputs.push(PartitionQueue {
                 tp,
                 source,
@@ -443,8 +498,9 @@ impl StreamTask {
                 head: None,
                 head_timestamp: 0,
                 consumed: committed,
-                extractor: extractor.unwrap_or_else(|| default_extractor.clone()),
+                extractor: extractor.unwrap_or_else(|| config.default_timestamp_extractor.clone()),
                 partition_time: -1,
+                reset,
             });
         }
         Ok(StreamTask {
@@ -454,6 +510,7 @@ impl StreamTask {
             lifecycles: instance.lifecycles,
             stores,
             uncommitted: 0,
+            offsets_moved: false,
             signals: TaskSignals::new(Arc::from(application_id)),
             stream_schedules: Vec::new(),
             wall_schedules: Vec::new(),
@@ -610,7 +667,14 @@ impl StreamTask {
         if input.batches.len() >= 2 {
             return Ok(true);
         }
-        let batches = backend.fetch(&input.tp, input.fetch_position, max_bytes)?;
+        let batches = match backend.fetch(&input.tp, input.fetch_position, max_bytes) {
+            Err(e) if e.is_offset_out_of_range() => {
+                input.reset_position(backend)?;
+                self.offsets_moved = true;
+                backend.fetch(&input.tp, input.fetch_position, max_bytes)?
+            }
+            fetched => fetched?,
+        };
         let Some(last) = batches.last() else {
             return Ok(false);
         };
@@ -829,6 +893,7 @@ impl StreamTask {
             }
         }
         self.uncommitted = 0;
+        self.offsets_moved = false;
         Ok(())
     }
 

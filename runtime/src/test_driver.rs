@@ -146,15 +146,8 @@ impl TopologyTestDriver {
         for sub in &topology.subtopologies {
             let id = TaskId::new(sub.id, 0);
             let stores = TaskStores::open(id, &topology, sub, &topics, &app_id, None, None)?;
-            let mut task = StreamTask::create(
-                stores,
-                &topology,
-                sub,
-                &topics,
-                &app_id,
-                &*backend,
-                &config.default_timestamp_extractor,
-            )?;
+            let mut task =
+                StreamTask::create(stores, &topology, sub, &topics, &app_id, &*backend, &config)?;
             task.init(&mut collector, &mut scratch, wall_clock_ms)?;
             tasks.push(task);
         }
@@ -425,7 +418,7 @@ impl Inner {
         }
         let mut offsets = Vec::new();
         for (t, task) in self.tasks.iter().enumerate() {
-            if dirty[t] && task.uncommitted > 0 {
+            if dirty[t] && (task.uncommitted > 0 || task.offsets_moved) {
                 task.committable_offsets(&mut offsets);
             }
         }

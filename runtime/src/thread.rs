@@ -168,7 +168,13 @@ impl StreamThread {
             self.inputs.extend(self.core.ready());
             for &(id, input) in &self.inputs {
                 let got = match self.tasks.get_mut(&id) {
-                    Some(task) => task.fetch_input(input, &*backend, fetch_max_bytes)?,
+                    Some(task) => {
+                        let got = task.fetch_input(input, &*backend, fetch_max_bytes)?;
+                        if task.offsets_moved {
+                            self.core.offsets_moved(id);
+                        }
+                        got
+                    }
                     None => false,
                 };
                 self.core.fetched((id, input), got);
@@ -553,7 +559,7 @@ impl StreamThread {
             &shared.topics,
             &shared.config.application_id,
             &*shared.backend,
-            &shared.config.default_timestamp_extractor,
+            &shared.config,
         )?;
         let now_ms = system_time_ms();
         task.init(&mut self.collector, &mut self.scratch, now_ms)?;
@@ -659,7 +665,7 @@ impl StreamThread {
             let mut offsets = Vec::new();
             for id in &self.task_ids {
                 if let Some(task) = self.tasks.get(id)
-                    && task.uncommitted > 0
+                    && (task.uncommitted > 0 || task.offsets_moved)
                 {
                     task.committable_offsets(&mut offsets);
                 }

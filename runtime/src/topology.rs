@@ -696,7 +696,8 @@ impl Topology {
             {
                 for t in source_topics {
                     if let Some(index) = topics.index_of(&t.resolve(application_id)) {
-                        sources.push((index, source.clone(), extractor.clone()));
+                        let internal = matches!(t, TopicRef::Repartition(_));
+                        sources.push((index, source.clone(), extractor.clone(), internal));
                     }
                 }
             }
@@ -804,7 +805,9 @@ fn split(nodes: &[NodeDef]) -> Result<Vec<SubtopologyDef>> {
 /// The nodes of one task: its sources by topic index, and its stateful nodes in topological
 /// order.
 pub(crate) struct Instance {
-    pub(crate) sources: Vec<(usize, SourceRef, Option<TimestampExtractorRef>)>,
+    /// Each source's topic index, node, own timestamp extractor, and whether the topic is a
+    /// repartition topic.
+    pub(crate) sources: Vec<(usize, SourceRef, Option<TimestampExtractorRef>, bool)>,
     pub(crate) flushes: Vec<FlushRef>,
     pub(crate) lifecycles: Vec<LifecycleRef>,
 }

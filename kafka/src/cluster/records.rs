@@ -201,7 +201,7 @@ impl Cluster {
                 by_leader.entry(self.leader(tp)?).or_default().push(i);
             }
             for (broker, indexes) in by_leader {
-                let request = list_offsets_request_for(indexes.iter().map(|&i| &tps[i]));
+                let request = list_offsets_request_for(indexes.iter().map(|&i| &tps[i]), LATEST);
                 let client_id = self.config.client_id.clone();
                 let Ok(response) = self.with_connection(&broker, |c| {
                     c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)
@@ -232,7 +232,29 @@ impl Cluster {
 
     /// The end offset of one partition, retried on its leader.
     fn end_offset(&self, tp: &TopicPartition) -> Result<u64> {
-        let request = list_offsets_request_for(std::iter::once(tp));
+        self.list_offset(tp, LATEST)
+            .map(|offset| offset.unwrap_or_default())
+    }
+
+    /// The log start offset of one partition (ListOffsets' earliest).
+    pub(crate) fn start_offset(&self, tp: &TopicPartition) -> Result<u64> {
+        self.list_offset(tp, EARLIEST)
+            .map(|offset| offset.unwrap_or_default())
+    }
+
+    /// The offset of the first record of `tp` at or after `timestamp`, or its end offset when
+    /// there is none (ListOffsets by timestamp answers -1 then).
+    pub(crate) fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp: i64) -> Result<u64> {
+        match self.list_offset(tp, timestamp.max(0))? {
+            Some(offset) => Ok(offset),
+            None => self.end_offset(tp),
+        }
+    }
+
+    /// One partition's ListOffsets answer for `timestamp` (or [`LATEST`], [`EARLIEST`]),
+    /// retried on its leader; `None` when the broker answers -1 (no such record).
+    fn list_offset(&self, tp: &TopicPartition, timestamp: i64) -> Result<Option<u64>> {
+        let request = list_offsets_request_for(std::iter::once(tp), timestamp);
         let client_id = self.config.client_id.clone();
         self.on_leader(tp, |c| {
             let response = c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)?;
@@ -247,26 +269,33 @@ impl Cluster {
             if p.error_code != 0 {
                 return Err(Error::Broker {
                     api: "ListOffsets",
-                    context: format!("end offset of {tp} via {}", c.broker()),
+                    context: format!("offset at {timestamp} of {tp} via {}", c.broker()),
                     code: ErrorCode(p.error_code),
                     message: None,
                 });
             }
-            Ok(p.offset.max(0) as u64)
+            Ok(u64::try_from(p.offset).ok())
         })
     }
 }
 
-/// A ListOffsets request for the latest offsets of `tps`, grouped by topic.
+/// ListOffsets' timestamp for a partition's end (high watermark).
+const LATEST: i64 = -1;
+/// ListOffsets' timestamp for a partition's log start offset.
+const EARLIEST: i64 = -2;
+
+/// A ListOffsets request for the offsets of `tps` at `timestamp` ([`LATEST`], [`EARLIEST`] or
+/// a time), grouped by topic.
 fn list_offsets_request_for<'a>(
     tps: impl Iterator<Item = &'a TopicPartition>,
+    timestamp: i64,
 ) -> ListOffsetsRequest {
     let mut topics: Vec<list_offsets_request::ListOffsetsTopic> = Vec::new();
     for tp in tps {
         let mut partition = list_offsets_request::ListOffsetsPartition::default();
         partition.partition_index = tp.partition as i32;
         partition.current_leader_epoch = -1;
-        partition.timestamp = -1; // latest
+        partition.timestamp = timestamp;
         match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
             Some(t) => t.partitions.push(partition),
             None => {

@@ -1,0 +1,250 @@
+//! `auto_offset_reset` on the embedded log: where a source partition without a committed offset,
+//! or with one out of its range, starts. `earliest` (the default) reads everything, `latest`
+//! only what is written after the task started, `none` stops the application with an error
+//! naming the partition. Checked against the records written, by key: each record has its own
+//! key, so the counted keys say exactly which offsets were read.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use riffle::log::{Log, LogOptions, TopicPartition, partition_for_key};
+use riffle::{
+    AutoOffsetReset, Consumed, EmbeddedBackend, Error, Produced, Serdes, StreamsApp,
+    StreamsBuilder, StreamsConfig,
+};
+
+mod common;
+
+const PARTITIONS: u32 = 2;
+
+/// `stream(in).groupByKey().count().toStream().to(out)`.
+fn topology() -> riffle::Topology {
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+        .group_by_key()
+        .count()
+        .to_stream()
+        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+    builder.build().expect("topology")
+}
+
+fn app(log: &Log, state: &std::path::Path, reset: AutoOffsetReset) -> StreamsApp {
+    let mut config = StreamsConfig::new("resets");
+    config.state_dir = state.to_owned();
+    config.num_stream_threads = 2;
+    config.poll = Duration::from_millis(5);
+    config.commit_interval = Some(Duration::from_millis(20));
+    config.auto_offset_reset = reset;
+    StreamsApp::new(
+        topology(),
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )
+    .expect("app")
+}
+
+/// Writes one record per key; returns the keys by partition in offset order.
+fn write(log: &Log, keys: impl IntoIterator<Item = String>) -> Vec<Vec<String>> {
+    let records: Vec<(String, String)> = keys.into_iter().map(|k| (k, "v".into())).collect();
+    common::produce(log, "in", PARTITIONS, &records);
+    let mut by_partition = vec![Vec::new(); PARTITIONS as usize];
+    for (k, _) in records {
+        by_partition[partition_for_key(k.as_bytes(), PARTITIONS) as usize].push(k);
+    }
+    by_partition
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn counted(log: &Log) -> HashSet<String> {
+    let counts = common::latest_longs(log, "out");
+    assert!(
+        counts.values().all(|&n| n == 1),
+        "a key counted twice: {counts:?}"
+    );
+    counts.into_keys().collect()
+}
+
+/// Starts `app` and waits until it stops on its own; returns its error.
+fn run_to_failure(mut app: StreamsApp) -> Error {
+    app.start().expect("start");
+    wait_until("the application to stop", || app.is_shutting_down());
+    app.close().expect_err("it stops on an error")
+}
+
+#[test]
+fn earliest_reads_everything_written_before_the_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    write(&log, (0..300).map(|i| format!("before-{i}")));
+    common::run_until_idle(app(
+        &log,
+        &dir.path().join("state"),
+        AutoOffsetReset::Earliest,
+    ));
+    let expected: HashSet<String> = (0..300).map(|i| format!("before-{i}")).collect();
+    assert_eq!(counted(&log), expected);
+}
+
+/// Under latest, what was written before the tasks started is never read: per partition the
+/// counted records are exactly those from some offset at or after the old end to the new end.
+#[test]
+fn latest_reads_only_what_is_written_after_the_tasks_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    let mut partitions = write(&log, (0..300).map(|i| format!("before-{i}")));
+    let before: Vec<usize> = partitions.iter().map(Vec::len).collect();
+    let mut app = app(&log, &dir.path().join("state"), AutoOffsetReset::Latest);
+    app.start().expect("start");
+    // Write until the application reads some; when its tasks started is not known outside.
+    let mut next = 0;
+    wait_until("the first records read", || {
+        for (p, keys) in write(&log, (next..next + 10).map(|i| format!("after-{i}")))
+            .into_iter()
+            .enumerate()
+        {
+            partitions[p].extend(keys);
+        }
+        next += 10;
+        std::thread::sleep(Duration::from_millis(20));
+        !common::latest_longs(&log, "out").is_empty()
+    });
+    for (p, keys) in write(&log, (next..next + 200).map(|i| format!("after-{i}")))
+        .into_iter()
+        .enumerate()
+    {
+        partitions[p].extend(keys);
+    }
+    wait_until("the application to catch up", || app.is_idle());
+    app.close().expect("close");
+    let counted = counted(&log);
+    for (p, keys) in partitions.iter().enumerate() {
+        let first = keys
+            .iter()
+            .position(|k| counted.contains(k))
+            .unwrap_or_else(|| panic!("partition {p}: nothing read"));
+        assert!(
+            first >= before[p],
+            "partition {p}: read offset {first}, written before the start (end was {})",
+            before[p]
+        );
+        let missed: Vec<&String> = keys[first..]
+            .iter()
+            .filter(|k| !counted.contains(*k))
+            .collect();
+        assert!(
+            missed.is_empty(),
+            "partition {p}: skipped after reading from offset {first}: {missed:?}"
+        );
+    }
+    let read: usize = partitions
+        .iter()
+        .map(|keys| keys.iter().filter(|k| counted.contains(*k)).count())
+        .sum();
+    assert_eq!(read, counted.len(), "counted keys never written");
+}
+
+/// Under none, a partition without a committed offset stops the application, naming it; once
+/// the offsets are committed, it reads from them.
+#[test]
+fn none_without_a_committed_offset_stops_the_application_naming_the_partition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    let partitions = write(&log, (0..100).map(|i| format!("k-{i}")));
+    let state = dir.path().join("state");
+    let err = run_to_failure(app(&log, &state, AutoOffsetReset::None));
+    let Error::NoOffsetForPartition {
+        topic, partition, ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert_eq!(topic, "in");
+    assert!(*partition < PARTITIONS);
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("in-{partition}")) && text.contains("no committed offset"),
+        "{text}"
+    );
+
+    let offsets: Vec<(TopicPartition, u64)> = (0..PARTITIONS)
+        .map(|p| (TopicPartition::new("in", p), 5))
+        .collect();
+    log.commit_offsets("resets", &offsets).expect("commit");
+    common::run_until_idle(app(&log, &state, AutoOffsetReset::None));
+    let expected: HashSet<String> = partitions
+        .iter()
+        .flat_map(|keys| keys[5..].iter().cloned())
+        .collect();
+    assert_eq!(counted(&log), expected, "read from the committed offsets");
+}
+
+/// A committed offset past the partition's end (e.g. a topic recreated shorter): earliest
+/// rereads the partition, latest reads from its end, none stops naming both offsets. The other
+/// partition's committed offset is used as it is.
+#[test]
+fn an_offset_out_of_range_resets_as_auto_offset_reset_says() {
+    for reset in [
+        AutoOffsetReset::Earliest,
+        AutoOffsetReset::Latest,
+        AutoOffsetReset::None,
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+        let partitions = write(&log, (0..100).map(|i| format!("k-{i}")));
+        let ends: Vec<u64> = partitions.iter().map(|k| k.len() as u64).collect();
+        log.commit_offsets(
+            "resets",
+            &[
+                (TopicPartition::new("in", 0), ends[0] + 1000),
+                (TopicPartition::new("in", 1), 3),
+            ],
+        )
+        .expect("commit");
+        let state = dir.path().join("state");
+        let from_one: HashSet<String> = partitions[1][3..].iter().cloned().collect();
+        match reset {
+            AutoOffsetReset::None => {
+                let err = run_to_failure(app(&log, &state, reset));
+                let text = err.to_string();
+                assert!(
+                    matches!(err, Error::NoOffsetForPartition { partition: 0, .. })
+                        && text.contains(&format!(
+                            "in-0, and auto_offset_reset is none: offset {} is out of its range 0..{}",
+                            ends[0] + 1000,
+                            ends[0]
+                        )),
+                    "{text}"
+                );
+            }
+            AutoOffsetReset::Earliest => {
+                common::run_until_idle(app(&log, &state, reset));
+                let mut expected = from_one;
+                expected.extend(partitions[0].iter().cloned());
+                assert_eq!(counted(&log), expected, "partition 0 reread from 0");
+            }
+            _ => {
+                common::run_until_idle(app(&log, &state, reset));
+                assert_eq!(counted(&log), from_one, "partition 0 from its end");
+                let committed: HashMap<u32, Option<u64>> = (0..PARTITIONS)
+                    .map(|p| {
+                        let tp = TopicPartition::new("in", p);
+                        (p, log.committed_offset("resets", &tp).expect("offset"))
+                    })
+                    .collect();
+                assert_eq!(
+                    committed[&0],
+                    Some(ends[0]),
+                    "the reset offset is committed"
+                );
+            }
+        }
+    }
+}
