@@ -54,6 +54,19 @@ pub(crate) enum Sample {
     WindowedCount(windowed::WindowedArgs),
 }
 
+/// `--follow`, for both samples.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub(crate) struct FollowArgs {
+    /// Keep running once the input is drained, counting records as they arrive (from other
+    /// processes on the same log, or other producers on Kafka), until Ctrl-C or SIGTERM; a
+    /// progress line every --progress-every instead of the progress bar.
+    #[arg(long)]
+    pub(crate) follow: bool,
+    /// With --follow: how often to print a progress line, like `500ms`, `5s` or `1m`.
+    #[arg(long, value_parser = crate::duration::parse_duration_ms, default_value = "5s")]
+    pub(crate) progress_every: i64,
+}
+
 /// Arguments of the groupByKey-count sample.
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("backend").args(["log_dir", "bootstrap_servers"])))]
@@ -104,6 +117,8 @@ pub(crate) struct CountArgs {
     /// Extra options, Kafka-style: --set name=value (repeatable).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     settings: Vec<String>,
+    #[command(flatten)]
+    follow: FollowArgs,
 }
 
 /// Where the sample keeps its counts.
@@ -188,20 +203,27 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )?;
-    let (summary, elapsed, interrupted) = run_with_progress(app, total_input, StreamsApp::is_idle)?;
+    let (summary, elapsed, interrupted) =
+        run_with_progress(app, total_input, StreamsApp::is_idle, args.follow)?;
     let counts = latest_counts(&EmbeddedBackend::new(log.clone()), &output)?;
     report(&summary, elapsed, interrupted, &counts, expected.as_ref())
 }
 
 /// Runs `app` with a progress bar over `total` records until `finished` (or Ctrl-C); returns
-/// the summary, the time taken and whether it was interrupted.
+/// the summary, the time taken and whether it was interrupted. With `--follow`, runs until
+/// Ctrl-C or SIGTERM whatever `finished` says, printing a progress line every
+/// `--progress-every`.
 pub(crate) fn run_with_progress(
     mut app: StreamsApp,
     total: u64,
     finished: impl Fn(&StreamsApp) -> bool,
+    follow: FollowArgs,
 ) -> anyhow::Result<(riffle::RunSummary, Duration, bool)> {
     let shutdown = app.shutdown_handle();
     ctrlc::set_handler(move || shutdown.shutdown()).context("installing the Ctrl-C handler")?;
+    if follow.follow {
+        return follow_until_stopped(app, follow);
+    }
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template(
@@ -224,6 +246,48 @@ pub(crate) fn run_with_progress(
     let summary = app.close()?;
     bar.finish_and_clear();
     Ok((summary, start.elapsed(), interrupted))
+}
+
+/// `--follow`: runs `app` until it is shut down (Ctrl-C, SIGTERM, or an error), printing a
+/// line every `--progress-every`: records processed, the rate since the last line, records
+/// restored, and whether the application is caught up with its input.
+fn follow_until_stopped(
+    mut app: StreamsApp,
+    follow: FollowArgs,
+) -> anyhow::Result<(riffle::RunSummary, Duration, bool)> {
+    use std::io::Write;
+    let every = Duration::from_millis(u64::try_from(follow.progress_every).unwrap_or(5_000));
+    let start = Instant::now();
+    app.start()?;
+    println!(
+        "following: counting records as they arrive; a line every {} ms; Ctrl-C to stop",
+        every.as_millis()
+    );
+    let (mut last_at, mut last_processed) = (start, 0u64);
+    while !app.is_shutting_down() {
+        std::thread::sleep(Duration::from_millis(20).min(every));
+        let now = Instant::now();
+        if now.duration_since(last_at) < every {
+            continue;
+        }
+        let processed = app.records_processed();
+        let rate = (processed - last_processed.min(processed)) as f64
+            / now.duration_since(last_at).as_secs_f64();
+        println!(
+            "{:.1} s: {processed} records processed, {rate:.0} records/s, {} restored, {}",
+            now.duration_since(start).as_secs_f64(),
+            app.records_restored(),
+            if app.is_idle() {
+                "caught up"
+            } else {
+                "catching up"
+            }
+        );
+        let _ = std::io::stdout().flush();
+        (last_at, last_processed) = (now, processed);
+    }
+    let summary = app.close()?;
+    Ok((summary, start.elapsed(), true))
 }
 
 /// Prints a run's throughput and top keys, and checks the counts against the input's when the

@@ -183,3 +183,112 @@ fn the_windowed_sample_counts_on_kafka_and_kafkas_deserializer_reads_its_windows
     consumed.sort();
     assert_eq!(consumed, printed);
 }
+
+/// `--follow` on Kafka: the sample counts an existing topic, keeps counting what Kafka's console
+/// producer appends afterwards, prints progress lines, and ends cleanly on Ctrl-C with the
+/// counts of everything appended.
+#[test]
+fn the_sample_follows_a_kafka_topic_until_ctrl_c() {
+    use std::collections::HashMap;
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use riffle::backend::Backend;
+    use riffle::log::TopicPartition;
+
+    let broker = KafkaBroker::start().unwrap();
+    broker.create_topic("follow-in", 2).unwrap();
+    let mut model: HashMap<String, i64> = HashMap::new();
+    let mut produce = |from: usize, n: usize| {
+        let lines: Vec<String> = (from..from + n)
+            .map(|i| format!("key-{}\t1", i % 23))
+            .collect();
+        for line in &lines {
+            let key = line.split('\t').next().unwrap().to_owned();
+            *model.entry(key).or_default() += 1;
+        }
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        broker
+            .console_produce("follow-in", &lines, &[("parse.key", "true")])
+            .unwrap();
+    };
+    produce(0, 300);
+    let mut sample = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args([
+            "sample",
+            "group-by-key-count",
+            "--bootstrap-servers",
+            broker.bootstrap(),
+            "--input",
+            "follow-in",
+            "--output",
+            "follow-out",
+            "--application-id",
+            "follow-app",
+            "--store",
+            "memory",
+            "--follow",
+            "--progress-every",
+            "200ms",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = sample.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |processed: usize| {
+        let want = format!(": {processed} records processed,");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !seen
+            .iter()
+            .any(|l: &String| l.contains(&want) && l.ends_with("caught up"))
+        {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => seen.push(line),
+                Err(_) => panic!("no line saying {processed} records and caught up: {seen:?}"),
+            }
+        }
+    };
+    wait_for(300);
+    produce(300, 200);
+    wait_for(500);
+    let killed = Command::new("kill")
+        .args(["-INT", &sample.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = sample.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let backend =
+        riffle_kafka::KafkaBackend::connect(riffle_kafka::KafkaConfig::new(broker.bootstrap()))
+            .unwrap();
+    let mut counts = HashMap::new();
+    for p in 0..backend.partitions("follow-out").unwrap().unwrap() {
+        let tp = TopicPartition::new("follow-out", p);
+        for batch in backend.fetch(&tp, 0, 1 << 20).unwrap() {
+            for record in batch.records() {
+                let record = record.unwrap();
+                let key = String::from_utf8(record.key().unwrap().to_vec()).unwrap();
+                let value = <[u8; 8]>::try_from(&record.value().unwrap()[..]).unwrap();
+                counts.insert(key, i64::from_be_bytes(value));
+            }
+        }
+    }
+    assert_eq!(counts, model);
+}

@@ -80,9 +80,12 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
         config,
         backend.shared(),
     )?;
-    let (summary, elapsed, interrupted) = super::run_with_progress(app, remaining, move |app| {
-        app.records_processed() >= remaining
-    })?;
+    let (summary, elapsed, interrupted) = super::run_with_progress(
+        app,
+        remaining,
+        move |app| app.records_processed() >= remaining,
+        args.follow,
+    )?;
     let counts = super::latest_counts(&backend, &output)?;
     super::report(&summary, elapsed, interrupted, &counts, expected.as_ref())
 }
@@ -202,9 +205,12 @@ pub(super) fn windowed_count(
         backend.shared(),
     )?;
     let metrics = app.thread_metrics();
-    let (summary, elapsed, interrupted) = super::run_with_progress(app, remaining, move |app| {
-        app.records_processed() >= remaining
-    })?;
+    let (summary, elapsed, interrupted) = super::run_with_progress(
+        app,
+        remaining,
+        move |app| app.records_processed() >= remaining,
+        args.follow,
+    )?;
     let dropped: u64 = metrics.iter().map(|m| m.dropped_records()).sum();
     let (written, records) = windowed::read_output(&backend, &output, &spec)?;
     let expected = match (&generated, args.check) {

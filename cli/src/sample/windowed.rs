@@ -120,6 +120,8 @@ pub(crate) struct WindowedArgs {
     /// Extra options, Kafka-style: --set name=value (repeatable).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub(crate) settings: Vec<String>,
+    #[command(flatten)]
+    pub(crate) follow: super::FollowArgs,
 }
 
 /// When the sample's windows emit their counts.
@@ -544,7 +546,7 @@ pub(crate) fn windowed_count(args: WindowedArgs) -> anyhow::Result<()> {
     )?;
     let metrics = app.thread_metrics();
     let (summary, elapsed, interrupted) =
-        super::run_with_progress(app, total_input, StreamsApp::is_idle)?;
+        super::run_with_progress(app, total_input, StreamsApp::is_idle, args.follow)?;
     let dropped: u64 = metrics.iter().map(|m| m.dropped_records()).sum();
     let backend = EmbeddedBackend::new(log.clone());
     let (written, records) = read_output(&backend, &output, &spec)?;

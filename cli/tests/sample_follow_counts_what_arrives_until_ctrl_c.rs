@@ -1,0 +1,102 @@
+//! `riffle sample group-by-key-count --follow` keeps counting after its input is drained:
+//! records another process appends in rounds are counted as they arrive, a progress line comes
+//! every `--progress-every`, and Ctrl-C (SIGINT) ends it cleanly (exit status 0), with the counts
+//! equal to a model of everything appended. SIGTERM ends it the same way.
+
+use std::io::{BufRead, BufReader};
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+
+mod common;
+
+use common::{Counts, Fixture, merge};
+
+/// Waits for a progress line saying `processed` records and caught up.
+fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, processed: usize) {
+    let want = format!(": {processed} records processed,");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if seen
+            .iter()
+            .any(|l| l.contains(&want) && l.ends_with("caught up"))
+        {
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no line saying {processed} records and caught up: {seen:?}"),
+        }
+    }
+}
+
+fn follow_and_stop(signal: &str) {
+    let fixture = Fixture::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(common::seed("follow"));
+    let mut model = fixture.append_input(&mut rng, 500, 40);
+    let mut sample = fixture
+        .sample(
+            "persistent",
+            "at_least_once",
+            &["--follow".into(), "--progress-every".into(), "100ms".into()],
+        )
+        .spawn()
+        .expect("spawn the sample");
+    let stdout = sample.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    wait_for_line(&rx, &mut seen, 500);
+    let mut total = 500;
+    for round in 0..3 {
+        let more: Counts = fixture.append_input(&mut rng, 200 + 100 * round, 40);
+        merge(&mut model, &more);
+        total += 200 + 100 * round;
+        wait_for_line(&rx, &mut seen, total);
+    }
+    let pid = sample.id().to_string();
+    let killed = Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let out = sample.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "the sample did not end cleanly on {signal}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The reader thread ends with the sample's standard output.
+    seen.extend(rx.iter());
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with(&format!("processed {total} records in"))),
+        "{seen:?}"
+    );
+    assert_eq!(
+        fixture.output_counts(),
+        model,
+        "the counts of everything appended"
+    );
+}
+
+#[test]
+fn follow_counts_records_as_they_arrive_until_ctrl_c() {
+    follow_and_stop("-INT");
+}
+
+#[test]
+fn follow_ends_cleanly_on_sigterm() {
+    follow_and_stop("-TERM");
+}
