@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use riffle::backend::{Backend, TopicKind};
-use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+use riffle::log::{Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+    Consumed, EmbeddedBackend, Produced, Producer, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig,
 };
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 
@@ -60,26 +61,15 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     };
 
-    // Input: `records` records over `keys` keys, partitioned like Kafka's producer would.
-    let partitions = 4;
-    backend.create_topic(&words, partitions, TopicKind::User)?;
-    let mut batches: Vec<BatchBuilder> = (0..partitions)
-        .map(|_| BatchBuilder::new(Compression::None))
-        .collect();
+    // Input: `records` records over `keys` keys, through riffle's typed producer (partitioned
+    // by Kafka's murmur2 of the key, batched per partition).
+    backend.create_topic(&words, 4, TopicKind::User)?;
+    let mut producer = Producer::new(backend.clone(), Serdes::string(), Serdes::string());
+    let hello = "hello".to_owned();
     for i in 0..records {
-        let key = format!("key-{}", (i * 7919) % keys);
-        let p = partition_for_key(key.as_bytes(), partitions);
-        let batch = &mut batches[p as usize];
-        batch.push(i as i64, Some(key.as_bytes()), Some(b"hello"));
-        if batch.size_bytes() >= 256 << 10 {
-            backend.append(&TopicPartition::new(words.as_str(), p), batch)?;
-        }
+        producer.send(&words, &format!("key-{}", (i * 7919) % keys), &hello)?;
     }
-    for (p, batch) in batches.iter_mut().enumerate() {
-        if !batch.is_empty() {
-            backend.append(&TopicPartition::new(words.as_str(), p as u32), batch)?;
-        }
-    }
+    producer.close()?;
 
     // stream("words").groupByKey().count().toStream().to("counts")
     let builder = StreamsBuilder::new();

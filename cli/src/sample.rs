@@ -10,10 +10,10 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use riffle::{
-    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType, StreamsApp,
-    StreamsBuilder, StreamsConfig,
+    Consumed, EmbeddedBackend, Materialized, Produced, Producer, ProducerConfig, ProducerRecord,
+    Serdes, StoreType, StreamsApp, StreamsBuilder, StreamsConfig,
 };
-use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+use riffle_log::{Log, LogOptions, TopicPartition};
 
 mod kafka;
 mod window_model;
@@ -326,6 +326,16 @@ pub(crate) fn report(
     Ok(())
 }
 
+/// A producer for generated input: string keys and values, 256 KiB batches.
+pub(crate) fn bulk_producer(
+    backend: Arc<dyn riffle::backend::Backend>,
+) -> Producer<String, String> {
+    let config = ProducerConfig::default()
+        .with_batch_size(256 << 10)
+        .with_linger(Duration::from_secs(1));
+    Producer::with_config(backend, Serdes::string(), Serdes::string(), config)
+}
+
 /// Writes `records` random records over `keys` keys; returns their counts.
 pub(crate) fn generate(
     dir: &std::path::Path,
@@ -337,37 +347,27 @@ pub(crate) fn generate(
     let log = Log::open(dir, LogOptions::default())?;
     log.create_topic(topic, partitions)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-    let mut builders: Vec<BatchBuilder> = (0..partitions)
-        .map(|_| BatchBuilder::new(Compression::None))
-        .collect();
+    let mut producer = bulk_producer(EmbeddedBackend::new(log.clone()).shared());
     let mut expected = HashMap::new();
-    let topic: Arc<str> = topic.into();
     let bar = ProgressBar::new(records);
     bar.set_style(
         ProgressStyle::with_template("generating [{bar:40}] {pos}/{len} records")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
+    let one = "1".to_owned();
     for i in 0..records {
         let key = format!("key-{}", rng.random_range(0..keys.max(1)));
-        let p = partition_for_key(key.as_bytes(), partitions) as usize;
-        builders[p].push(i as i64, Some(key.as_bytes()), Some(b"1"));
+        producer.send_record(
+            topic,
+            ProducerRecord::new(&key, &one).with_timestamp(i as i64),
+        )?;
         *expected.entry(key).or_insert(0) += 1;
-        if builders[p].size_bytes() >= 256 << 10 {
-            log.append(
-                &TopicPartition::new(topic.clone(), p as u32),
-                &mut builders[p],
-            )?;
-        }
         if i % 65_536 == 0 {
             bar.set_position(i);
         }
     }
-    for (p, builder) in builders.iter_mut().enumerate() {
-        if !builder.is_empty() {
-            log.append(&TopicPartition::new(topic.clone(), p as u32), builder)?;
-        }
-    }
+    producer.close()?;
     log.sync()?;
     bar.finish_and_clear();
     Ok(expected)

@@ -132,6 +132,12 @@ pub enum Error {
         /// The missing topic.
         topic: String,
     },
+    /// A producer's topic does not exist.
+    #[error("topic {topic} does not exist; create it first")]
+    UnknownTopic {
+        /// The topic.
+        topic: String,
+    },
     /// The configuration is not valid.
     #[error("invalid configuration: {0}")]
     Config(String),

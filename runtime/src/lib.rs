@@ -147,6 +147,7 @@
 //!   per-task instantiation.
 //! - `task`, `node`, `store`, `collector`: what one task processes records with.
 //! - `test_driver`: [`TopologyTestDriver`], a topology run in the calling thread for tests.
+//! - `producer`: [`Producer`], typed records into either backend, batched per partition.
 //! - `loop_core`: every decision of a stream thread's loop, with no I/O; `thread`: the thin
 //!   loop that executes them; `snapshot`, `restore`: the thread's offset-sum snapshot and its
 //!   state updater's view of the stores.
@@ -167,6 +168,7 @@ mod loop_core;
 mod metrics;
 mod node;
 mod processor;
+mod producer;
 mod record;
 mod restore;
 mod serdes;
@@ -198,6 +200,7 @@ pub use processor::{
     Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,
     ProcessorContext, PunctuationType,
 };
+pub use producer::{Producer, ProducerConfig, ProducerRecord};
 pub use record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
 pub use serdes::{
     ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,

@@ -14,7 +14,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use riffle::backend::{Backend, TopicKind};
-use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle::log::TopicPartition;
 use riffle::{StreamsApp, StreamsConfig};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 
@@ -101,9 +101,7 @@ fn generate(
 ) -> anyhow::Result<HashMap<String, i64>> {
     backend.create_topic(topic, partitions, TopicKind::User)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-    let mut builders: Vec<BatchBuilder> = (0..partitions)
-        .map(|_| BatchBuilder::new(Compression::None))
-        .collect();
+    let mut producer = super::bulk_producer(backend.clone().shared());
     let mut expected = HashMap::new();
     let bar = ProgressBar::new(records);
     bar.set_style(
@@ -111,24 +109,19 @@ fn generate(
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
+    let one = "1".to_owned();
     for i in 0..records {
         let key = format!("key-{}", rng.random_range(0..keys.max(1)));
-        let p = partition_for_key(key.as_bytes(), partitions);
-        let builder = &mut builders[p as usize];
-        builder.push(i as i64, Some(key.as_bytes()), Some(b"1"));
+        producer.send_record(
+            topic,
+            riffle::ProducerRecord::new(&key, &one).with_timestamp(i as i64),
+        )?;
         *expected.entry(key).or_insert(0) += 1;
-        if builder.size_bytes() >= 256 << 10 {
-            backend.append(&TopicPartition::new(topic, p), builder)?;
-        }
         if i % 65_536 == 0 {
             bar.set_position(i);
         }
     }
-    for (p, builder) in builders.iter_mut().enumerate() {
-        if !builder.is_empty() {
-            backend.append(&TopicPartition::new(topic, p as u32), builder)?;
-        }
-    }
+    producer.close()?;
     bar.finish_and_clear();
     Ok(expected)
 }
@@ -172,10 +165,7 @@ pub(super) fn windowed_count(
             let input = format!("riffle-sample-events-{run}");
             let generated = windowed::generate(&args, &spec)?;
             backend.create_topic(&input, args.partitions, TopicKind::User)?;
-            generated.write("producing to Kafka", |p, batch| {
-                backend.append(&TopicPartition::new(input.as_str(), p), batch)?;
-                Ok(())
-            })?;
+            generated.write("producing to Kafka", backend.clone().shared(), &input)?;
             (
                 input,
                 format!("riffle-sample-windowed-counts-{run}"),

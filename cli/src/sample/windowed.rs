@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riffle::backend::Backend;
-use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle::log::{TopicPartition, partition_for_key};
 use riffle::{
     Consumed, EmbeddedBackend, EmitStrategy, Materialized, Produced, SerdeRef, Serdes,
     SessionWindows, SlidingWindows, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows,
@@ -308,12 +308,13 @@ pub(crate) fn generate(args: &WindowedArgs, spec: &Spec) -> anyhow::Result<Gener
 }
 
 impl Generated {
-    /// Writes the records, a batch at a time per partition, through `append(partition,
-    /// batch)` (which clears the batch).
+    /// Writes the records to `topic` through riffle's producer, each to the partition it was
+    /// generated for (its key's murmur2 partition), in order.
     pub(crate) fn write(
         &self,
         what: &str,
-        mut append: impl FnMut(u32, &mut BatchBuilder) -> anyhow::Result<()>,
+        backend: std::sync::Arc<dyn riffle::backend::Backend>,
+        topic: &str,
     ) -> anyhow::Result<()> {
         let total: usize = self.partitions.iter().map(Vec::len).sum();
         let bar = ProgressBar::new(total as u64);
@@ -322,23 +323,22 @@ impl Generated {
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
+        let mut producer = super::bulk_producer(backend);
+        let one = "1".to_owned();
         let mut written = 0u64;
         for (p, records) in self.partitions.iter().enumerate() {
-            let mut batch = BatchBuilder::new(Compression::None);
             for &(key, ts) in records {
-                batch.push(ts, Some(self.keys[key as usize].as_bytes()), Some(b"1"));
-                if batch.size_bytes() >= 256 << 10 {
-                    written += batch.len() as u64;
-                    append(p as u32, &mut batch)?;
+                let mut record =
+                    riffle::ProducerRecord::new(&self.keys[key as usize], &one).with_timestamp(ts);
+                record.partition = Some(p as u32);
+                producer.send_record(topic, record)?;
+                written += 1;
+                if written.is_multiple_of(65_536) {
                     bar.set_position(written);
                 }
             }
-            if !batch.is_empty() {
-                written += batch.len() as u64;
-                append(p as u32, &mut batch)?;
-                bar.set_position(written);
-            }
         }
+        producer.close()?;
         bar.finish_and_clear();
         Ok(())
     }
@@ -517,10 +517,11 @@ pub(crate) fn windowed_count(args: WindowedArgs) -> anyhow::Result<()> {
             let generated = generate(&args, &spec)?;
             let log = Log::open(&dir, LogOptions::default())?;
             log.create_topic("events", args.partitions)?;
-            generated.write("generating", |p, batch| {
-                log.append(&TopicPartition::new("events", p), batch)?;
-                Ok(())
-            })?;
+            generated.write(
+                "generating",
+                EmbeddedBackend::new(log.clone()).shared(),
+                "events",
+            )?;
             log.sync()?;
             (
                 dir,
