@@ -155,3 +155,53 @@ fn topics_survive_a_crash_right_after_creation() {
         vec![("t".to_owned(), 2), ("u".to_owned(), 3)]
     );
 }
+
+/// A deletion that fails or crashes at any storage operation leaves, once reopened, either
+/// the whole topic with every record (and the deletion reported failed), or no topic and no
+/// group offsets of it; either way the other topic and its offsets are untouched, and the name
+/// can be created again, empty.
+#[test]
+fn a_topic_deletion_crashing_anywhere_leaves_the_topic_whole_or_gone() {
+    let mut saw_kept = false;
+    let mut saw_gone = false;
+    for ops in 0..60 {
+        let log = log(FsyncPolicy::EveryCommit);
+        log.create_topic("u", 1).expect("create");
+        append(&log, 0, 5);
+        append(&log, 1, 4);
+        let u = TopicPartition::new("u", 0);
+        let mut b = BatchBuilder::new(Compression::None);
+        b.push(0, Some(b"k"), Some(b"v"));
+        log.append(&u, &mut b).expect("append u");
+        log.commit_offsets("g", &[(tp(0), 5), (tp(1), 2), (u.clone(), 1)])
+            .expect("commit");
+        log.sync().expect("sync");
+        log.fail_storage_after(Some(ops));
+        let deleted = log.delete_topic("t");
+        log.fail_storage_after(None);
+        let after = crash(&log);
+        match after.partitions("t") {
+            Some(2) => {
+                saw_kept = true;
+                assert!(
+                    deleted.is_err(),
+                    "ops {ops}: deleted, but the topic is back"
+                );
+                assert_eq!(record_count(&after, 0).expect("read"), 5, "ops {ops}");
+                assert_eq!(record_count(&after, 1).expect("read"), 4, "ops {ops}");
+            }
+            None => {
+                saw_gone = true;
+                assert_eq!(after.committed_offset("g", &tp(0)).expect("offset"), None);
+                assert_eq!(after.committed_offset("g", &tp(1)).expect("offset"), None);
+                after.create_topic("t", 3).expect("recreate");
+                assert_eq!(after.end_offset(&tp(2)).expect("end"), 0, "ops {ops}");
+                assert_eq!(after.end_offset(&tp(0)).expect("end"), 0, "ops {ops}");
+            }
+            other => panic!("ops {ops}: topic t with {other:?} partitions"),
+        }
+        assert_eq!(after.committed_offset("g", &u).expect("offset"), Some(1));
+        assert_eq!(after.end_offset(&u).expect("end"), 1);
+    }
+    assert!(saw_kept && saw_gone, "both outcomes reached");
+}

@@ -24,6 +24,13 @@ pub enum Error {
         /// The topic asked for.
         topic: String,
     },
+    /// The topic was deleted (by this or another process) since this handle opened it: reopen
+    /// or recreate it.
+    #[error("topic {topic:?} was deleted")]
+    TopicDeleted {
+        /// The topic.
+        topic: String,
+    },
     /// The topic exists but has no such partition.
     #[error("unknown partition {partition} of topic {topic:?}")]
     UnknownPartition {

@@ -91,6 +91,14 @@ struct Topics {
 }
 
 impl Topics {
+    fn remove(&mut self, name: &str) {
+        self.by_name.remove(name);
+        let hash = Changes::hash_of(name);
+        if let Some(names) = self.by_hash.get_mut(&hash) {
+            names.retain(|n| &**n != name);
+        }
+    }
+
     fn insert(&mut self, name: Arc<str>, topic: Arc<Topic>) {
         let names = self.by_hash.entry(Changes::hash_of(&name)).or_default();
         if !names.contains(&name) {
@@ -438,7 +446,20 @@ impl Log {
                     topic: tp.topic.to_string(),
                     partition: tp.partition,
                 })?;
-        f(&mut *lock(partition, tp)?)
+        let result = f(&mut *lock(partition, tp)?);
+        if let Err(Error::TopicDeleted { .. }) = &result {
+            // Another process deleted it: forget this copy, so the next call sees what the
+            // directory holds now (nothing, or a topic created since).
+            let mut topics = self.shared.topics.write().map_err(|_| poisoned_topics())?;
+            if topics
+                .by_name
+                .get(&*tp.topic)
+                .is_some_and(|t| Arc::ptr_eq(t, &topic))
+            {
+                topics.remove(&tp.topic);
+            }
+        }
+        result
     }
 
     /// Appends the builder's records as one batch; clears the builder; returns the base offset.
@@ -582,6 +603,82 @@ impl Log {
         let mut groups = lock(&self.shared.groups, &"the group offsets")?;
         groups.generation = txn.generation();
         groups.commit(&self.shared.storage, &self.shared.root, group, offsets)
+    }
+
+    /// Every offset the group committed, by topic-partition (as committed by any process).
+    pub fn committed_offsets(&self, group: &str) -> Result<Vec<(TopicPartition, u64)>> {
+        validate_name(group, false)?;
+        let _txn = self.txn_lock(false)?;
+        let mut groups = lock(&self.shared.groups, &"the group offsets")?;
+        let all = groups.all(&self.shared.storage, &self.shared.root, group)?;
+        Ok(all.into_iter().collect())
+    }
+
+    /// Deletes `topic`: its records and every group's committed offsets of it. Writers in
+    /// other processes that still have it open fail with [`Error::TopicDeleted`]; a topic
+    /// created later under the name starts empty. Readers that had it open keep reading what
+    /// it held until they reopen it (log/FORMAT.md, *Deleting a topic*).
+    ///
+    /// Under the transaction lock (exclusive, after a checkpoint, so the journal holds none of
+    /// its batches) and every partition's lock: each partition is marked deleted in its lock
+    /// file, the groups' offsets of the topic are removed, and `topics/<topic>` is renamed into
+    /// `tmp/` (atomic: `topics/` only ever holds whole topics), then removed. A crash after the
+    /// rename leaves a directory the next writable open removes.
+    pub fn delete_topic(&self, topic: &str) -> Result<()> {
+        validate_name(topic, true)?;
+        if self.shared.options.read_only {
+            return Err(Error::ReadOnly {
+                what: format!("delete topic {topic:?}"),
+            });
+        }
+        let shared = &self.shared;
+        let mut txn = self.txn_lock(true)?;
+        self.checkpoint(&mut txn)?;
+        let Some(existing) = self.load_topic(topic)? else {
+            return Err(Error::UnknownTopic {
+                topic: topic.to_owned(),
+            });
+        };
+        let mut locked = Vec::with_capacity(existing.partitions.len());
+        for (p, partition) in existing.partitions.iter().enumerate() {
+            let tp = TopicPartition::new(topic, p as u32);
+            let mut guard = lock(partition, &tp)?;
+            guard.lock_for_write(true)?;
+            guard.mark_deleted()?;
+            locked.push(guard);
+        }
+        txn.files_changed()?;
+        {
+            let mut groups = lock(&shared.groups, &"the group offsets")?;
+            groups.generation = txn.generation();
+            groups.delete_topic(&shared.storage, &shared.root, topic)?;
+        }
+        static DELETIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let from = shared.root.join("topics").join(topic);
+        let to = shared.root.join("tmp").join(format!(
+            "{topic}.{}.d{}",
+            std::process::id(),
+            DELETIONS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let tmp = shared.root.join("tmp");
+        shared.storage.create_dir_all(&tmp).at(&tmp)?;
+        shared.storage.rename(&from, &to).at(&from)?;
+        let topics = shared.root.join("topics");
+        shared.storage.sync_dir(&topics).at(&topics)?;
+        shared
+            .topics
+            .write()
+            .map_err(|_| poisoned_topics())?
+            .remove(topic);
+        for mut guard in locked {
+            guard.unlock();
+        }
+        drop(txn);
+        drop(existing);
+        if let Err(e) = shared.storage.remove_dir_all(&to) {
+            tracing::warn!(dir = %to.display(), error = %e, "could not remove a deleted topic's files; the next writable open will");
+        }
+        Ok(())
     }
 
     /// The group's committed offset for `tp`, `None` if it never committed one (as committed

@@ -125,6 +125,58 @@ impl OffsetStore {
         Ok(())
     }
 
+    /// Every committed offset of `group`: its file's, with the journal's over them.
+    pub(crate) fn all(
+        &mut self,
+        storage: &Arc<dyn Storage>,
+        root: &Path,
+        group: &str,
+    ) -> Result<GroupOffsets> {
+        if !self.files.contains_key(group) {
+            let read = read_file(storage, root, group)?;
+            self.files.insert(group.to_owned(), read);
+        }
+        let mut all = self.files.get(group).cloned().unwrap_or_default();
+        if let Some(journal) = self.journal.get(group) {
+            all.extend(journal.iter().map(|(tp, o)| (tp.clone(), *o)));
+        }
+        Ok(all)
+    }
+
+    /// Removes `topic`'s offsets from every group's file, durably (a deleted topic's offsets
+    /// must not apply to a topic created later under its name). The caller holds the
+    /// transaction lock (exclusive) after a checkpoint, so the journal holds none.
+    pub(crate) fn delete_topic(
+        &mut self,
+        storage: &Arc<dyn Storage>,
+        root: &Path,
+        topic: &str,
+    ) -> Result<()> {
+        let dir = root.join("groups");
+        let names = storage.list(&dir).at(&dir)?;
+        for group in names.iter().filter_map(|n| n.strip_suffix(".offsets")) {
+            if !self.files.contains_key(group) {
+                let read = read_file(storage, root, group)?;
+                self.files.insert(group.to_owned(), read);
+            }
+            let Some(offsets) = self.files.get_mut(group) else {
+                continue;
+            };
+            let before = offsets.len();
+            offsets.retain(|tp, _| &*tp.topic != topic);
+            if offsets.len() == before {
+                continue;
+            }
+            encode_into(offsets, &mut self.buf);
+            let path = group_file(root, group);
+            if let Err(e) = storage.write_atomic(&path, &self.buf).at(&path) {
+                self.files.remove(group);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Merges a journal record's offsets into the group's, in memory only (the journal has
     /// them), and notes the partitions it wrote.
     pub(crate) fn apply<'a>(

@@ -41,6 +41,8 @@ pub(crate) const LOCK_FILES_KEPT_OPEN: usize = 256;
 /// segment, so a writer learns of another process's roll without listing the directory.
 pub(crate) const LOCK_FILE: &str = "lock";
 const LOCK_CONTENT_LEN: usize = 16;
+/// The byte of the lock file's content that says the topic was deleted (`Log::delete_topic`).
+const DELETED_AT: usize = 1;
 
 /// What [`Partition::lock_for_write`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -295,6 +297,14 @@ impl Partition {
         let read = lock.read_exact_at(0, &mut content);
         self.locked = true;
         let (marked, base) = match read {
+            Ok(()) if content[DELETED_AT] != 0 => {
+                // Deleted under this handle: its files are no longer the topic's.
+                self.unlock();
+                self.close_lock();
+                return Err(Error::TopicDeleted {
+                    topic: self.tp.topic.to_string(),
+                });
+            }
             Ok(()) => {
                 let mut base = [0u8; 8];
                 base.copy_from_slice(&content[8..]);
@@ -406,6 +416,25 @@ impl Partition {
     /// the journal before taking an offset the transaction may own.
     pub(crate) fn set_txn_mark(&mut self) -> Result<()> {
         self.write_lock_content(Some(1), None)
+    }
+
+    /// Under the lock: marks the partition deleted in its lock file, so that a handle of
+    /// another process that still has it open fails its next write with
+    /// [`Error::TopicDeleted`] instead of appending to files that are no longer the topic's.
+    pub(crate) fn mark_deleted(&mut self) -> Result<()> {
+        if !self.cross_process {
+            return Ok(());
+        }
+        let path = self.dir.join(LOCK_FILE);
+        let lock = self.lock_file()?;
+        let mut content = [0u8; LOCK_CONTENT_LEN];
+        if let Err(e) = lock.read_exact_at(0, &mut content)
+            && e.kind() != std::io::ErrorKind::UnexpectedEof
+        {
+            return Err(e).at(&path);
+        }
+        content[DELETED_AT] = 1;
+        lock.write_at(0, &content).at(&path)
     }
 
     /// Clears the mark of [`set_txn_mark`](Self::set_txn_mark).
