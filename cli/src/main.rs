@@ -6,6 +6,7 @@ mod consume;
 mod duration;
 mod produce;
 mod repair;
+mod reset;
 mod sample;
 mod state;
 mod topics;
@@ -54,6 +55,14 @@ enum Command {
     /// Run a bundled sample application.
     #[command(subcommand)]
     Sample(sample::Sample),
+    /// Let an application process its input again from scratch, as Kafka's
+    /// `kafka-streams-application-reset`: its input offsets moved (--to-earliest by default,
+    /// --to-latest, --to-datetime), its internal topics (`<application-id>-…-changelog`,
+    /// `…-repartition`) deleted, its local state (`<state-dir>/<application-id>`) wiped.
+    /// Refused while an instance runs: one holding the state directory's lock, or on Kafka any
+    /// member of the streams group. On the embedded log an instance with another state
+    /// directory cannot be seen: stop every instance first.
+    Reset(reset::Args),
     /// Look into a state directory.
     #[command(subcommand)]
     State(state::State),
@@ -76,6 +85,7 @@ fn main() -> std::process::ExitCode {
         Command::Topics { log_dir } => topics::run(&log_dir),
         Command::Log(command) => repair::run(command),
         Command::Sample(sample) => sample::run(sample),
+        Command::Reset(args) => reset::run(args),
         Command::State(state) => state::run(state),
         Command::Bench(bench) => bench::run(bench),
     };

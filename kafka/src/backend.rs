@@ -70,6 +70,39 @@ impl KafkaBackend {
         Arc::new(self.clone())
     }
 
+    /// Every topic of the cluster and its partition count, sorted by name.
+    pub fn topics(&self) -> Result<Vec<(String, u32)>> {
+        self.inner.cluster.list_topics()
+    }
+
+    /// Deletes `topics` (a missing one is not an error).
+    pub fn delete_topics(&self, topics: &[String]) -> Result<()> {
+        self.inner.cluster.delete_topics(topics)
+    }
+
+    /// Every offset `group` committed, sorted.
+    pub fn group_offsets(&self, group: &str) -> Result<Vec<(TopicPartition, u64)>> {
+        self.inner.cluster.group_offsets(group)
+    }
+
+    /// Replaces `group`'s committed offsets of `offsets`' partitions, as Kafka's admin client
+    /// does (member epoch -1): the broker accepts it only while the group has no members.
+    pub fn alter_group_offsets(
+        &self,
+        group: &str,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
+        match self.inner.cluster.commit_offsets(group, "", -1, offsets)? {
+            None => Ok(()),
+            Some((tp, code)) => Err(Error::Broker {
+                api: "OffsetCommit",
+                context: format!("group {group}, {tp}"),
+                code: ErrorCode(code),
+                message: None,
+            }),
+        }
+    }
+
     /// Describes a streams group as the broker sees it (StreamsGroupDescribe).
     pub fn describe_streams_group(&self, group: &str) -> Result<StreamsGroupDescription> {
         let mut body = Vec::new();

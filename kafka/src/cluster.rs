@@ -3,6 +3,7 @@
 //! is one request/response on the broker's connection, which a mutex keeps to one caller at a
 //! time. The record APIs are in `records`, the group-offset APIs in `offsets`.
 
+mod admin;
 mod offsets;
 mod records;
 
@@ -35,6 +36,7 @@ pub(crate) mod versions {
     pub(crate) const OFFSET_COMMIT: i16 = 9;
     pub(crate) const OFFSET_FETCH: i16 = 9;
     pub(crate) const STREAMS_GROUP_DESCRIBE: i16 = 0;
+    pub(crate) const DELETE_TOPICS: i16 = 6;
 }
 
 /// How a Kafka backend connects.
@@ -435,6 +437,14 @@ impl Cluster {
     }
 
     /// Forgets `group`'s coordinator (it moved).
+    /// Drops `topic` from the metadata cache (it was deleted).
+    pub(crate) fn forget_topic(&self, topic: &str) {
+        self.topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(topic);
+    }
+
     pub(crate) fn forget_coordinator(&self, group: &str) {
         lock(&self.coordinators).remove(group);
     }

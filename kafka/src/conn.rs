@@ -9,10 +9,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
-    ProduceRequest, ProduceResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, FetchRequest, FetchResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, ProduceRequest, ProduceResponse,
 };
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
@@ -48,6 +48,7 @@ requests! {
     FindCoordinatorRequest => FindCoordinatorResponse, 10;
     ApiVersionsRequest => ApiVersionsResponse, 18;
     CreateTopicsRequest => CreateTopicsResponse, 19;
+    DeleteTopicsRequest => DeleteTopicsResponse, 20;
 }
 
 /// A connection to one broker. Not shared: callers put it behind a mutex.
