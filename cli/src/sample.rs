@@ -54,9 +54,9 @@ pub(crate) enum Sample {
     WindowedCount(windowed::WindowedArgs),
 }
 
-/// `--follow`, for both samples.
-#[derive(clap::Args, Debug, Clone, Copy)]
-pub(crate) struct FollowArgs {
+/// How the samples run: `--follow` and `--metrics-addr`, for both.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct RunArgs {
     /// Keep running once the input is drained, counting records as they arrive (from other
     /// processes on the same log, or other producers on Kafka), until Ctrl-C or SIGTERM; a
     /// progress line every --progress-every instead of the progress bar.
@@ -65,6 +65,19 @@ pub(crate) struct FollowArgs {
     /// With --follow: how often to print a progress line, like `500ms`, `5s` or `1m`.
     #[arg(long, value_parser = crate::duration::parse_duration_ms, default_value = "5s")]
     pub(crate) progress_every: i64,
+    /// Serve the application's metrics for Prometheus at http://HOST:PORT/metrics while it
+    /// runs (`metrics_http_addr`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) metrics_addr: Option<String>,
+}
+
+impl RunArgs {
+    /// Sets what these options configure.
+    pub(crate) fn configure(&self, config: &mut StreamsConfig) {
+        if let Some(addr) = &self.metrics_addr {
+            config.metrics_http_addr = Some(addr.clone());
+        }
+    }
 }
 
 /// Arguments of the groupByKey-count sample.
@@ -118,7 +131,7 @@ pub(crate) struct CountArgs {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     settings: Vec<String>,
     #[command(flatten)]
-    follow: FollowArgs,
+    follow: RunArgs,
 }
 
 /// Where the sample keeps its counts.
@@ -197,6 +210,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--set {setting}: expected NAME=VALUE"))?;
         config.set(name, value)?;
     }
+    args.follow.configure(&mut config);
     let total_input: u64 = input_size(&log, &input)?;
     let app = StreamsApp::new(
         topology(&input, &output, args.store)?,
@@ -204,7 +218,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         EmbeddedBackend::new(log.clone()).shared(),
     )?;
     let (summary, elapsed, interrupted) =
-        run_with_progress(app, total_input, StreamsApp::is_idle, args.follow)?;
+        run_with_progress(app, total_input, StreamsApp::is_idle, args.follow.clone())?;
     let counts = latest_counts(&EmbeddedBackend::new(log.clone()), &output)?;
     report(&summary, elapsed, interrupted, &counts, expected.as_ref())
 }
@@ -217,7 +231,7 @@ pub(crate) fn run_with_progress(
     mut app: StreamsApp,
     total: u64,
     finished: impl Fn(&StreamsApp) -> bool,
-    follow: FollowArgs,
+    follow: RunArgs,
 ) -> anyhow::Result<(riffle::RunSummary, Duration, bool)> {
     let shutdown = app.shutdown_handle();
     ctrlc::set_handler(move || shutdown.shutdown()).context("installing the Ctrl-C handler")?;
@@ -234,6 +248,9 @@ pub(crate) fn run_with_progress(
     );
     let start = Instant::now();
     app.start()?;
+    if let Some(addr) = app.metrics_addr() {
+        bar.println(format!("metrics at http://{addr}/metrics"));
+    }
     while !finished(&app) && !app.is_shutting_down() {
         bar.set_position(app.records_processed().min(total));
         let restored = app.records_restored();
@@ -253,12 +270,15 @@ pub(crate) fn run_with_progress(
 /// restored, and whether the application is caught up with its input.
 fn follow_until_stopped(
     mut app: StreamsApp,
-    follow: FollowArgs,
+    follow: RunArgs,
 ) -> anyhow::Result<(riffle::RunSummary, Duration, bool)> {
     use std::io::Write;
     let every = Duration::from_millis(u64::try_from(follow.progress_every).unwrap_or(5_000));
     let start = Instant::now();
     app.start()?;
+    if let Some(addr) = app.metrics_addr() {
+        println!("metrics at http://{addr}/metrics");
+    }
     println!(
         "following: counting records as they arrive; a line every {} ms; Ctrl-C to stop",
         every.as_millis()

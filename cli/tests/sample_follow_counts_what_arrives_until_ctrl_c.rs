@@ -1,7 +1,8 @@
 //! `riffle sample group-by-key-count --follow` keeps counting after its input is drained:
 //! records another process appends in rounds are counted as they arrive, a progress line comes
 //! every `--progress-every`, and Ctrl-C (SIGINT) ends it cleanly (exit status 0), with the counts
-//! equal to a model of everything appended. SIGTERM ends it the same way.
+//! equal to a model of everything appended. SIGTERM ends it the same way. With
+//! `--metrics-addr`, Prometheus' text at `/metrics` counts what it processed.
 
 use std::io::{BufRead, BufReader};
 use std::process::Command;
@@ -33,6 +34,24 @@ fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, processed:
     }
 }
 
+/// `GET /metrics` from `addr` (`host:port`): the body.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to --metrics-addr");
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    response
+}
+
+/// The sum of every sample of `family`.
+fn sum(body: &str, family: &str) -> f64 {
+    body.lines()
+        .filter(|l| l.split('{').next() == Some(family))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
 fn follow_and_stop(signal: &str) {
     let fixture = Fixture::new();
     let mut rng = rand::rngs::StdRng::seed_from_u64(common::seed("follow"));
@@ -41,7 +60,13 @@ fn follow_and_stop(signal: &str) {
         .sample(
             "persistent",
             "at_least_once",
-            &["--follow".into(), "--progress-every".into(), "100ms".into()],
+            &[
+                "--follow".into(),
+                "--progress-every".into(),
+                "100ms".into(),
+                "--metrics-addr".into(),
+                "127.0.0.1:0".into(),
+            ],
         )
         .spawn()
         .expect("spawn the sample");
@@ -57,6 +82,20 @@ fn follow_and_stop(signal: &str) {
     });
     let mut seen = Vec::new();
     wait_for_line(&rx, &mut seen, 500);
+    let addr = seen
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("metrics at http://")?
+                .strip_suffix("/metrics")
+        })
+        .unwrap_or_else(|| panic!("no metrics address: {seen:?}"))
+        .to_owned();
+    let body = scrape(&addr);
+    assert_eq!(
+        sum(&body, "kafka_streams_stream_thread_metrics_process_total"),
+        500.0,
+        "{body}"
+    );
     let mut total = 500;
     for round in 0..3 {
         let more: Counts = fixture.append_input(&mut rng, 200 + 100 * round, 40);
@@ -64,6 +103,12 @@ fn follow_and_stop(signal: &str) {
         total += 200 + 100 * round;
         wait_for_line(&rx, &mut seen, total);
     }
+    let body = scrape(&addr);
+    assert_eq!(
+        sum(&body, "kafka_streams_stream_task_metrics_process_total"),
+        total as f64,
+        "{body}"
+    );
     let pid = sample.id().to_string();
     let killed = Command::new("kill")
         .args([signal, &pid])

@@ -52,6 +52,7 @@ pub struct RunSummary {
 pub struct StreamsApp {
     shared: Arc<AppShared>,
     started: Option<Instant>,
+    metrics_server: Option<crate::telemetry::MetricsServer>,
 }
 
 impl std::fmt::Debug for StreamsApp {
@@ -117,10 +118,12 @@ impl StreamsApp {
             thread_numbers: AtomicUsize::new(0),
             threads_replaced: AtomicU64::new(0),
             last_failed_record: Mutex::new(None),
+            registry: crate::telemetry::Registry::default(),
         });
         Ok(StreamsApp {
             shared,
             started: None,
+            metrics_server: None,
         })
     }
 
@@ -147,6 +150,12 @@ impl StreamsApp {
             ));
         }
         self.started = Some(Instant::now());
+        if let Some(addr) = &self.shared.config.metrics_http_addr {
+            self.metrics_server = Some(crate::telemetry::MetricsServer::start(
+                addr,
+                self.shared.clone(),
+            )?);
+        }
         let count = self.shared.config.num_stream_threads;
         let names: Vec<String> = (0..count).map(|_| next_thread_name(&self.shared)).collect();
         for name in &names {
@@ -157,6 +166,21 @@ impl StreamsApp {
             spawn_stream_thread(&self.shared, slot, name)?;
         }
         Ok(())
+    }
+
+    /// Every metric now, under Kafka Streams' names: per thread (`stream-thread-metrics`:
+    /// `process-total`, `poll-`, `commit-` and `punctuate-` totals and latencies), per task
+    /// (`stream-task-metrics`: `process-total`, `dropped-records-total`, `records-lag` per
+    /// input partition), per store (`stream-state-metrics`, `stream-record-cache-metrics`),
+    /// restoration (`stream-state-updater-metrics`) and riffle's offset-sum snapshot counters.
+    /// Records lag asks the backend for each input's end offset.
+    pub fn metrics(&self) -> Vec<crate::Metric> {
+        crate::telemetry::collect(&self.shared)
+    }
+
+    /// Where the Prometheus endpoint listens (`metrics_http_addr`), once started.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_server.as_ref().map(|s| s.addr)
     }
 
     /// A handle that stops the application from another thread.
@@ -233,7 +257,10 @@ impl StreamsApp {
     }
 
     /// Commits and stops every thread. Returns the first error a thread met.
-    pub fn close(self) -> Result<RunSummary> {
+    pub fn close(mut self) -> Result<RunSummary> {
+        if let Some(mut server) = self.metrics_server.take() {
+            server.stop();
+        }
         self.shared.shutdown.store(true, Ordering::Release);
         self.shared.backend.wake_waiters();
         // Panics are caught inside the threads, so a join error cannot happen; the first

@@ -205,6 +205,10 @@ pub struct StreamsConfig {
     /// Where a source partition without a committed offset, or with one out of its range,
     /// starts (`auto.offset.reset`): earliest (the default), latest or none.
     pub auto_offset_reset: AutoOffsetReset,
+    /// Serve the metrics in Prometheus' format at `http://<addr>/metrics` while the
+    /// application runs (`host:port`; port 0 picks one, see
+    /// [`crate::StreamsApp::metrics_addr`]). `None`, the default: no endpoint.
+    pub metrics_http_addr: Option<String>,
 }
 
 impl StreamsConfig {
@@ -237,6 +241,7 @@ impl StreamsConfig {
             max_request_size: 1 << 20,
             errors_dead_letter_queue_topic_name: None,
             auto_offset_reset: AutoOffsetReset::Earliest,
+            metrics_http_addr: None,
         }
     }
 
@@ -299,6 +304,9 @@ impl StreamsConfig {
             }
             "max_request_size" | "producer_max_request_size" => {
                 self.max_request_size = parse(name, value)?
+            }
+            "metrics_http_addr" => {
+                self.metrics_http_addr = (!value.is_empty()).then(|| value.to_owned())
             }
             "auto_offset_reset" | "consumer_auto_offset_reset" => {
                 self.auto_offset_reset = value.parse()?

@@ -151,6 +151,8 @@
 //! - `loop_core`: every decision of a stream thread's loop, with no I/O; `thread`: the thin
 //!   loop that executes them; `snapshot`, `restore`: the thread's offset-sum snapshot and its
 //!   state updater's view of the stores.
+//! - `telemetry`: every metric under Kafka Streams' names, read in process or scraped by
+//!   Prometheus.
 //! - `app`, `shared`, `metrics`: the application lifecycle, what its threads share, their
 //!   counters; `coordinator`: the embedded group coordinator.
 //! - [`backend`]: what a backend implements.
@@ -178,6 +180,7 @@ mod store;
 mod stores;
 mod suppress;
 mod task;
+mod telemetry;
 mod test_driver;
 mod thread;
 mod timestamp;
@@ -213,6 +216,7 @@ pub use stores::{
     WindowBytesStoreSupplier,
 };
 pub use suppress::{BufferConfig, Suppressed};
+pub use telemetry::Metric;
 pub use test_driver::{
     TestInputTopic, TestKeyValueStore, TestOutputTopic, TestRecord, TestSessionStore,
     TestWindowStore, TopologyTestDriver,

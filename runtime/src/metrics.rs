@@ -3,11 +3,25 @@
 //! Writes are relaxed atomic adds on the thread's own slot: no lock and no allocation on the
 //! record path. Readers get plain numbers through the getters.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use crate::telemetry::Latency;
 
 /// Counters of one stream thread, readable while it runs ([`crate::StreamsApp::thread_metrics`]).
 #[derive(Debug, Default)]
 pub struct ThreadMetrics {
+    /// The thread's name (`<application_id>-StreamThread-<n>`), set when it starts.
+    name: Mutex<String>,
+    /// Each loop's fetch phase.
+    pub(crate) poll: Latency,
+    /// Time spent processing records, in nanoseconds.
+    pub(crate) process_nanos: AtomicU64,
+    pub(crate) commit: Latency,
+    pub(crate) punctuate: Latency,
+    /// Changelog records the restoring tasks have left (published by the state updater).
+    pub(crate) restore_remaining: Arc<AtomicU64>,
     pub(crate) loops: AtomicU64,
     pub(crate) records: AtomicU64,
     pub(crate) dropped_records: AtomicU64,
@@ -21,6 +35,26 @@ pub struct ThreadMetrics {
 }
 
 impl ThreadMetrics {
+    /// The thread's name; empty before it started.
+    pub fn name(&self) -> String {
+        self.name
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_name(&self, name: &str) {
+        *self.name.lock().unwrap_or_else(PoisonError::into_inner) = name.to_owned();
+    }
+
+    /// (records processed, nanoseconds spent processing them).
+    pub(crate) fn process_time(&self) -> (u64, f64) {
+        (
+            self.records(),
+            self.process_nanos.load(Ordering::Relaxed) as f64,
+        )
+    }
+
     /// Loop iterations so far.
     pub fn loops(&self) -> u64 {
         self.loops.load(Ordering::Relaxed)

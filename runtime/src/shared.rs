@@ -59,4 +59,6 @@ pub(crate) struct AppShared {
     /// replacement dying on the same record shuts the application down instead of replaying it
     /// forever.
     pub(crate) last_failed_record: Mutex<Option<(String, u32, u64)>>,
+    /// The tasks' and stores' metrics.
+    pub(crate) registry: crate::telemetry::Registry,
 }

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use riffle_log::{FetchedBatch, Record, RecordIter, TopicPartition};
 use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
@@ -438,6 +439,10 @@ pub(crate) struct StreamTask {
     pub(crate) uncommitted: u64,
     /// An input's position was reset (`auto_offset_reset`) since the last commit.
     pub(crate) offsets_moved: bool,
+    /// The task's metrics, once it runs on a stream thread.
+    pub(crate) metrics: Option<Arc<crate::telemetry::TaskMetrics>>,
+    /// Each store's name and metrics, by store index.
+    pub(crate) store_metrics: Vec<(String, Arc<crate::telemetry::StoreMetrics>)>,
     /// Stream time, wall-clock time, commit requests and new schedules.
     signals: TaskSignals,
     /// Stream-time and wall-clock punctuation schedules, each ordered by (deadline, seq).
@@ -463,6 +468,11 @@ impl StreamTask {
             store_slots[s] = Some(slot);
         }
         let instance = topology.instantiate(sub, topics, application_id, &store_slots);
+        let store_metrics = sub
+            .stores
+            .iter()
+            .map(|&s| (topology.stores[s].name.clone(), Arc::default()))
+            .collect();
         let mut inputs = Vec::with_capacity(instance.sources.len());
         for (topic, source, extractor, internal) in instance.sources {
             let tp = topics.topic_partition(topic, id.partition);
@@ -511,6 +521,8 @@ impl StreamTask {
             stores,
             uncommitted: 0,
             offsets_moved: false,
+            metrics: None,
+            store_metrics,
             signals: TaskSignals::new(Arc::from(application_id)),
             stream_schedules: Vec::new(),
             wall_schedules: Vec::new(),
@@ -804,6 +816,23 @@ impl StreamTask {
         Ok(())
     }
 
+    /// Publishes what one `process` call did into the task's metrics: records processed and
+    /// dropped, and each input's position (once per call, never per record).
+    pub(crate) fn publish_metrics(&self, processed: usize, dropped: u64) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        metrics
+            .processed
+            .fetch_add(processed as u64, Ordering::Relaxed);
+        if dropped > 0 {
+            metrics.dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
+        for (input, (_, consumed)) in self.inputs.iter().zip(&metrics.consumed) {
+            consumed.store(input.consumed, Ordering::Relaxed);
+        }
+    }
+
     /// Whether records are fetched but not yet processed.
     pub(crate) fn has_buffered(&self) -> bool {
         self.inputs
@@ -885,7 +914,15 @@ impl StreamTask {
                         .end_offset(c.topic, self.id.partition)
                         .map_or(c.offset, |end| c.offset.max(end)),
                 });
+            let started = std::time::Instant::now();
             store.write_to_store(position.as_ref())?;
+            if let Some((_, metrics)) = self.store_metrics.get(i) {
+                metrics.flush.record(started.elapsed());
+                let (puts, gets, hits) = store.take_counts();
+                metrics.puts.fetch_add(puts, Ordering::Relaxed);
+                metrics.gets.fetch_add(gets, Ordering::Relaxed);
+                metrics.hits.fetch_add(hits, Ordering::Relaxed);
+            }
         }
         for changelog in changelogs.iter_mut() {
             if let Some(end) = collector.end_offset(changelog.topic, self.id.partition) {

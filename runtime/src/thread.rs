@@ -135,6 +135,7 @@ impl StreamThread {
     pub(crate) fn run(mut self) -> Result<()> {
         let metrics = self.shared.thread_metrics[self.index].clone();
         metrics.set_os_thread_id();
+        metrics.set_name(&self.name);
         let result = self.run_loop();
         // Release the tasks whatever happened, then leave, so the others can take them.
         let closed = self.close(result.is_ok());
@@ -164,6 +165,7 @@ impl StreamThread {
                 }
             }
             // Fetch the ready inputs.
+            let poll_start = Instant::now();
             self.inputs.clear();
             self.inputs.extend(self.core.ready());
             for &(id, input) in &self.inputs {
@@ -179,6 +181,7 @@ impl StreamThread {
                 };
                 self.core.fetched((id, input), got);
             }
+            metrics.poll.record(poll_start.elapsed());
             // Process the tasks holding records.
             let mut processed = 0;
             self.task_ids.clear();
@@ -199,6 +202,7 @@ impl StreamThread {
                 )?;
                 self.core.processed(id, n, task.has_buffered());
                 let dropped = task.take_dropped_records();
+                task.publish_metrics(n, dropped);
                 if dropped > 0 {
                     metrics
                         .dropped_records
@@ -211,6 +215,12 @@ impl StreamThread {
                 Self::reschedule(&mut self.core, id, task, loop_start, wall_clock_ms);
                 processed += n;
             }
+            if processed > 0 {
+                metrics.process_nanos.fetch_add(
+                    loop_start.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64,
+                    Ordering::Relaxed,
+                );
+            }
             // Wall-clock punctuation: only the tasks whose deadline passed.
             self.task_ids.clear();
             self.task_ids.extend(self.core.punctuation_due(loop_start));
@@ -219,12 +229,17 @@ impl StreamThread {
                     self.core.set_punctuation_deadline(id, None);
                     continue;
                 };
-                let fired = task.punctuate_wall_clock(
-                    wall_clock_ms,
-                    &mut self.collector,
-                    &mut self.scratch,
-                )?;
+                let started = Instant::now();
+                let fired = {
+                    let _span = tracing::debug_span!("punctuate", task = %id).entered();
+                    task.punctuate_wall_clock(
+                        wall_clock_ms,
+                        &mut self.collector,
+                        &mut self.scratch,
+                    )?
+                };
                 if fired > 0 {
+                    metrics.punctuate.record(started.elapsed());
                     self.core.punctuated(id);
                 }
                 if task.take_commit_request() {
@@ -397,6 +412,11 @@ impl StreamThread {
             let config = StateUpdaterConfig {
                 thread_name: format!("{}-StateUpdater", self.name),
                 batch_size: RESTORE_BATCH_RECORDS,
+                remaining_records: Some(
+                    self.shared.thread_metrics[self.index]
+                        .restore_remaining
+                        .clone(),
+                ),
                 ..StateUpdaterConfig::default()
             };
             self.updater = Some(StateUpdaterThread::spawn(
@@ -413,6 +433,8 @@ impl StreamThread {
     /// Closes the tasks no longer assigned and starts the new ones, as [`AssignmentPlan`]
     /// decides.
     fn apply(&mut self, assignment: Assignment) -> Result<()> {
+        let _span = tracing::info_span!("rebalance", thread = %self.name, epoch = assignment.epoch)
+            .entered();
         let running: BTreeSet<TaskId> = self.tasks.keys().copied().collect();
         let restoring: BTreeSet<TaskId> = self.restoring.keys().copied().collect();
         let standby: BTreeSet<TaskId> = self.standbys.keys().copied().collect();
@@ -428,6 +450,7 @@ impl StreamThread {
         }
         for id in plan.revoke_running {
             if let Some(task) = self.tasks.remove(&id) {
+                self.shared.registry.task_stopped(id);
                 self.core.task_stopped(id, &task.input_partitions());
                 self.release(task.into_stores(), true)?;
             }
@@ -563,6 +586,12 @@ impl StreamThread {
         )?;
         let now_ms = system_time_ms();
         task.init(&mut self.collector, &mut self.scratch, now_ms)?;
+        task.metrics = Some(self.shared.registry.task_started(
+            id,
+            &self.name,
+            task.input_partitions(),
+            &task.store_metrics,
+        ));
         self.snapshot.task_running(id)?;
         self.core.task_started(id, &task.input_partitions());
         Self::reschedule(&mut self.core, id, &task, Instant::now(), now_ms);
@@ -652,6 +681,10 @@ impl StreamThread {
         self.task_ids.clear();
         self.task_ids.extend(self.core.dirty());
         if !self.task_ids.is_empty() || self.collector.has_pending() {
+            let _span =
+                tracing::debug_span!("commit", thread = %self.name, tasks = self.task_ids.len())
+                    .entered();
+            let started = Instant::now();
             for id in &self.task_ids {
                 if let Some(task) = self.tasks.get_mut(id) {
                     task.flush_nodes(&mut self.collector, &mut self.scratch)?;
@@ -690,9 +723,9 @@ impl StreamThread {
                     self.snapshot.positions(&task.stores);
                 }
             }
-            self.shared.thread_metrics[self.index]
-                .commits
-                .fetch_add(1, Ordering::Relaxed);
+            let metrics = &self.shared.thread_metrics[self.index];
+            metrics.commits.fetch_add(1, Ordering::Relaxed);
+            metrics.commit.record(started.elapsed());
         }
         self.task_ids.sort_unstable();
         for id in &self.last_committed {
@@ -713,6 +746,7 @@ impl StreamThread {
         let running: Vec<TaskId> = self.tasks.keys().copied().collect();
         for id in running {
             if let Some(task) = self.tasks.remove(&id) {
+                self.shared.registry.task_stopped(id);
                 self.core.task_stopped(id, &task.input_partitions());
                 result = result.and(self.release(task.into_stores(), clean));
             }

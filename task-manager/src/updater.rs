@@ -97,6 +97,8 @@ pub struct StateUpdater {
     tasks: BTreeMap<TaskId, UpdaterTask>,
     batch_size: usize,
     buf: Vec<ChangelogRecord>,
+    /// Changelog records the active tasks had left to restore after the last tick.
+    remaining: u64,
 }
 
 /// Default number of records read per partition per tick.
@@ -109,6 +111,7 @@ impl StateUpdater {
             tasks: BTreeMap::new(),
             batch_size: batch_size.max(1),
             buf: Vec::new(),
+            remaining: 0,
         }
     }
 
@@ -131,6 +134,12 @@ impl StateUpdater {
         self.tasks.keys().copied()
     }
 
+    /// Changelog records the active (restoring) tasks had left to read after the last tick
+    /// (Kafka Streams' `restore-remaining-records-total`), from the end offsets that tick saw.
+    pub fn remaining_records(&self) -> u64 {
+        self.remaining
+    }
+
     /// Number of tasks held.
     pub fn len(&self) -> usize {
         self.tasks.len()
@@ -151,10 +160,15 @@ impl StateUpdater {
     ) -> (Vec<UpdaterEvent>, bool) {
         let mut done: Vec<(TaskId, Option<Error>)> = Vec::new();
         let mut progressed = false;
+        let mut remaining = 0;
         for (id, task) in &mut self.tasks {
+            let active = task.kind == TaskKind::Active;
             match advance(task, reader, live, self.batch_size, &mut self.buf) {
-                Ok((caught_up, moved)) => {
+                Ok((caught_up, moved, left)) => {
                     progressed |= moved;
+                    if active {
+                        remaining += left;
+                    }
                     if caught_up && task.kind == TaskKind::Active {
                         done.push((*id, None));
                     }
@@ -162,6 +176,7 @@ impl StateUpdater {
                 Err(e) => done.push((*id, Some(e))),
             }
         }
+        self.remaining = remaining;
         let events = done
             .into_iter()
             .filter_map(|(id, error)| {
@@ -179,16 +194,18 @@ impl StateUpdater {
     }
 }
 
-/// Advances one task by at most one batch per partition; returns (caught up, applied any).
+/// Advances one task by at most one batch per partition; returns (caught up, applied any,
+/// records left behind the end offsets seen).
 fn advance(
     task: &mut UpdaterTask,
     reader: &mut dyn ChangelogReader,
     live: &LiveOffsets,
     batch: usize,
     buf: &mut Vec<ChangelogRecord>,
-) -> Result<(bool, bool), Error> {
+) -> Result<(bool, bool, u64), Error> {
     let mut caught_up = true;
     let mut moved = false;
+    let mut left = 0;
     for (partition, position) in &mut task.positions {
         let changelog_err = |source| Error::Changelog {
             task: task.id,
@@ -226,6 +243,7 @@ fn advance(
         *position = next;
         live.set(task.id, partition, next);
         caught_up &= next >= end;
+        left += end.saturating_sub(next);
     }
-    Ok((caught_up, moved))
+    Ok((caught_up, moved, left))
 }

@@ -32,6 +32,9 @@ pub struct StateUpdaterConfig {
     pub batch_size: usize,
     /// How long to wait for commands when no task made progress.
     pub idle_wait: Duration,
+    /// Where to publish, after each tick, the records the restoring tasks have left
+    /// ([`StateUpdater::remaining_records`]), for metrics.
+    pub remaining_records: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for StateUpdaterConfig {
@@ -40,6 +43,7 @@ impl Default for StateUpdaterConfig {
             thread_name: "riffle-state-updater".to_owned(),
             batch_size: crate::updater::DEFAULT_RESTORE_BATCH,
             idle_wait: Duration::from_millis(10),
+            remaining_records: None,
         }
     }
 }
@@ -81,8 +85,15 @@ impl StateUpdaterThread {
                 loop {
                     let mut progressed = false;
                     if !core.is_empty() {
-                        let (out, moved) = core.tick(reader.as_mut(), &live);
+                        let (out, moved) = {
+                            let _span =
+                                tracing::debug_span!("restore", tasks = core.len()).entered();
+                            core.tick(reader.as_mut(), &live)
+                        };
                         progressed = moved;
+                        if let Some(remaining) = &config.remaining_records {
+                            remaining.store(core.remaining_records(), Ordering::Relaxed);
+                        }
                         for e in out {
                             if event_tx.send(e).is_err() {
                                 return;

@@ -15,6 +15,8 @@
 //! - `riffle bench restore`: the state updater's restore rate, per store;
 //! - `riffle bench scale`: the sample with 100 to 20,000 tasks on persistent stores — start-up,
 //!   records/s, the time to restore every task, threads, open files and RSS;
+//! - `riffle bench soak`: the sample under `--follow` with a steady input for minutes: its RSS,
+//!   threads and open files over time;
 //! - `riffle bench log`: the embedded log shared by processes — append and fetch throughput
 //!   with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up latency.
 //!
@@ -27,6 +29,7 @@ mod log;
 mod plot;
 mod scale;
 mod snapshot;
+mod soak;
 mod trickle;
 mod windowed;
 
@@ -93,6 +96,11 @@ pub(crate) enum Bench {
     /// restore every task after the state directory is deleted, and the peak OS threads, open
     /// files and RSS, each task count in a process of its own.
     Scale(scale::Args),
+    /// The groupByKey-count sample under --follow (a child process) while this process writes
+    /// a steady input to the same embedded log for minutes (10 by default): the child's RSS,
+    /// threads and open files over time, the RSS growth after the warm-up, and the counts
+    /// checked at the end. Not for CI.
+    Soak(soak::Args),
 }
 
 pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
@@ -105,6 +113,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Restore(args) => app::restore(args),
         Bench::Log(args) => log::run(args),
         Bench::Scale(args) => scale::run(args),
+        Bench::Soak(args) => soak::run(args),
     }
 }
 

@@ -74,6 +74,7 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
             .with_context(|| format!("--set {setting}: expected NAME=VALUE"))?;
         config.set(name, value)?;
     }
+    args.follow.configure(&mut config);
     let remaining = remaining_input(&backend, &application_id, &input)?;
     let app = StreamsApp::new(
         topology(&input, &output, args.store)?,
@@ -84,7 +85,7 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
         app,
         remaining,
         move |app| app.records_processed() >= remaining,
-        args.follow,
+        args.follow.clone(),
     )?;
     let counts = super::latest_counts(&backend, &output)?;
     super::report(&summary, elapsed, interrupted, &counts, expected.as_ref())
@@ -199,7 +200,7 @@ pub(super) fn windowed_count(
         app,
         remaining,
         move |app| app.records_processed() >= remaining,
-        args.follow,
+        args.follow.clone(),
     )?;
     let dropped: u64 = metrics.iter().map(|m| m.dropped_records()).sum();
     let (written, records) = windowed::read_output(&backend, &output, &spec)?;

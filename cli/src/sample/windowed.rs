@@ -121,7 +121,7 @@ pub(crate) struct WindowedArgs {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub(crate) settings: Vec<String>,
     #[command(flatten)]
-    pub(crate) follow: super::FollowArgs,
+    pub(crate) follow: super::RunArgs,
 }
 
 /// When the sample's windows emit their counts.
@@ -176,6 +176,7 @@ impl WindowedArgs {
                 .with_context(|| format!("--set {setting}: expected NAME=VALUE"))?;
             config.set(name, value)?;
         }
+        self.follow.configure(&mut config);
         Ok(config)
     }
 }
@@ -547,7 +548,7 @@ pub(crate) fn windowed_count(args: WindowedArgs) -> anyhow::Result<()> {
     )?;
     let metrics = app.thread_metrics();
     let (summary, elapsed, interrupted) =
-        super::run_with_progress(app, total_input, StreamsApp::is_idle, args.follow)?;
+        super::run_with_progress(app, total_input, StreamsApp::is_idle, args.follow.clone())?;
     let dropped: u64 = metrics.iter().map(|m| m.dropped_records()).sum();
     let backend = EmbeddedBackend::new(log.clone());
     let (written, records) = read_output(&backend, &output, &spec)?;

@@ -107,6 +107,12 @@ pub(crate) struct CachedStore {
     /// that follows it in an aggregation: one probe of the index instead of two. Any write
     /// takes it.
     memo: Cell<Option<(u64, Option<usize>)>>,
+    /// Reads, and reads the cache answered, since the last [`take_counts`](Self::take_counts)
+    /// (plain counters: the store is its thread's own).
+    gets: Cell<u64>,
+    hits: Cell<u64>,
+    /// `writes` at the last `take_counts`.
+    counted_writes: u64,
     /// The last read's key.
     memo_key: RefCell<Vec<u8>>,
 }
@@ -138,6 +144,9 @@ impl CachedStore {
             writes: 0,
             reordered: false,
             memo: Cell::new(None),
+            gets: Cell::new(0),
+            hits: Cell::new(0),
+            counted_writes: 0,
             memo_key: RefCell::new(Vec::new()),
         }
     }
@@ -242,6 +251,10 @@ impl CachedStore {
         let hash = self.hasher.hash_one(key);
         let found = self.find(key, hash);
         self.memo.set(Some((hash, found)));
+        self.gets.set(self.gets.get() + 1);
+        if found.is_some() {
+            self.hits.set(self.hits.get() + 1);
+        }
         if let Ok(mut memo_key) = self.memo_key.try_borrow_mut() {
             memo_key.clear();
             memo_key.extend_from_slice(key);
@@ -269,6 +282,13 @@ impl CachedStore {
                 }
             }
         }
+    }
+
+    /// (puts, gets, cache hits) since the last call, for metrics.
+    pub(crate) fn take_counts(&mut self) -> (u64, u64, u64) {
+        let puts = self.writes - self.counted_writes;
+        self.counted_writes = self.writes;
+        (puts, self.gets.replace(0), self.hits.replace(0))
     }
 
     /// Writes `key` (`None` deletes) into the cache.

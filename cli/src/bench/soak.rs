@@ -1,0 +1,258 @@
+//! `riffle bench soak`: the groupByKey-count sample under `--follow` (a child process) while
+//! this process writes a steady input to the same embedded log for minutes: the child's RSS,
+//! threads and open files sampled from `/proc/<pid>` every `--sample-every`, and the RSS growth
+//! after the warm-up (a least-squares slope in MiB per minute, and last minus first). At the
+//! end the input stops, the child catches up and is stopped with SIGINT, and its counts are
+//! checked against a `HashMap` count of everything written. Not for CI: it runs for
+//! `--minutes` (10 by default).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rand::{Rng, SeedableRng};
+use riffle::{EmbeddedBackend, ProducerRecord};
+use riffle_log::{Log, LogOptions};
+use serde::Serialize;
+
+use crate::sample::{bulk_producer, latest_counts};
+
+/// Arguments of `riffle bench soak`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// How long to write input, in minutes.
+    #[arg(long, default_value_t = 10.0)]
+    minutes: f64,
+    /// Records written per second.
+    #[arg(long, default_value_t = 20_000)]
+    rate: u64,
+    /// Distinct keys (uniformly random).
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Partitions of the input.
+    #[arg(long, default_value_t = 4)]
+    partitions: u32,
+    /// How often to sample the child, in seconds.
+    #[arg(long, default_value_t = 10)]
+    sample_every_s: u64,
+    /// Samples before this many seconds are the warm-up, left out of the growth figures.
+    #[arg(long, default_value_t = 60)]
+    warmup_s: u64,
+    /// `memory` or `persistent` (the sample's --store).
+    #[arg(long, default_value = "persistent")]
+    store: String,
+    /// Write the samples and the summary as JSON rows here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// One sample of the child.
+#[derive(Serialize, Debug, Clone)]
+struct Sample {
+    elapsed_s: f64,
+    records_written: u64,
+    rss_mib: f64,
+    threads: u64,
+    open_files: u64,
+}
+
+/// The run's figures.
+#[derive(Serialize, Debug)]
+struct Summary {
+    minutes: f64,
+    rate: u64,
+    keys: u64,
+    store: String,
+    records: u64,
+    rss_first_after_warmup_mib: f64,
+    rss_last_mib: f64,
+    rss_max_mib: f64,
+    rss_slope_mib_per_min: f64,
+    threads_max: u64,
+    open_files_max: u64,
+    counts_exact: bool,
+}
+
+fn status_field(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn entries(path: &str) -> u64 {
+    std::fs::read_dir(path).map_or(0, |d| d.count() as u64)
+}
+
+/// The least-squares slope of `points` (x in minutes, y in MiB).
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return 0.0;
+    }
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let (num, den) = points.iter().fold((0.0, 0.0), |(num, den), (x, y)| {
+        (num + (x - mx) * (y - my), den + (x - mx) * (x - mx))
+    });
+    if den > 0.0 { num / den } else { 0.0 }
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    let root = tempfile::tempdir().context("creating a temporary directory")?;
+    let dir = root.path().join("log");
+    let log = Log::open(&dir, LogOptions::default())?;
+    log.create_topic("words", args.partitions)?;
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let mut child = Command::new(exe)
+        .args(["sample", "group-by-key-count", "--log-dir"])
+        .arg(&dir)
+        .args([
+            "--input",
+            "words",
+            "--output",
+            "counts",
+            "--store",
+            &args.store,
+        ])
+        .args(["--follow", "--progress-every", "1s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting the sample")?;
+    let pid = child.id();
+    let out = child.stdout.take().context("the sample's output")?;
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+
+    let backend = EmbeddedBackend::new(log.clone()).shared();
+    let mut producer = bulk_producer(backend.clone());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut model: HashMap<String, i64> = HashMap::new();
+    let one = "1".to_owned();
+    let start = Instant::now();
+    let run_for = Duration::from_secs_f64(args.minutes * 60.0);
+    let every = Duration::from_secs(args.sample_every_s.max(1));
+    let mut next_sample = start + every;
+    let mut written = 0u64;
+    let mut samples = Vec::new();
+    println!(
+        "soak: {} records/s over {} keys for {:.1} min, the sample (pid {pid}, --store {}) following",
+        args.rate, args.keys, args.minutes, args.store
+    );
+    while start.elapsed() < run_for {
+        // Write what is due by now, then sleep a little.
+        let due = (start.elapsed().as_secs_f64() * args.rate as f64) as u64;
+        while written < due {
+            let key = format!("key-{}", rng.random_range(0..args.keys.max(1)));
+            producer.send_record("words", ProducerRecord::new(&key, &one))?;
+            *model.entry(key).or_insert(0) += 1;
+            written += 1;
+        }
+        producer.flush()?;
+        if Instant::now() >= next_sample {
+            next_sample += every;
+            let sample = Sample {
+                elapsed_s: start.elapsed().as_secs_f64(),
+                records_written: written,
+                rss_mib: status_field(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0,
+                threads: entries(&format!("/proc/{pid}/task")),
+                open_files: entries(&format!("/proc/{pid}/fd")),
+            };
+            println!(
+                "{:>6.0} s: {:>10} records written, child RSS {:.1} MiB, {} threads, {} files",
+                sample.elapsed_s,
+                sample.records_written,
+                sample.rss_mib,
+                sample.threads,
+                sample.open_files
+            );
+            samples.push(sample);
+        }
+        while rx.try_recv().is_ok() {}
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    producer.close()?;
+    // Let it catch up, then stop it.
+    let want = format!(": {written} records processed,");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(&want) && line.ends_with("caught up") => break,
+            Ok(_) => {}
+            Err(_) => bail!("the sample did not catch up with {written} records"),
+        }
+    }
+    Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .context("stopping the sample")?;
+    let status = child.wait().context("waiting for the sample")?;
+    if !status.success() {
+        bail!("the sample ended with {status}");
+    }
+    let counts = latest_counts(&*backend, "counts")?;
+    let exact = counts == model;
+
+    let after: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.elapsed_s >= args.warmup_s as f64)
+        .collect();
+    let points: Vec<(f64, f64)> = after
+        .iter()
+        .map(|s| (s.elapsed_s / 60.0, s.rss_mib))
+        .collect();
+    let summary = Summary {
+        minutes: args.minutes,
+        rate: args.rate,
+        keys: args.keys,
+        store: args.store.clone(),
+        records: written,
+        rss_first_after_warmup_mib: after.first().map_or(0.0, |s| s.rss_mib),
+        rss_last_mib: after.last().map_or(0.0, |s| s.rss_mib),
+        rss_max_mib: samples.iter().map(|s| s.rss_mib).fold(0.0, f64::max),
+        rss_slope_mib_per_min: slope(&points),
+        threads_max: samples.iter().map(|s| s.threads).max().unwrap_or(0),
+        open_files_max: samples.iter().map(|s| s.open_files).max().unwrap_or(0),
+        counts_exact: exact,
+    };
+    println!(
+        "after {} s of warm-up: RSS {:.1} MiB first, {:.1} MiB last, max {:.1} MiB, slope {:+.2} MiB/min; \
+         threads ≤ {}, files ≤ {}; counts equal a HashMap count of the input: {}",
+        args.warmup_s,
+        summary.rss_first_after_warmup_mib,
+        summary.rss_last_mib,
+        summary.rss_max_mib,
+        summary.rss_slope_mib_per_min,
+        summary.threads_max,
+        summary.open_files_max,
+        if exact { "yes" } else { "NO" }
+    );
+    if let Some(path) = &args.json {
+        let mut rows: Vec<serde_json::Value> = samples
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
+        rows.push(serde_json::to_value(&summary)?);
+        super::write_json_rows(path, &rows)?;
+    }
+    if !exact {
+        bail!("the counts differ from the input's");
+    }
+    Ok(())
+}
