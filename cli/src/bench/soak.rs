@@ -39,8 +39,9 @@ pub(crate) struct Args {
     /// How often to sample the child, in seconds.
     #[arg(long, default_value_t = 10)]
     sample_every_s: u64,
-    /// Samples before this many seconds are the warm-up, left out of the growth figures.
-    #[arg(long, default_value_t = 60)]
+    /// Samples before this many seconds are the warm-up, left out of the growth figures (the
+    /// stores' memory budget fills in the first minutes: about 160 s at the defaults).
+    #[arg(long, default_value_t = 180)]
     warmup_s: u64,
     /// `memory` or `persistent` (the sample's --store).
     #[arg(long, default_value = "persistent")]
