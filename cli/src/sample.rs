@@ -132,6 +132,11 @@ pub(crate) struct CountArgs {
     settings: Vec<String>,
     #[command(flatten)]
     follow: RunArgs,
+    /// Answer `GET /counts/<key>` at http://HOST:PORT from the running application's store
+    /// (an interactive query over every local task): the key's count, 404 if it has none, 503
+    /// while the store migrates.
+    #[arg(long, value_name = "HOST:PORT")]
+    serve: Option<String>,
 }
 
 /// Where the sample keeps its counts.
@@ -217,10 +222,61 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )?;
+    if let Some(addr) = &args.serve {
+        serve_counts(&app, addr)?;
+    }
     let (summary, elapsed, interrupted) =
         run_with_progress(app, total_input, StreamsApp::is_idle, args.follow.clone())?;
     let counts = latest_counts(&EmbeddedBackend::new(log.clone()), &output)?;
     report(&summary, elapsed, interrupted, &counts, expected.as_ref())
+}
+
+/// `--serve`: answers `GET /counts/<key>` from `app`'s store `counts` (an interactive query)
+/// on a thread of its own, for as long as this process runs.
+pub(crate) fn serve_counts(app: &StreamsApp, addr: &str) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let store = app.store(riffle::StoreQueryParameters::from_name_and_type(
+        "counts",
+        riffle::QueryableStoreTypes::key_value::<String, i64>(),
+    ))?;
+    let listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("--serve {addr}: cannot listen"))?;
+    let bound = listener.local_addr()?;
+    println!("serving counts at http://{bound}/counts/<key>");
+    std::thread::Builder::new()
+        .name("sample-serve".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                // The request line and headers, however the client splits its writes.
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 << 10 {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let request = String::from_utf8_lossy(&request);
+                let path = request.split_whitespace().nth(1).unwrap_or("");
+                let (status, body) = match path.strip_prefix("/counts/") {
+                    Some(key) if request.starts_with("GET ") => match store.get(&key.to_owned()) {
+                        Ok(Some(count)) => ("200 OK", format!("{count}\n")),
+                        Ok(None) => ("404 Not Found", format!("no count for {key}\n")),
+                        Err(e) => ("503 Service Unavailable", format!("{e}\n")),
+                    },
+                    _ => ("404 Not Found", "GET /counts/<key>\n".to_owned()),
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        })
+        .context("starting the --serve thread")?;
+    Ok(())
 }
 
 /// Runs `app` with a progress bar over `total` records until `finished` (or Ctrl-C); returns

@@ -2,7 +2,8 @@
 //! records another process appends in rounds are counted as they arrive, a progress line comes
 //! every `--progress-every`, and Ctrl-C (SIGINT) ends it cleanly (exit status 0), with the counts
 //! equal to a model of everything appended. SIGTERM ends it the same way. With
-//! `--metrics-addr`, Prometheus' text at `/metrics` counts what it processed.
+//! `--metrics-addr`, Prometheus' text at `/metrics` counts what it processed; with `--serve`,
+//! `GET /counts/<key>` answers each key's count from the running application's store.
 
 use std::io::{BufRead, BufReader};
 use std::process::Command;
@@ -34,14 +35,20 @@ fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, processed:
     }
 }
 
-/// `GET /metrics` from `addr` (`host:port`): the body.
-fn scrape(addr: &str) -> String {
+/// `GET path` from `addr` (`host:port`): the whole response.
+fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to --metrics-addr");
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .expect("request");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("response");
     response
+}
+
+fn scrape(addr: &str) -> String {
+    http_get(addr, "/metrics")
 }
 
 /// The sum of every sample of `family`.
@@ -65,6 +72,8 @@ fn follow_and_stop(signal: &str) {
                 "--progress-every".into(),
                 "100ms".into(),
                 "--metrics-addr".into(),
+                "127.0.0.1:0".into(),
+                "--serve".into(),
                 "127.0.0.1:0".into(),
             ],
         )
@@ -109,6 +118,24 @@ fn follow_and_stop(signal: &str) {
         total as f64,
         "{body}"
     );
+    let serve = seen
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("serving counts at http://")?
+                .strip_suffix("/counts/<key>")
+        })
+        .unwrap_or_else(|| panic!("no --serve address: {seen:?}"))
+        .to_owned();
+    for (key, count) in &model {
+        let response = http_get(&serve, &format!("/counts/{key}"));
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        assert!(
+            response.ends_with(&format!("\r\n\r\n{count}\n")),
+            "{key}: {response}"
+        );
+    }
+    let absent = http_get(&serve, "/counts/nobody");
+    assert!(absent.starts_with("HTTP/1.1 404"), "{absent}");
     let pid = sample.id().to_string();
     let killed = Command::new("kill")
         .args([signal, &pid])

@@ -1,7 +1,9 @@
 //! Open file handles stay bounded whatever the partition count: a log of 20,000 partitions
 //! (40,000 segment and index files) is created, appended to, fetched from, reopened and read
 //! again in a process limited to 1,024 open files (`ulimit -n 1024`), and the process never
-//! holds more than `max_open_files` (512) plus a few handles.
+//! holds more than `max_open_files` (512), plus the lock files a lock keeps pinned open (at
+//! most the 128 partitions leased at once, log/src/lease.rs: more of them stay leased while the
+//! releaser thread lags on a loaded machine), plus a few handles.
 
 mod common;
 
@@ -56,7 +58,7 @@ fn twenty_thousand_partitions_open_append_and_fetch_under_ulimit_1024() {
         let before = open_files();
         let peak = twenty_thousand_partitions(std::path::Path::new(&dir));
         println!("open files: {before} before, at most {peak} with {PARTITIONS} partitions");
-        assert!(peak <= before + 512 + 16, "{peak} files open");
+        assert!(peak <= before + 512 + 128 + 16, "{peak} files open");
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

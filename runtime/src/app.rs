@@ -119,6 +119,8 @@ impl StreamsApp {
             threads_replaced: AtomicU64::new(0),
             last_failed_record: Mutex::new(None),
             registry: crate::telemetry::Registry::default(),
+            queries: (0..threads).map(|_| Mutex::new(Vec::new())).collect(),
+            query_pending: (0..threads).map(|_| AtomicBool::new(false)).collect(),
         });
         Ok(StreamsApp {
             shared,
@@ -176,6 +178,19 @@ impl StreamsApp {
     /// Records lag asks the backend for each input's end offset.
     pub fn metrics(&self) -> Vec<crate::Metric> {
         crate::telemetry::collect(&self.shared)
+    }
+
+    /// A read-only view of the key-value store `params` names, over every task of this
+    /// instance (Kafka Streams' `KafkaStreams#store`):
+    /// `app.store(StoreQueryParameters::from_name_and_type("counts",
+    /// QueryableStoreTypes::key_value::<String, i64>()))`. An unknown store, one of other types
+    /// or not a key-value store is [`Error::InvalidStateStore`]; so is a query while a task
+    /// holding the store restores, or once the application stopped.
+    pub fn store<K: 'static, V: 'static>(
+        &self,
+        params: crate::StoreQueryParameters<crate::KeyValueStoreType<K, V>>,
+    ) -> Result<crate::ReadOnlyKeyValueStore<K, V>> {
+        crate::query::key_value_store(&self.shared, &params)
     }
 
     /// Where the Prometheus endpoint listens (`metrics_http_addr`), once started.

@@ -132,6 +132,16 @@ pub enum Error {
         /// The missing topic.
         topic: String,
     },
+    /// A store cannot be queried (Kafka's `InvalidStateStoreException`): no such store, not
+    /// of the types asked, migrating (a local task holding it is restoring), or the
+    /// application is not running.
+    #[error("store {store} cannot be queried: {reason}")]
+    InvalidStateStore {
+        /// The store's name.
+        store: String,
+        /// Why.
+        reason: String,
+    },
     /// A producer's topic does not exist.
     #[error("topic {topic} does not exist; create it first")]
     UnknownTopic {

@@ -148,6 +148,7 @@
 //! - `task`, `node`, `store`, `collector`: what one task processes records with.
 //! - `test_driver`: [`TopologyTestDriver`], a topology run in the calling thread for tests.
 //! - `producer`: [`Producer`], typed records into either backend, batched per partition.
+//! - `query`: interactive queries, [`ReadOnlyKeyValueStore`] over every local task.
 //! - `loop_core`: every decision of a stream thread's loop, with no I/O; `thread`: the thin
 //!   loop that executes them; `snapshot`, `restore`: the thread's offset-sum snapshot and its
 //!   state updater's view of the stores.
@@ -171,6 +172,7 @@ mod metrics;
 mod node;
 mod processor;
 mod producer;
+mod query;
 mod record;
 mod restore;
 mod serdes;
@@ -204,6 +206,9 @@ pub use processor::{
     ProcessorContext, PunctuationType,
 };
 pub use producer::{Producer, ProducerConfig, ProducerRecord};
+pub use query::{
+    KeyValueStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore, StoreQueryParameters,
+};
 pub use record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
 pub use serdes::{
     ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,

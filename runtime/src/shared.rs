@@ -61,4 +61,8 @@ pub(crate) struct AppShared {
     pub(crate) last_failed_record: Mutex<Option<(String, u32, u64)>>,
     /// The tasks' and stores' metrics.
     pub(crate) registry: crate::telemetry::Registry,
+    /// Per thread slot: interactive queries waiting for the thread, and whether there are any
+    /// (what the thread's loop looks at).
+    pub(crate) queries: Vec<Mutex<Vec<crate::query::StoreQuery>>>,
+    pub(crate) query_pending: Vec<AtomicBool>,
 }

@@ -151,6 +151,9 @@ impl StreamThread {
         let backend = self.shared.backend.clone();
         while !self.shared.shutdown.load(Ordering::Acquire) {
             metrics.loops.fetch_add(1, Ordering::Relaxed);
+            if self.shared.query_pending[self.index].swap(false, Ordering::AcqRel) {
+                self.answer_queries();
+            }
             // Which partitions may have new data: one comparison when nothing moved.
             let version = backend.data_version();
             if self.core.version_moved(version) {
@@ -309,6 +312,72 @@ impl StreamThread {
             }
         }
         self.commit()
+    }
+
+    /// Answers the interactive queries waiting for this thread from its running tasks' stores
+    /// (`query.rs`).
+    fn answer_queries(&mut self) {
+        let queries = std::mem::take(
+            &mut *self.shared.queries[self.index]
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for query in queries {
+            let answer = self.answer_query(&query.store, &query.op);
+            // The asker may have given up.
+            let _ = query.reply.send(answer);
+        }
+    }
+
+    fn answer_query(
+        &self,
+        store: &str,
+        op: &crate::query::QueryOp,
+    ) -> Result<crate::query::QueryAnswer> {
+        use crate::query::{QueryAnswer, QueryOp};
+        let topology = &self.shared.topology;
+        let holds = |id: &TaskId| {
+            topology
+                .subtopologies
+                .get(id.subtopology as usize)
+                .is_some_and(|sub| sub.stores.iter().any(|&s| topology.stores[s].name == store))
+        };
+        let mut answer = QueryAnswer {
+            restoring: self.restoring.keys().filter(|id| holds(id)).count()
+                + self
+                    .waiting
+                    .iter()
+                    .filter(|(id, kind)| **kind == TaskKind::Active && holds(id))
+                    .count(),
+            ..QueryAnswer::default()
+        };
+        let mut value = Vec::new();
+        for task in self.tasks.values() {
+            let Some(i) = task
+                .store_metrics
+                .iter()
+                .position(|(name, _)| name == store)
+            else {
+                continue;
+            };
+            let Some(cached) = task.stores.stores.get(i) else {
+                continue;
+            };
+            match op {
+                QueryOp::Get(key) => {
+                    if cached.get_with_timestamp(key, &mut value)?.is_some() {
+                        answer.entries.push((key.clone(), value.clone()));
+                    }
+                }
+                QueryOp::Range(from, to) => {
+                    answer
+                        .entries
+                        .extend(cached.scan(from.as_deref(), to.as_deref())?);
+                }
+                QueryOp::Count => answer.count += cached.approximate_len() as u64,
+            }
+        }
+        Ok(answer)
     }
 
     /// Tells the core when `task`'s next wall-clock punctuator is due.

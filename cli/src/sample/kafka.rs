@@ -81,6 +81,9 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
         config,
         backend.shared(),
     )?;
+    if let Some(addr) = &args.serve {
+        super::serve_counts(&app, addr)?;
+    }
     let (summary, elapsed, interrupted) = super::run_with_progress(
         app,
         remaining,

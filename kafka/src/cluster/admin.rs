@@ -3,15 +3,12 @@
 //! the group has no members (OffsetFetch for every topic, OffsetCommit with member epoch -1) —
 //! what `riffle reset` needs.
 
-use std::time::{Duration, Instant};
-
 use kafka_protocol::messages::{
-    DeleteTopicsRequest, GroupId, MetadataRequest, OffsetFetchRequest, TopicName,
-    delete_topics_request, offset_fetch_request,
+    DeleteTopicsRequest, MetadataRequest, TopicName, delete_topics_request,
 };
 use riffle_log::TopicPartition;
 
-use super::{Cluster, is_coordinator_error, name, versions};
+use super::{Cluster, name, versions};
 use crate::error::{Error, ErrorCode, Result};
 
 impl Cluster {
@@ -85,72 +82,12 @@ impl Cluster {
 
     /// Every offset `group` committed (OffsetFetch for all topics), sorted.
     pub(crate) fn group_offsets(&self, group: &str) -> Result<Vec<(TopicPartition, u64)>> {
-        let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
-        g.group_id = GroupId(name(group));
-        g.member_id = None;
-        g.member_epoch = -1;
-        g.topics = None;
-        let mut request = OffsetFetchRequest::default();
-        request.groups = vec![g];
-        request.require_stable = true;
-        let deadline = Instant::now() + self.config.request_timeout;
-        loop {
-            let broker = self.coordinator(group)?;
-            let client_id = self.config.client_id.clone();
-            let response = self
-                .with_connection(&broker, |c| {
-                    c.send("OffsetFetch", &client_id, &request, versions::OFFSET_FETCH)
-                })
-                .inspect_err(|_| self.forget_coordinator(group))?;
-            let g = response.groups.first().ok_or_else(|| Error::Decode {
-                api: "OffsetFetch",
-                reason: format!("no result for group {group}"),
-            })?;
-            let code = if g.error_code != 0 {
-                g.error_code
-            } else {
-                g.topics
-                    .iter()
-                    .flat_map(|t| &t.partitions)
-                    .map(|p| p.error_code)
-                    .find(|&c| c != 0)
-                    .unwrap_or(0)
-            };
-            if code == 0 {
-                let mut out: Vec<(TopicPartition, u64)> = g
-                    .topics
-                    .iter()
-                    .flat_map(|t| {
-                        t.partitions
-                            .iter()
-                            .filter(|p| p.committed_offset >= 0)
-                            .map(|p| {
-                                (
-                                    TopicPartition::new(
-                                        t.name.0.as_str(),
-                                        p.partition_index as u32,
-                                    ),
-                                    p.committed_offset as u64,
-                                )
-                            })
-                    })
-                    .collect();
-                out.sort();
-                return Ok(out);
-            }
-            if (code == 88 || is_coordinator_error(code)) && Instant::now() < deadline {
-                if is_coordinator_error(code) {
-                    self.forget_coordinator(group);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
-            return Err(Error::Broker {
-                api: "OffsetFetch",
-                context: format!("group {group}"),
-                code: ErrorCode(code),
-                message: None,
-            });
-        }
+        let mut out: Vec<(TopicPartition, u64)> = self
+            .fetch_offsets(group, None, &format!("group {group}"))?
+            .into_iter()
+            .filter_map(|(tp, offset)| Some((tp, offset?)))
+            .collect();
+        out.sort();
+        Ok(out)
     }
 }

@@ -73,11 +73,25 @@ impl Cluster {
         let mut topic = offset_fetch_request::OffsetFetchRequestTopics::default();
         topic.name = TopicName(name(&tp.topic));
         topic.partition_indexes = vec![tp.partition as i32];
+        let fetched =
+            self.fetch_offsets(group, Some(vec![topic]), &format!("group {group}, {tp}"))?;
+        Ok(fetched.into_iter().next().and_then(|(_, offset)| offset))
+    }
+
+    /// OffsetFetch of `group` for `topics` (`None`: every topic it committed), without member
+    /// checks, retried while the offsets are unstable or the coordinator moves: each partition
+    /// and its committed offset (`None`: none).
+    pub(crate) fn fetch_offsets(
+        &self,
+        group: &str,
+        topics: Option<Vec<offset_fetch_request::OffsetFetchRequestTopics>>,
+        context: &str,
+    ) -> Result<Vec<(TopicPartition, Option<u64>)>> {
         let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
         g.group_id = GroupId(name(group));
         g.member_id = None;
         g.member_epoch = -1;
-        g.topics = Some(vec![topic]);
+        g.topics = topics;
         let mut request = OffsetFetchRequest::default();
         request.groups = vec![g];
         request.require_stable = true;
@@ -94,17 +108,29 @@ impl Cluster {
                 api: "OffsetFetch",
                 reason: format!("no result for group {group}"),
             })?;
-            let p = g.topics.first().and_then(|t| t.partitions.first());
             let code = if g.error_code != 0 {
                 g.error_code
             } else {
-                p.map_or(0, |p| p.error_code)
+                g.topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| p.error_code)
+                    .find(|&c| c != 0)
+                    .unwrap_or(0)
             };
             if code == 0 {
-                return Ok(p
-                    .map(|p| p.committed_offset)
-                    .filter(|&o| o >= 0)
-                    .map(|o| o as u64));
+                return Ok(g
+                    .topics
+                    .iter()
+                    .flat_map(|t| {
+                        t.partitions.iter().map(|p| {
+                            (
+                                TopicPartition::new(t.name.0.as_str(), p.partition_index as u32),
+                                u64::try_from(p.committed_offset).ok(),
+                            )
+                        })
+                    })
+                    .collect());
             }
             // UNSTABLE_OFFSET_COMMIT (88) and coordinator moves: retry.
             if (code == 88 || is_coordinator_error(code)) && Instant::now() < deadline {
@@ -116,7 +142,7 @@ impl Cluster {
             }
             return Err(Error::Broker {
                 api: "OffsetFetch",
-                context: format!("group {group}, {tp}"),
+                context: context.to_owned(),
                 code: ErrorCode(code),
                 message: None,
             });
