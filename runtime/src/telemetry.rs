@@ -183,21 +183,27 @@ pub(crate) fn collect(shared: &AppShared) -> Vec<Metric> {
                 0.0
             },
         ));
-        for (what, latency) in [
-            ("poll", &m.poll),
-            ("commit", &m.commit),
-            ("punctuate", &m.punctuate),
+        for (latency, total, avg_name, max_name) in [
+            (
+                &m.poll,
+                "poll-total",
+                "poll-latency-avg",
+                "poll-latency-max",
+            ),
+            (
+                &m.commit,
+                "commit-total",
+                "commit-latency-avg",
+                "commit-latency-max",
+            ),
+            (
+                &m.punctuate,
+                "punctuate-total",
+                "punctuate-latency-avg",
+                "punctuate-latency-max",
+            ),
         ] {
             let (count, avg, max) = latency.read();
-            let (total, avg_name, max_name) = match what {
-                "poll" => ("poll-total", "poll-latency-avg", "poll-latency-max"),
-                "commit" => ("commit-total", "commit-latency-avg", "commit-latency-max"),
-                _ => (
-                    "punctuate-total",
-                    "punctuate-latency-avg",
-                    "punctuate-latency-max",
-                ),
-            };
             out.push(Metric::new(THREAD, total, &tags, count as f64));
             out.push(Metric::new(THREAD, avg_name, &tags, avg));
             out.push(Metric::new(THREAD, max_name, &tags, max));

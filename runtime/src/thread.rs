@@ -151,7 +151,9 @@ impl StreamThread {
         let backend = self.shared.backend.clone();
         while !self.shared.shutdown.load(Ordering::Acquire) {
             metrics.loops.fetch_add(1, Ordering::Relaxed);
-            if self.shared.query_pending[self.index].swap(false, Ordering::AcqRel) {
+            // A plain load in the common case; the swap only when a query is waiting.
+            let pending = &self.shared.query_pending[self.index];
+            if pending.load(Ordering::Acquire) && pending.swap(false, Ordering::AcqRel) {
                 self.answer_queries();
             }
             // Which partitions may have new data: one comparison when nothing moved.
