@@ -180,17 +180,20 @@ impl StreamsApp {
         crate::telemetry::collect(&self.shared)
     }
 
-    /// A read-only view of the key-value store `params` names, over every task of this
-    /// instance (Kafka Streams' `KafkaStreams#store`):
+    /// A read-only view of the store `params` names, over every task of this instance (Kafka
+    /// Streams' `KafkaStreams#store`):
     /// `app.store(StoreQueryParameters::from_name_and_type("counts",
-    /// QueryableStoreTypes::key_value::<String, i64>()))`. An unknown store, one of other types
-    /// or not a key-value store is [`Error::InvalidStateStore`]; so is a query while a task
-    /// holding the store restores, or once the application stopped.
-    pub fn store<K: 'static, V: 'static>(
+    /// QueryableStoreTypes::key_value::<String, i64>()))` gives a
+    /// [`crate::ReadOnlyKeyValueStore`]; [`crate::QueryableStoreTypes::window_store`] and
+    /// [`crate::QueryableStoreTypes::session_store`] give window and session views. An unknown
+    /// store, one of other key or value types or of another kind is
+    /// [`Error::InvalidStateStore`]; so is a query while a task holding the store restores, or
+    /// once the application stopped.
+    pub fn store<T: crate::QueryableStoreType>(
         &self,
-        params: crate::StoreQueryParameters<crate::KeyValueStoreType<K, V>>,
-    ) -> Result<crate::ReadOnlyKeyValueStore<K, V>> {
-        crate::query::key_value_store(&self.shared, &params)
+        params: crate::StoreQueryParameters<T>,
+    ) -> Result<T::Store> {
+        T::view(&crate::query::ViewSource(self.shared.clone()), &params.name)
     }
 
     /// Where the Prometheus endpoint listens (`metrics_http_addr`), once started.

@@ -148,7 +148,8 @@
 //! - `task`, `node`, `store`, `collector`: what one task processes records with.
 //! - `test_driver`: [`TopologyTestDriver`], a topology run in the calling thread for tests.
 //! - `producer`: [`Producer`], typed records into either backend, batched per partition.
-//! - `query`: interactive queries, [`ReadOnlyKeyValueStore`] over every local task.
+//! - `query`: interactive queries, [`ReadOnlyKeyValueStore`], [`ReadOnlyWindowStore`] and
+//!   [`ReadOnlySessionStore`] over every local task.
 //! - `loop_core`: every decision of a stream thread's loop, with no I/O; `thread`: the thin
 //!   loop that executes them; `snapshot`, `restore`: the thread's offset-sum snapshot and its
 //!   state updater's view of the stores.
@@ -207,7 +208,9 @@ pub use processor::{
 };
 pub use producer::{Producer, ProducerConfig, ProducerRecord};
 pub use query::{
-    KeyValueStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore, StoreQueryParameters,
+    KeyValueStoreType, QueryableStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore,
+    ReadOnlySessionStore, ReadOnlyWindowStore, SessionStoreType, StoreQueryParameters,
+    WindowStoreType,
 };
 pub use record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
 pub use serdes::{

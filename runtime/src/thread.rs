@@ -377,6 +377,12 @@ impl StreamThread {
                         .extend(cached.scan(from.as_deref(), to.as_deref())?);
                 }
                 QueryOp::Count => answer.count += cached.approximate_len() as u64,
+                QueryOp::Segmented { lo, hi, from, to } => answer.entries.extend(
+                    cached
+                        .scan_window(lo, hi, *from, *to)?
+                        .into_iter()
+                        .map(|(entry, value, _)| (entry, value)),
+                ),
             }
         }
         Ok(answer)

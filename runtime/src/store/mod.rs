@@ -19,8 +19,8 @@ pub(crate) use database::{MemoryBudget, StoreDatabase};
 pub(crate) use memory::InMemoryKeyValueStore;
 pub(crate) use persistent::PersistentKeyValueStore;
 pub(crate) use window::{
-    DecodedEntry, SegmentedKind, SegmentedStore, encode_key, is_meta, key_bounds, meta_key,
-    session_entry_key, window_entry_key,
+    DecodedEntry, SegmentedKind, SegmentedStore, decode_entry, encode_key, is_meta, key_bounds,
+    meta_key, session_entry_key, window_entry_key,
 };
 
 pub(crate) use cached::{CachedStore, NO_TIMESTAMP};
