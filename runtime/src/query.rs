@@ -301,7 +301,7 @@ impl Asker {
         let (answers, restoring) = self.ask(op)?;
         let mut all: Vec<(Vec<u8>, Vec<u8>)> =
             answers.into_iter().flat_map(|a| a.entries).collect();
-        if restoring > 0 && !(one_key && !all.is_empty()) {
+        if restoring > 0 && (!one_key || all.is_empty()) {
             return Err(self.migrating(restoring));
         }
         all.sort_by(|a, b| a.0.cmp(&b.0));
