@@ -69,6 +69,35 @@ impl FromStr for AutoOffsetReset {
     }
 }
 
+/// Which metrics are recorded (`metrics.recording.level`), as in Kafka Streams: at `INFO`
+/// (the default) the per-record store metrics are not, at `DEBUG` every store read and write
+/// is timed (`put-latency-*`, `get-latency-*` of `stream-state-metrics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[non_exhaustive]
+pub enum RecordingLevel {
+    /// Thread, task, cache and restoration metrics, store counts and flush latency.
+    #[default]
+    Info,
+    /// Also each store read's and write's latency: a clock read around every one.
+    Debug,
+    /// As `Debug` (Kafka's `TRACE` adds metrics riffle does not have).
+    Trace,
+}
+
+impl FromStr for RecordingLevel {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_uppercase().as_str() {
+            "INFO" => Ok(RecordingLevel::Info),
+            "DEBUG" => Ok(RecordingLevel::Debug),
+            "TRACE" => Ok(RecordingLevel::Trace),
+            _ => Err(Error::Config(format!(
+                "metrics_recording_level must be INFO, DEBUG or TRACE, not {s:?}"
+            ))),
+        }
+    }
+}
+
 /// Which input partitions a stream thread fetches in a loop iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -209,6 +238,9 @@ pub struct StreamsConfig {
     /// application runs (`host:port`; port 0 picks one, see
     /// [`crate::StreamsApp::metrics_addr`]). `None`, the default: no endpoint.
     pub metrics_http_addr: Option<String>,
+    /// Which metrics are recorded (`metrics.recording.level`): `INFO` (the default) or
+    /// `DEBUG`, which also times every store read and write.
+    pub metrics_recording_level: RecordingLevel,
 }
 
 impl StreamsConfig {
@@ -242,6 +274,7 @@ impl StreamsConfig {
             errors_dead_letter_queue_topic_name: None,
             auto_offset_reset: AutoOffsetReset::Earliest,
             metrics_http_addr: None,
+            metrics_recording_level: RecordingLevel::Info,
         }
     }
 
@@ -308,6 +341,7 @@ impl StreamsConfig {
             "metrics_http_addr" => {
                 self.metrics_http_addr = (!value.is_empty()).then(|| value.to_owned())
             }
+            "metrics_recording_level" => self.metrics_recording_level = value.parse()?,
             "auto_offset_reset" | "consumer_auto_offset_reset" => {
                 self.auto_offset_reset = value.parse()?
             }

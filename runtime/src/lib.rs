@@ -194,7 +194,9 @@ mod windows;
 
 pub use app::{RunSummary, ShutdownHandle, StreamsApp};
 pub use backend::EmbeddedBackend;
-pub use config::{AutoOffsetReset, FetchStrategy, IdleWakeup, ProcessingGuarantee, StreamsConfig};
+pub use config::{
+    AutoOffsetReset, FetchStrategy, IdleWakeup, ProcessingGuarantee, RecordingLevel, StreamsConfig,
+};
 pub use dsl::{
     Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Produced,
     SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,

@@ -454,7 +454,7 @@ impl StreamTask {
     /// Builds the task's nodes over its (restored) stores and positions its inputs at the
     /// committed offsets.
     pub(crate) fn create(
-        stores: TaskStores,
+        mut stores: TaskStores,
         topology: &Topology,
         sub: &SubtopologyDef,
         topics: &TopicTable,
@@ -463,6 +463,10 @@ impl StreamTask {
         config: &StreamsConfig,
     ) -> Result<StreamTask> {
         let id = stores.id;
+        let timing = config.metrics_recording_level >= crate::RecordingLevel::Debug;
+        for store in &mut stores.stores {
+            store.set_timing(timing);
+        }
         let mut store_slots = vec![None; topology.stores.len()];
         for (slot, &s) in sub.stores.iter().enumerate() {
             store_slots[s] = Some(slot);
@@ -918,10 +922,18 @@ impl StreamTask {
             store.write_to_store(position.as_ref())?;
             if let Some((_, metrics)) = self.store_metrics.get(i) {
                 metrics.flush.record(started.elapsed());
-                let (puts, gets, hits) = store.take_counts();
-                metrics.puts.fetch_add(puts, Ordering::Relaxed);
-                metrics.gets.fetch_add(gets, Ordering::Relaxed);
-                metrics.hits.fetch_add(hits, Ordering::Relaxed);
+                let counts = store.take_counts();
+                metrics.puts.fetch_add(counts.puts, Ordering::Relaxed);
+                metrics.gets.fetch_add(counts.gets, Ordering::Relaxed);
+                metrics.hits.fetch_add(counts.hits, Ordering::Relaxed);
+                if store.timing() {
+                    metrics
+                        .put
+                        .record_many(counts.puts, counts.put_nanos, counts.put_max_nanos);
+                    metrics
+                        .get
+                        .record_many(counts.gets, counts.get_nanos, counts.get_max_nanos);
+                }
             }
         }
         for changelog in changelogs.iter_mut() {

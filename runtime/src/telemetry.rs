@@ -43,6 +43,16 @@ impl Latency {
         self.max_nanos.fetch_max(nanos, Ordering::Relaxed);
     }
 
+    /// Adds `count` events taking `nanos` in all and at most `max_nanos` each.
+    pub(crate) fn record_many(&self, count: u64, nanos: u64, max_nanos: u64) {
+        if count == 0 {
+            return;
+        }
+        self.count.fetch_add(count, Ordering::Relaxed);
+        self.nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.max_nanos.fetch_max(max_nanos, Ordering::Relaxed);
+    }
+
     /// (count, average in ms, maximum in ms).
     fn read(&self) -> (u64, f64, f64) {
         let count = self.count.load(Ordering::Relaxed);
@@ -70,6 +80,9 @@ pub(crate) struct StoreMetrics {
     pub(crate) gets: AtomicU64,
     pub(crate) hits: AtomicU64,
     pub(crate) flush: Latency,
+    /// Timed only at the `DEBUG` recording level.
+    pub(crate) put: Latency,
+    pub(crate) get: Latency,
 }
 
 /// A store of a task, by (task, store name): the thread running it and its counters.
@@ -310,6 +323,16 @@ pub(crate) fn collect(shared: &AppShared) -> Vec<Metric> {
         out.push(Metric::new(STATE, "flush-total", &tags, flushes as f64));
         out.push(Metric::new(STATE, "flush-latency-avg", &tags, avg));
         out.push(Metric::new(STATE, "flush-latency-max", &tags, max));
+        if shared.config.metrics_recording_level >= crate::RecordingLevel::Debug {
+            for (latency, avg_name, max_name) in [
+                (&m.put, "put-latency-avg", "put-latency-max"),
+                (&m.get, "get-latency-avg", "get-latency-max"),
+            ] {
+                let (_, avg, max) = latency.read();
+                out.push(Metric::new(STATE, avg_name, &tags, avg));
+                out.push(Metric::new(STATE, max_name, &tags, max));
+            }
+        }
         let hits = m.hits.load(Ordering::Relaxed);
         out.push(Metric::new(
             "stream-record-cache-metrics",

@@ -2,7 +2,8 @@
 //! format over HTTP with Kafka Streams' metric names, values that move with the input — records
 //! processed per thread and per task, store puts and gets, commits, polls — a records lag of 0
 //! once the application is caught up, the same numbers from `StreamsApp::metrics()`, and no
-//! endpoint once the application is closed.
+//! endpoint once the application is closed; at the `DEBUG` recording level, store put and get
+//! latencies per store.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -135,6 +136,11 @@ fn prometheus_scrapes_metrics_that_move_with_the_input() {
         "{body}"
     );
     let commits = sum(&body, "kafka_streams_stream_thread_metrics_commit_total");
+    // At the default INFO recording level store reads and writes are not timed.
+    assert_eq!(
+        samples(&body, "kafka_streams_stream_state_metrics_put_latency_avg"),
+        0
+    );
 
     // More input: the counters move by exactly that much.
     common::produce(&log, "in", 4, &keys(1_000, 2_000));
@@ -183,4 +189,69 @@ fn prometheus_scrapes_metrics_that_move_with_the_input() {
         TcpStream::connect(addr).is_err(),
         "the endpoint stops with the app"
     );
+}
+
+#[test]
+fn the_debug_recording_level_times_every_store_read_and_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    common::produce(&log, "in", 4, &keys(2_000, 0));
+    let mut config = StreamsConfig::new("debug-metrics");
+    config.state_dir = dir.path().join("state");
+    config.num_stream_threads = 2;
+    config.poll = Duration::from_millis(5);
+    config.commit_interval = Some(Duration::from_millis(20));
+    config
+        .set("metrics.recording.level", "DEBUG")
+        .expect("Kafka-style name");
+    assert!(config.set("metrics.recording.level", "LOUD").is_err());
+    let mut app = StreamsApp::new(
+        common::persistent_count_topology(),
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )
+    .expect("app");
+    app.start().expect("start");
+    wait_idle(&app);
+    // The last writes reach the metrics at a commit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let metrics = app.metrics();
+        let puts: f64 = metrics
+            .iter()
+            .filter(|m| m.name == "put-total")
+            .map(|m| m.value)
+            .sum();
+        if puts == 2_000.0 || Instant::now() > deadline {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let per_store = |name: &str| -> Vec<f64> {
+        metrics
+            .iter()
+            .filter(|m| m.group == "stream-state-metrics" && m.name == name)
+            .map(|m| m.value)
+            .collect()
+    };
+    // One store per task, four tasks.
+    for name in [
+        "put-latency-avg",
+        "put-latency-max",
+        "get-latency-avg",
+        "get-latency-max",
+    ] {
+        let values = per_store(name);
+        assert_eq!(values.len(), 4, "{name}: {metrics:?}");
+        assert!(values.iter().all(|v| *v > 0.0), "{name}: {values:?}");
+    }
+    for (avg, max) in [
+        ("put-latency-avg", "put-latency-max"),
+        ("get-latency-avg", "get-latency-max"),
+    ] {
+        for (a, m) in per_store(avg).iter().zip(per_store(max)) {
+            assert!(*a <= m, "{avg} {a} above {max} {m}");
+        }
+    }
+    app.close().expect("close");
 }

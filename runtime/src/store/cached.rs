@@ -113,8 +113,32 @@ pub(crate) struct CachedStore {
     hits: Cell<u64>,
     /// `writes` at the last `take_counts`.
     counted_writes: u64,
+    /// Times every read and write (the `DEBUG` recording level); off, a read or write pays one
+    /// branch.
+    timing: bool,
+    /// Since the last `take_counts`, when timing: reads' total and largest nanoseconds.
+    get_nanos: Cell<(u64, u64)>,
+    /// Writes' total and largest nanoseconds.
+    put_nanos: (u64, u64),
     /// The last read's key.
     memo_key: RefCell<Vec<u8>>,
+}
+
+/// What a store read and wrote between two commits ([`CachedStore::take_counts`]); the
+/// nanoseconds only when timing.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StoreCounts {
+    pub(crate) puts: u64,
+    pub(crate) gets: u64,
+    pub(crate) hits: u64,
+    pub(crate) put_nanos: u64,
+    pub(crate) put_max_nanos: u64,
+    pub(crate) get_nanos: u64,
+    pub(crate) get_max_nanos: u64,
+}
+
+fn elapsed_nanos(started: std::time::Instant) -> u64 {
+    started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
 /// The timestamp of a value read from a store that keeps none.
@@ -147,6 +171,9 @@ impl CachedStore {
             gets: Cell::new(0),
             hits: Cell::new(0),
             counted_writes: 0,
+            timing: false,
+            get_nanos: Cell::new((0, 0)),
+            put_nanos: (0, 0),
             memo_key: RefCell::new(Vec::new()),
         }
     }
@@ -241,13 +268,36 @@ impl CachedStore {
         Ok(self.get_with_timestamp(key, out)?.is_some())
     }
 
+    /// Times every read and write from now on (the `DEBUG` recording level).
+    pub(crate) fn set_timing(&mut self, timing: bool) {
+        self.timing = timing;
+    }
+
+    /// Whether reads and writes are timed.
+    pub(crate) fn timing(&self) -> bool {
+        self.timing
+    }
+
     /// The value of `key` (into `out`) and its timestamp: the cached write's, the store's for a
     /// timestamped store, else [`NO_TIMESTAMP`]. `None` if there is no value.
+    #[inline]
     pub(crate) fn get_with_timestamp(
         &self,
         key: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<Option<i64>, StoreError> {
+        if !self.timing {
+            return self.get_untimed(key, out);
+        }
+        let started = std::time::Instant::now();
+        let got = self.get_untimed(key, out);
+        let nanos = elapsed_nanos(started);
+        let (total, max) = self.get_nanos.get();
+        self.get_nanos.set((total + nanos, max.max(nanos)));
+        got
+    }
+
+    fn get_untimed(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<i64>, StoreError> {
         let hash = self.hasher.hash_one(key);
         let found = self.find(key, hash);
         self.memo.set(Some((hash, found)));
@@ -284,14 +334,25 @@ impl CachedStore {
         }
     }
 
-    /// (puts, gets, cache hits) since the last call, for metrics.
-    pub(crate) fn take_counts(&mut self) -> (u64, u64, u64) {
+    /// What was read and written since the last call, for metrics.
+    pub(crate) fn take_counts(&mut self) -> StoreCounts {
         let puts = self.writes - self.counted_writes;
         self.counted_writes = self.writes;
-        (puts, self.gets.replace(0), self.hits.replace(0))
+        let (get_nanos, get_max_nanos) = self.get_nanos.replace((0, 0));
+        let (put_nanos, put_max_nanos) = std::mem::take(&mut self.put_nanos);
+        StoreCounts {
+            puts,
+            gets: self.gets.replace(0),
+            hits: self.hits.replace(0),
+            put_nanos,
+            put_max_nanos,
+            get_nanos,
+            get_max_nanos,
+        }
     }
 
     /// Writes `key` (`None` deletes) into the cache.
+    #[inline]
     pub(crate) fn put(
         &mut self,
         key: &[u8],
@@ -299,6 +360,17 @@ impl CachedStore {
         timestamp: i64,
         headers: &Headers,
     ) {
+        if !self.timing {
+            return self.put_untimed(key, value, timestamp, headers);
+        }
+        let started = std::time::Instant::now();
+        self.put_untimed(key, value, timestamp, headers);
+        let nanos = elapsed_nanos(started);
+        let (total, max) = self.put_nanos;
+        self.put_nanos = (total + nanos, max.max(nanos));
+    }
+
+    fn put_untimed(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64, headers: &Headers) {
         self.writes += 1;
         let seq = self.writes;
         let (hash, found) = match self.memo.take() {
