@@ -11,12 +11,14 @@
 //! [`crate::member`]; none is made here. Fencing is not an error: the member drops its tasks
 //! and rejoins.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use riffle::backend::{Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat};
+use riffle::{HostInfo, StreamsMetadata};
+use riffle_log::TopicPartition;
 
 use crate::cluster::Cluster;
 use crate::error::{ErrorCode, Result};
@@ -204,6 +206,45 @@ impl GroupCoordinator for StreamsGroup {
         let member = self.member(heartbeat.member);
         let mut m = lock(&member);
         Ok(self.heartbeat_member(&heartbeat, &mut m)?)
+    }
+
+    /// The latest `PartitionsByUserEndpoint` any member of this process received (the highest
+    /// endpoint epoch), entries of one endpoint merged: empty until the broker sent one.
+    fn endpoints(&self) -> Option<Vec<StreamsMetadata>> {
+        let members: Vec<_> = lock(&self.members).values().cloned().collect();
+        let mut latest: Option<(i32, Arc<Vec<streams::EndpointPartitions>>)> = None;
+        for member in members {
+            let m = lock(&member);
+            if let Some(endpoints) = &m.endpoints
+                && latest
+                    .as_ref()
+                    .is_none_or(|(epoch, _)| m.endpoint_epoch > *epoch)
+            {
+                latest = Some((m.endpoint_epoch, endpoints.clone()));
+            }
+        }
+        let Some((_, endpoints)) = latest else {
+            return Some(Vec::new());
+        };
+        let mut by_host: BTreeMap<HostInfo, StreamsMetadata> = BTreeMap::new();
+        let partitions = |list: &[(String, Vec<i32>)]| -> BTreeSet<TopicPartition> {
+            list.iter()
+                .flat_map(|(topic, ps)| {
+                    ps.iter()
+                        .filter_map(|&p| u32::try_from(p).ok())
+                        .map(move |p| TopicPartition::new(topic.as_str(), p))
+                })
+                .collect()
+        };
+        for e in endpoints.iter() {
+            let host = HostInfo::new(e.host.clone(), e.port);
+            let entry = by_host
+                .entry(host.clone())
+                .or_insert_with(|| StreamsMetadata::new(host, BTreeSet::new(), BTreeSet::new()));
+            entry.active_partitions.extend(partitions(&e.active));
+            entry.standby_partitions.extend(partitions(&e.standby));
+        }
+        Some(by_host.into_values().collect())
     }
 
     fn intervals(&self, member: &str) -> Option<GroupIntervals> {

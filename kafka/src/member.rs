@@ -22,8 +22,8 @@ use riffle_log::TopicPartition;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::streams::{
-    HeartbeatRequest, HeartbeatResponse, Status, StatusCode, Subtopology, TaskIds, TaskOffset,
-    TopicInfo, Topology,
+    EndpointPartitions, HeartbeatRequest, HeartbeatResponse, Status, StatusCode, Subtopology,
+    TaskIds, TaskOffset, TopicInfo, Topology,
 };
 
 /// The heartbeat interval right after an assignment change or while a transient status holds
@@ -54,6 +54,9 @@ pub(crate) struct MemberState {
     hurry: bool,
     /// Since when heartbeats fail on the network (to give up after the request timeout).
     failing_since: Option<Instant>,
+    /// The group's query endpoints and their partitions as the broker last sent them (at
+    /// `endpoint_epoch`); `None` until it did.
+    pub(crate) endpoints: Option<Arc<Vec<EndpointPartitions>>>,
 }
 
 impl MemberState {
@@ -71,6 +74,7 @@ impl MemberState {
             assignment_broker_epoch: 0,
             hurry: false,
             failing_since: None,
+            endpoints: None,
         }
     }
 
@@ -224,6 +228,11 @@ impl HeartbeatPlan {
             topology: joining.then_some(&spec.topology),
             owned: Some([active, standby, warmup]),
             process_id: joining.then_some(spec.process_id.as_str()),
+            user_endpoint: spec
+                .user_endpoint
+                .as_ref()
+                .filter(|_| joining)
+                .map(|(host, port)| (host.as_str(), *port)),
             client_tags: joining.then_some(&[][..]),
             task_offsets: self.task_offsets.as_deref().or(joining.then_some(empty)),
             task_end_offsets: self
@@ -259,6 +268,8 @@ pub(crate) fn task_ids(tasks: &BTreeSet<TaskId>) -> Vec<TaskIds> {
 pub(crate) struct GroupSpec {
     pub(crate) group: String,
     process_id: String,
+    /// Where this instance answers interactive queries (`application_server`).
+    user_endpoint: Option<(String, u16)>,
     topology: Topology,
     /// Sub-topology id → its changelog topics (a task's changelog partitions are these × its
     /// partition).
@@ -335,6 +346,10 @@ impl GroupSpec {
         Ok(GroupSpec {
             group: info.application_id.clone(),
             process_id: info.process_id.clone(),
+            user_endpoint: info
+                .user_endpoint
+                .as_ref()
+                .map(|h| (h.host.clone(), h.port)),
             topology: Topology {
                 epoch: 0,
                 subtopologies,
@@ -423,6 +438,7 @@ impl GroupSpec {
             topology: None,
             owned: None,
             process_id: None,
+            user_endpoint: None,
             client_tags: None,
             task_offsets: None,
             task_end_offsets: None,
@@ -439,7 +455,7 @@ impl GroupSpec {
         now: Instant,
     ) -> Outcome {
         let mut next = state.clone();
-        let response = match response {
+        let mut response = match response {
             Ok(r) => r,
             Err(e @ (Error::Io { .. } | Error::Broker { .. })) => {
                 // The network or the coordinator lookup: try again at the next heartbeat, up to
@@ -511,6 +527,9 @@ impl GroupSpec {
         }
         next.epoch = response.member_epoch;
         next.endpoint_epoch = response.endpoint_information_epoch;
+        if let Some(endpoints) = response.partitions_by_user_endpoint.take() {
+            next.endpoints = Some(Arc::new(endpoints));
+        }
         next.heartbeat_interval_ms = response.heartbeat_interval_ms;
         next.task_offset_interval_ms = response.task_offset_interval_ms;
         next.acceptable_recovery_lag = response.acceptable_recovery_lag;
@@ -628,6 +647,7 @@ mod tests {
         GroupSpec {
             group: "app".into(),
             process_id: "p1".into(),
+            user_endpoint: Some(("localhost".into(), 8080)),
             topology: Topology {
                 epoch: 0,
                 subtopologies: vec![sub("0", &["app-store-changelog"]), sub("1", &[])],
@@ -674,6 +694,7 @@ mod tests {
             standby: None,
             warmup: None,
             endpoint_information_epoch: 0,
+            partitions_by_user_endpoint: None,
         }
     }
 
@@ -690,6 +711,7 @@ mod tests {
             standby: None,
             warmup: None,
             endpoint_information_epoch: 0,
+            partitions_by_user_endpoint: None,
         }
     }
 
@@ -750,6 +772,7 @@ mod tests {
         assert_eq!(r.rebalance_timeout_ms, 60_000);
         assert_eq!(r.topology, Some(&spec.topology));
         assert_eq!(r.process_id, Some("p1"));
+        assert_eq!(r.user_endpoint, Some(("localhost", 8080)));
         assert_eq!(r.client_tags, Some(&[][..]));
         let empty: &[TaskIds] = &[];
         assert_eq!(r.owned, Some([empty, empty, empty]));
@@ -777,6 +800,7 @@ mod tests {
             (r.topology, r.process_id, r.client_tags),
             (None, None, None)
         );
+        assert_eq!(r.user_endpoint, None, "sent on joining only");
         let [active, standby, warmup] = r.owned.unwrap();
         assert_eq!(active, &[ids("0", &[0, 2])][..]);
         assert_eq!(standby, &[ids("1", &[1])][..]);
@@ -820,6 +844,34 @@ mod tests {
             r.task_end_offsets.unwrap(),
             &[offset("0", 0, 100), offset("0", 2, 9), offset("1", 0, 0)][..]
         );
+    }
+
+    #[test]
+    fn the_endpoint_map_is_kept_until_the_broker_sends_a_new_one() {
+        let spec = spec();
+        let state = MemberState::new("m1".into());
+        let map = vec![EndpointPartitions {
+            host: "a".into(),
+            port: 1,
+            active: vec![("in".into(), vec![0, 1])],
+            standby: Vec::new(),
+        }];
+        let mut r = ok(3);
+        r.endpoint_information_epoch = 4;
+        r.partitions_by_user_endpoint = Some(map.clone());
+        let first = spec.on_response(&state, Ok(r), Instant::now()).next;
+        assert_eq!(first.endpoints.as_deref(), Some(&map));
+        assert_eq!(first.endpoint_epoch, 4);
+        // Null: unchanged.
+        let mut r = ok(3);
+        r.endpoint_information_epoch = 4;
+        let second = spec.on_response(&first, Ok(r), Instant::now()).next;
+        assert_eq!(second.endpoints.as_deref(), Some(&map));
+        let mut r = ok(3);
+        r.endpoint_information_epoch = 5;
+        r.partitions_by_user_endpoint = Some(Vec::new());
+        let third = spec.on_response(&second, Ok(r), Instant::now()).next;
+        assert_eq!(third.endpoints.as_deref(), Some(&Vec::new()));
     }
 
     #[test]

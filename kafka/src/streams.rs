@@ -77,6 +77,8 @@ pub(crate) struct HeartbeatRequest<'a> {
     /// Active, standby and warm-up tasks: all three or none.
     pub(crate) owned: Option<[&'a [TaskIds]; 3]>,
     pub(crate) process_id: Option<&'a str>,
+    /// Where the member answers interactive queries (host, port); `None`: none or unchanged.
+    pub(crate) user_endpoint: Option<(&'a str, u16)>,
     pub(crate) client_tags: Option<&'a [(String, String)]>,
     pub(crate) task_offsets: Option<&'a [TaskOffset]>,
     pub(crate) task_end_offsets: Option<&'a [TaskOffset]>,
@@ -178,7 +180,15 @@ impl HeartbeatRequest<'_> {
             None => (0..3).for_each(|_| put_null_array(b)),
         }
         put_nullable_str(b, self.process_id);
-        b.push(0xff); // UserEndpoint: riffle serves no interactive queries
+        match self.user_endpoint {
+            None => b.push(0xff),
+            Some((host, port)) => {
+                b.push(1);
+                put_str(b, host);
+                b.extend_from_slice(&port.to_be_bytes());
+                put_tags(b);
+            }
+        }
         match self.client_tags {
             Some(tags) => {
                 put_array_len(b, tags.len());
@@ -292,6 +302,19 @@ pub(crate) struct HeartbeatResponse {
     pub(crate) standby: Option<Vec<TaskIds>>,
     pub(crate) warmup: Option<Vec<TaskIds>>,
     pub(crate) endpoint_information_epoch: i32,
+    /// Every member's endpoint and partitions; `None`: unchanged since the last answer.
+    pub(crate) partitions_by_user_endpoint: Option<Vec<EndpointPartitions>>,
+}
+
+/// One member's query endpoint and the topic partitions of its tasks (`EndpointToPartitions`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EndpointPartitions {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// (topic, partitions) of its active tasks.
+    pub(crate) active: Vec<(String, Vec<i32>)>,
+    /// Of its standby tasks.
+    pub(crate) standby: Vec<(String, Vec<i32>)>,
 }
 
 fn read_task_ids(r: &mut Reader<'_>) -> Result<TaskIds> {
@@ -323,13 +346,13 @@ fn read_endpoint(r: &mut Reader<'_>) -> Result<(String, u16)> {
     Ok((host, port))
 }
 
-fn read_topic_partitions(r: &mut Reader<'_>) -> Result<()> {
+fn read_topic_partitions(r: &mut Reader<'_>) -> Result<Vec<(String, Vec<i32>)>> {
     r.vec("TopicPartition", |r| {
-        r.str("TopicPartition.Topic")?;
-        r.vec("TopicPartition.Partitions", |r| r.i32("partition"))?;
-        r.tags("TopicPartition tags")
-    })?;
-    Ok(())
+        let topic = r.str("TopicPartition.Topic")?;
+        let partitions = r.vec("TopicPartition.Partitions", |r| r.i32("partition"))?;
+        r.tags("TopicPartition tags")?;
+        Ok((topic, partitions))
+    })
 }
 
 impl HeartbeatResponse {
@@ -363,11 +386,17 @@ impl HeartbeatResponse {
             r.bool("TopologyDescriptionRequired")?;
         }
         let endpoint_information_epoch = r.i32("EndpointInformationEpoch")?;
-        r.nullable_vec("PartitionsByUserEndpoint", |r| {
-            read_endpoint(r)?;
-            read_topic_partitions(r)?;
-            read_topic_partitions(r)?;
-            r.tags("EndpointToPartitions tags")
+        let partitions_by_user_endpoint = r.nullable_vec("PartitionsByUserEndpoint", |r| {
+            let (host, port) = read_endpoint(r)?;
+            let active = read_topic_partitions(r)?;
+            let standby = read_topic_partitions(r)?;
+            r.tags("EndpointToPartitions tags")?;
+            Ok(EndpointPartitions {
+                host,
+                port,
+                active,
+                standby,
+            })
         })?;
         r.tags("response tags")?;
         r.finish()?;
@@ -383,6 +412,7 @@ impl HeartbeatResponse {
             standby,
             warmup,
             endpoint_information_epoch,
+            partitions_by_user_endpoint,
         })
     }
 }
@@ -598,6 +628,7 @@ mod tests {
             topology: Some(&topology),
             owned: Some([&[], &[], &[]]),
             process_id: Some("p1"),
+            user_endpoint: None,
             client_tags: Some(&[]),
             task_offsets: Some(&[]),
             task_end_offsets: Some(&[]),
@@ -627,6 +658,7 @@ mod tests {
             topology: None,
             owned: Some([&[], &[], &[]]),
             process_id: None,
+            user_endpoint: None,
             client_tags: None,
             task_offsets: None,
             task_end_offsets: None,
@@ -647,6 +679,7 @@ mod tests {
             topology: None,
             owned: None,
             process_id: None,
+            user_endpoint: None,
             client_tags: None,
             task_offsets: None,
             task_end_offsets: None,
@@ -657,6 +690,59 @@ mod tests {
             b,
             hex("0561707031036d31ffffffff000000000000ffffffffff00000000ff0000000000")
         );
+    }
+
+    #[test]
+    fn a_user_endpoint_and_the_endpoint_map_match_the_golden_bytes() {
+        let mut b = Vec::new();
+        HeartbeatRequest {
+            group_id: "app1",
+            member_id: "m1",
+            member_epoch: 2,
+            endpoint_information_epoch: 0,
+            rebalance_timeout_ms: -1,
+            topology: None,
+            owned: None,
+            process_id: None,
+            user_endpoint: Some(("h", 8080)),
+            client_tags: None,
+            task_offsets: None,
+            task_end_offsets: None,
+            shutdown_application: false,
+        }
+        .encode(&mut b);
+        // ... ProcessId null, UserEndpoint present: "h", port 0x1f90, no tags; ClientTags null.
+        assert_eq!(
+            b,
+            hex(
+                "05617070 31036d31 00000002 00000000 0000ffff ffffff 000000 00 01 0268 1f90 00 00 00 00 00 00"
+            )
+        );
+        // A v1 response with one endpoint: active in-[0,2], standby in-[1].
+        let mut r = hex("00000000 0000 00 03 6d31 00000003 00001388 0000ea60 0000000000002710");
+        r.extend(hex("00 00 00 00 00")); // status, active, standby, warm-up null; no description
+        r.extend(hex("00000007")); // EndpointInformationEpoch
+        r.extend(hex("02 0268 1f90 00")); // one entry: endpoint h:8080
+        r.extend(hex("02 03 696e 03 00000000 00000002 00")); // active
+        r.extend(hex("02 03 696e 02 00000001 00")); // standby
+        r.extend(hex("00 00"));
+        let decoded = HeartbeatResponse::decode(&r, 1).expect("decodes");
+        assert_eq!(decoded.endpoint_information_epoch, 7);
+        assert_eq!(
+            decoded.partitions_by_user_endpoint,
+            Some(vec![EndpointPartitions {
+                host: "h".into(),
+                port: 8080,
+                active: vec![("in".into(), vec![0, 2])],
+                standby: vec![("in".into(), vec![1])],
+            }])
+        );
+        for cut in 0..r.len() {
+            assert!(
+                HeartbeatResponse::decode(&r[..cut], 1).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 
     fn response_v1(active: &[u8]) -> Vec<u8> {

@@ -93,6 +93,11 @@ impl StreamsApp {
             application_id: app_id.clone(),
             process_id: state_dir.process_id().to_owned(),
             subtopologies,
+            user_endpoint: config
+                .application_server
+                .as_deref()
+                .map(str::parse)
+                .transpose()?,
         };
         let coordinator = backend.group_coordinator(&group)?;
         let threads = config.num_stream_threads;
@@ -194,6 +199,31 @@ impl StreamsApp {
         params: crate::StoreQueryParameters<T>,
     ) -> Result<T::Store> {
         T::view(&crate::query::ViewSource(self.shared.clone()), &params.name)
+    }
+
+    /// Where `key` of store `store` lives (Kafka Streams' `queryMetadataForKey`): its
+    /// partition, and the instances running its task as active and standby, by their
+    /// `application_server`. `key_serde` must be the serde the store's input is keyed with (the
+    /// key's partition is the default partitioner's over its bytes). On Kafka the instances
+    /// come from the broker's latest heartbeat answer, so the active host is `None` during a
+    /// rebalance; on the embedded log this instance holds every key. An unknown store is
+    /// [`Error::InvalidStateStore`].
+    pub fn query_metadata_for_key<K: 'static>(
+        &self,
+        store: &str,
+        key: &K,
+        key_serde: &crate::SerdeRef<K>,
+    ) -> Result<crate::KeyQueryMetadata> {
+        let mut bytes = Vec::new();
+        key_serde.serialize(key, &mut bytes);
+        crate::metadata::key_query_metadata(&self.shared, store, &bytes)
+    }
+
+    /// Every instance of the application with an `application_server`, and the input
+    /// partitions of its active and standby tasks (Kafka Streams'
+    /// `metadataForAllStreamsClients`).
+    pub fn metadata_for_all_streams_clients(&self) -> Result<Vec<crate::StreamsMetadata>> {
+        crate::metadata::all_instances(&self.shared)
     }
 
     /// Where the Prometheus endpoint listens (`metrics_http_addr`), once started.

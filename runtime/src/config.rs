@@ -241,6 +241,11 @@ pub struct StreamsConfig {
     /// Which metrics are recorded (`metrics.recording.level`): `INFO` (the default) or
     /// `DEBUG`, which also times every store read and write.
     pub metrics_recording_level: RecordingLevel,
+    /// Where this instance answers interactive queries, `host:port` (`application.server`):
+    /// told to the group so that [`crate::StreamsApp::query_metadata_for_key`] on any
+    /// instance names the one holding a key. riffle does not serve queries itself. `None`, the
+    /// default: this instance is not named.
+    pub application_server: Option<String>,
 }
 
 impl StreamsConfig {
@@ -275,6 +280,7 @@ impl StreamsConfig {
             auto_offset_reset: AutoOffsetReset::Earliest,
             metrics_http_addr: None,
             metrics_recording_level: RecordingLevel::Info,
+            application_server: None,
         }
     }
 
@@ -342,6 +348,9 @@ impl StreamsConfig {
                 self.metrics_http_addr = (!value.is_empty()).then(|| value.to_owned())
             }
             "metrics_recording_level" => self.metrics_recording_level = value.parse()?,
+            "application_server" => {
+                self.application_server = (!value.is_empty()).then(|| value.to_owned())
+            }
             "auto_offset_reset" | "consumer_auto_offset_reset" => {
                 self.auto_offset_reset = value.parse()?
             }
@@ -360,6 +369,9 @@ impl StreamsConfig {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
+        if let Some(server) = &self.application_server {
+            server.parse::<crate::HostInfo>()?;
+        }
         let id = &self.application_id;
         let valid = !id.is_empty()
             && id

@@ -70,6 +70,9 @@ pub struct GroupInfo {
     pub process_id: String,
     /// The topology, sub-topology by sub-topology.
     pub subtopologies: Vec<SubtopologyInfo>,
+    /// Where this instance answers interactive queries (`application_server`), for the
+    /// heartbeat's `UserEndpoint`.
+    pub user_endpoint: Option<crate::HostInfo>,
 }
 
 impl GroupInfo {
@@ -148,5 +151,12 @@ pub trait GroupCoordinator: Send + Sync {
     /// of changes through heartbeats (a remote broker) keep the default.
     fn generation(&self) -> u64 {
         0
+    }
+    /// Every instance of the group with its endpoint and the input partitions of its active
+    /// and standby tasks, as the coordinator last heard (a Kafka broker's
+    /// `PartitionsByUserEndpoint`). `None` (the default): the coordinator knows no other
+    /// instance (the embedded one: every task runs in this process).
+    fn endpoints(&self) -> Option<Vec<crate::StreamsMetadata>> {
+        None
     }
 }

@@ -150,6 +150,7 @@
 //! - `producer`: [`Producer`], typed records into either backend, batched per partition.
 //! - `query`: interactive queries, [`ReadOnlyKeyValueStore`], [`ReadOnlyWindowStore`] and
 //!   [`ReadOnlySessionStore`] over every local task.
+//! - `metadata`: which instance holds a key ([`KeyQueryMetadata`], [`StreamsMetadata`]).
 //! - `loop_core`: every decision of a stream thread's loop, with no I/O; `thread`: the thin
 //!   loop that executes them; `snapshot`, `restore`: the thread's offset-sum snapshot and its
 //!   state updater's view of the stores.
@@ -169,6 +170,7 @@ mod error;
 mod group;
 mod handlers;
 mod loop_core;
+mod metadata;
 mod metrics;
 mod node;
 mod processor;
@@ -203,6 +205,7 @@ pub use dsl::{
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
 pub use handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};
+pub use metadata::{HostInfo, KeyQueryMetadata, StreamsMetadata};
 pub use metrics::{SegmentedStoreTotals, ThreadMetrics, segmented_store_totals};
 pub use processor::{
     Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,

@@ -107,3 +107,62 @@ fn queries_see_every_local_tasks_counts_while_the_app_runs() {
         .expect_err("the application stopped");
     assert!(matches!(err, Error::InvalidStateStore { .. }), "{err}");
 }
+
+#[test]
+fn on_the_embedded_log_this_instance_holds_every_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    common::produce(&log, "in", 4, &input(100, 0));
+    let app_with = |server: Option<&str>, state: &str| {
+        let mut config = StreamsConfig::new("where");
+        config.state_dir = dir.path().join(state);
+        if let Some(server) = server {
+            config.set("application.server", server).expect("host:port");
+        }
+        StreamsApp::new(
+            common::persistent_count_topology(),
+            config,
+            EmbeddedBackend::new(log.clone()).shared(),
+        )
+    };
+    let bad = app_with(Some("no-port"), "bad").expect_err("not host:port");
+    assert!(bad.to_string().contains("host:port"), "{bad}");
+    let app = app_with(Some("localhost:8080"), "a").expect("app");
+    let serde = riffle::Serdes::string();
+    for key in ["key-001", "key-050", "absent"] {
+        let meta = app
+            .query_metadata_for_key("counts", &key.to_owned(), &serde)
+            .expect("metadata");
+        assert_eq!(
+            meta.active_host,
+            Some(riffle::HostInfo::new("localhost", 8080))
+        );
+        assert!(meta.standby_hosts.is_empty());
+        assert_eq!(
+            meta.partition,
+            riffle::log::partition_for_key(key.as_bytes(), 4)
+        );
+    }
+    let all = app.metadata_for_all_streams_clients().expect("metadata");
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].active_partitions.len(), 4);
+    let err = app
+        .query_metadata_for_key("nope", &"k".to_owned(), &serde)
+        .expect_err("no such store");
+    assert!(matches!(err, Error::InvalidStateStore { .. }), "{err}");
+    drop(app);
+    let unnamed = app_with(None, "b").expect("app");
+    let meta = unnamed
+        .query_metadata_for_key("counts", &"key-001".to_owned(), &serde)
+        .expect("metadata");
+    assert_eq!(
+        meta.active_host, None,
+        "no application_server: no host to name"
+    );
+    assert!(
+        unnamed
+            .metadata_for_all_streams_clients()
+            .expect("metadata")
+            .is_empty()
+    );
+}
