@@ -49,6 +49,10 @@ pub(crate) struct Args {
     /// Write the samples and the summary as JSON rows here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Passed to the sample as its --set NAME=VALUE (repeatable), e.g.
+    /// `--set statestore_memory_max_bytes=100663296`.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    settings: Vec<String>,
 }
 
 /// One sample of the child.
@@ -57,6 +61,10 @@ struct Sample {
     elapsed_s: f64,
     records_written: u64,
     rss_mib: f64,
+    /// The anonymous part of the RSS (heap), from `RssAnon`.
+    rss_anon_mib: f64,
+    /// The file-backed part (mapped files), from `RssFile`.
+    rss_file_mib: f64,
     threads: u64,
     open_files: u64,
 }
@@ -124,6 +132,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             &args.store,
         ])
         .args(["--follow", "--progress-every", "1s"])
+        .args(args.settings.iter().flat_map(|s| ["--set", s.as_str()]))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -171,14 +180,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 elapsed_s: start.elapsed().as_secs_f64(),
                 records_written: written,
                 rss_mib: status_field(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0,
+                rss_anon_mib: status_field(pid, "RssAnon:").unwrap_or(0) as f64 / 1024.0,
+                rss_file_mib: status_field(pid, "RssFile:").unwrap_or(0) as f64 / 1024.0,
                 threads: entries(&format!("/proc/{pid}/task")),
                 open_files: entries(&format!("/proc/{pid}/fd")),
             };
             println!(
-                "{:>6.0} s: {:>10} records written, child RSS {:.1} MiB, {} threads, {} files",
+                "{:>6.0} s: {:>10} records written, child RSS {:.1} MiB (anon {:.1}, file {:.1}), {} threads, {} files",
                 sample.elapsed_s,
                 sample.records_written,
                 sample.rss_mib,
+                sample.rss_anon_mib,
+                sample.rss_file_mib,
                 sample.threads,
                 sample.open_files
             );
