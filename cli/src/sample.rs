@@ -132,9 +132,10 @@ pub(crate) struct CountArgs {
     settings: Vec<String>,
     #[command(flatten)]
     follow: RunArgs,
-    /// Answer `GET /counts/<key>` at http://HOST:PORT from the running application's store
-    /// (an interactive query over every local task): the key's count, 404 if it has none, 503
-    /// while the store migrates.
+    /// Answer `GET /counts/<key>` at http://HOST:PORT (also this instance's
+    /// `application_server`) from the running application's store (an interactive query over
+    /// every local task): the key's count, 404 if it has none; on Kafka, a 307 redirect to the
+    /// instance that counts the key when another one does; 503 while the store migrates.
     #[arg(long, value_name = "HOST:PORT")]
     serve: Option<String>,
 }
@@ -216,14 +217,19 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         config.set(name, value)?;
     }
     args.follow.configure(&mut config);
+    let listener = args
+        .serve
+        .as_deref()
+        .map(|addr| bind_serve(addr, &mut config))
+        .transpose()?;
     let total_input: u64 = input_size(&log, &input)?;
     let app = StreamsApp::new(
         topology(&input, &output, args.store)?,
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )?;
-    if let Some(addr) = &args.serve {
-        serve_counts(&app, addr)?;
+    if let Some(listener) = listener {
+        serve_counts(&app, listener)?;
     }
     let (summary, elapsed, interrupted) =
         run_with_progress(app, total_input, StreamsApp::is_idle, args.follow.clone())?;
@@ -231,21 +237,41 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
     report(&summary, elapsed, interrupted, &counts, expected.as_ref())
 }
 
-/// `--serve`: answers `GET /counts/<key>` from `app`'s store `counts` (an interactive query)
-/// on a thread of its own, for as long as this process runs.
-pub(crate) fn serve_counts(app: &StreamsApp, addr: &str) -> anyhow::Result<()> {
+/// `--serve ADDR`: listens at `addr` before the application exists, so that the address it
+/// got (port 0 picks one) becomes the application's `application_server`.
+pub(crate) fn bind_serve(
+    addr: &str,
+    config: &mut StreamsConfig,
+) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("--serve {addr}: cannot listen"))?;
+    let bound = listener.local_addr()?;
+    config.application_server = Some(bound.to_string());
+    Ok(listener)
+}
+
+/// `--serve`: answers `GET /counts/<key>` on `listener` (from [`bind_serve`]) on a thread of
+/// its own, for as long as this process runs: from `app`'s store `counts` (an interactive
+/// query over every local task) when this instance runs the key's task; else a redirect
+/// (307) to the instance that does, as the group names it; 503 while no instance is known to
+/// have it (a rebalance) or the store migrates.
+pub(crate) fn serve_counts(
+    app: &StreamsApp,
+    listener: std::net::TcpListener,
+) -> anyhow::Result<()> {
     use std::io::{Read, Write};
     let store = app.store(riffle::StoreQueryParameters::from_name_and_type(
         "counts",
         riffle::QueryableStoreTypes::key_value::<String, i64>(),
     ))?;
-    let listener = std::net::TcpListener::bind(addr)
-        .with_context(|| format!("--serve {addr}: cannot listen"))?;
     let bound = listener.local_addr()?;
+    let me: riffle::HostInfo = bound.to_string().parse()?;
     println!("serving counts at http://{bound}/counts/<key>");
+    let route = app.metadata_handle();
     std::thread::Builder::new()
         .name("sample-serve".into())
         .spawn(move || {
+            let serde = riffle::Serdes::string();
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
@@ -260,17 +286,45 @@ pub(crate) fn serve_counts(app: &StreamsApp, addr: &str) -> anyhow::Result<()> {
                 }
                 let request = String::from_utf8_lossy(&request);
                 let path = request.split_whitespace().nth(1).unwrap_or("");
+                let mut location = None;
                 let (status, body) = match path.strip_prefix("/counts/") {
-                    Some(key) if request.starts_with("GET ") => match store.get(&key.to_owned()) {
-                        Ok(Some(count)) => ("200 OK", format!("{count}\n")),
-                        Ok(None) => ("404 Not Found", format!("no count for {key}\n")),
-                        Err(e) => ("503 Service Unavailable", format!("{e}\n")),
-                    },
+                    Some(key) if request.starts_with("GET ") => {
+                        let key = key.to_owned();
+                        match route.query_metadata_for_key("counts", &key, &serde) {
+                            Ok(meta) => match meta.active_host {
+                                Some(host) if host != me => {
+                                    let url = format!("http://{host}/counts/{key}");
+                                    let body = format!(
+                                        "{key} is counted by the instance at {host} (partition {}): {url}\n",
+                                        meta.partition
+                                    );
+                                    location = Some(url);
+                                    ("307 Temporary Redirect", body)
+                                }
+                                _ => match store.get(&key) {
+                                    Ok(Some(count)) => ("200 OK", format!("{count}\n")),
+                                    Ok(None) if meta.active_host.is_none() => (
+                                        "503 Service Unavailable",
+                                        format!(
+                                            "no instance is known to run partition {} of {key} now (rebalancing?)\n",
+                                            meta.partition
+                                        ),
+                                    ),
+                                    Ok(None) => ("404 Not Found", format!("no count for {key}\n")),
+                                    Err(e) => ("503 Service Unavailable", format!("{e}\n")),
+                                },
+                            },
+                            Err(e) => ("503 Service Unavailable", format!("{e}\n")),
+                        }
+                    }
                     _ => ("404 Not Found", "GET /counts/<key>\n".to_owned()),
                 };
+                let location = location
+                    .map(|url| format!("Location: {url}\r\n"))
+                    .unwrap_or_default();
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\n{location}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
                 );
             }

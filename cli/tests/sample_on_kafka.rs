@@ -292,3 +292,134 @@ fn the_sample_follows_a_kafka_topic_until_ctrl_c() {
     }
     assert_eq!(counts, model);
 }
+
+/// `--serve` on Kafka with two instances of one application: each answers `GET /counts/<key>`
+/// for the keys it counts and redirects (307, `Location`) to the other instance for the rest,
+/// as the broker's endpoint map names it; following the redirect gives the count of a `HashMap`
+/// model of the input, for every key.
+#[test]
+fn two_serving_samples_redirect_to_the_instance_that_counts_a_key() {
+    use std::collections::HashMap;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let broker = KafkaBroker::start().unwrap();
+    broker.create_topic("serve-in", 4).unwrap();
+    let mut model: HashMap<String, i64> = HashMap::new();
+    let lines: Vec<String> = (0..400).map(|i| format!("key-{}\t1", i % 40)).collect();
+    for line in &lines {
+        *model
+            .entry(line.split('\t').next().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    broker
+        .console_produce("serve-in", &lines, &[("parse.key", "true")])
+        .unwrap();
+    let spawn = || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_riffle"))
+            .args([
+                "sample",
+                "group-by-key-count",
+                "--bootstrap-servers",
+                broker.bootstrap(),
+                "--input",
+                "serve-in",
+                "--output",
+                "serve-out",
+                "--application-id",
+                "serve-app",
+                "--store",
+                "memory",
+                "--threads",
+                "1",
+                "--follow",
+                "--serve",
+                "127.0.0.1:0",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let addr = loop {
+            let mut line = String::new();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "no --serve line");
+            if let Some(addr) = line
+                .trim()
+                .strip_prefix("serving counts at http://")
+                .and_then(|l| l.strip_suffix("/counts/<key>"))
+            {
+                break addr.to_owned();
+            }
+        };
+        // Keep draining its output.
+        std::thread::spawn(move || for _ in stdout.lines() {});
+        (child, addr)
+    };
+    let (mut a, a_addr) = spawn();
+    let (mut b, b_addr) = spawn();
+    let get = |addr: &str, path: &str| -> (u16, Option<String>, String) {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let location = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Location: "))
+            .map(str::to_owned);
+        (status, location, body.trim().to_owned())
+    };
+    // Until the group settles: every key answered, some by each instance.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (direct, redirected) = loop {
+        let mut direct = 0;
+        let mut redirected = 0;
+        let mut wrong = Vec::new();
+        for (key, count) in &model {
+            let path = format!("/counts/{key}");
+            let answer = match get(&a_addr, &path) {
+                (200, _, body) => {
+                    direct += 1;
+                    body
+                }
+                (307, Some(location), _) => {
+                    let rest = location.strip_prefix("http://").unwrap();
+                    let (host, path) = rest.split_once('/').unwrap();
+                    assert_eq!(host, b_addr, "redirected to the other instance");
+                    redirected += 1;
+                    get(host, &format!("/{path}")).2
+                }
+                (status, _, body) => format!("{status} {body}"),
+            };
+            if answer != count.to_string() {
+                wrong.push((key.clone(), answer));
+            }
+        }
+        if wrong.is_empty() && direct > 0 && redirected > 0 {
+            break (direct, redirected);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "answers still wrong: {wrong:?} ({direct} direct, {redirected} redirected)"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    println!("{direct} keys answered by the first instance, {redirected} redirected");
+    for child in [&mut a, &mut b] {
+        let pid = child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(child.wait().unwrap().success());
+    }
+}

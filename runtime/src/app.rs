@@ -214,9 +214,15 @@ impl StreamsApp {
         key: &K,
         key_serde: &crate::SerdeRef<K>,
     ) -> Result<crate::KeyQueryMetadata> {
-        let mut bytes = Vec::new();
-        key_serde.serialize(key, &mut bytes);
-        crate::metadata::key_query_metadata(&self.shared, store, &bytes)
+        self.metadata_handle()
+            .query_metadata_for_key(store, key, key_serde)
+    }
+
+    /// The two metadata calls for another thread ([`crate::MetadataHandle`]).
+    pub fn metadata_handle(&self) -> crate::MetadataHandle {
+        crate::MetadataHandle {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Every instance of the application with an `application_server`, and the input

@@ -205,7 +205,7 @@ pub use dsl::{
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
 pub use handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};
-pub use metadata::{HostInfo, KeyQueryMetadata, StreamsMetadata};
+pub use metadata::{HostInfo, KeyQueryMetadata, MetadataHandle, StreamsMetadata};
 pub use metrics::{SegmentedStoreTotals, ThreadMetrics, segmented_store_totals};
 pub use processor::{
     Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,

@@ -109,6 +109,41 @@ pub struct KeyQueryMetadata {
     pub partition: u32,
 }
 
+/// [`crate::StreamsApp::query_metadata_for_key`] and
+/// [`crate::StreamsApp::metadata_for_all_streams_clients`] for another thread (an HTTP server
+/// answering queries): cheap to clone, valid while the application runs.
+#[derive(Clone)]
+pub struct MetadataHandle {
+    pub(crate) shared: std::sync::Arc<AppShared>,
+}
+
+impl std::fmt::Debug for MetadataHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetadataHandle")
+            .field("application_id", &self.shared.group.application_id)
+            .finish()
+    }
+}
+
+impl MetadataHandle {
+    /// As [`crate::StreamsApp::query_metadata_for_key`].
+    pub fn query_metadata_for_key<K: 'static>(
+        &self,
+        store: &str,
+        key: &K,
+        key_serde: &crate::SerdeRef<K>,
+    ) -> Result<KeyQueryMetadata> {
+        let mut bytes = Vec::new();
+        key_serde.serialize(key, &mut bytes);
+        key_query_metadata(&self.shared, store, &bytes)
+    }
+
+    /// As [`crate::StreamsApp::metadata_for_all_streams_clients`].
+    pub fn metadata_for_all_streams_clients(&self) -> Result<Vec<StreamsMetadata>> {
+        all_instances(&self.shared)
+    }
+}
+
 /// The topics a store's task reads (its sub-topology's sources, repartition topics included).
 fn store_sources<'a>(shared: &'a AppShared, store: &str) -> Result<Vec<&'a str>> {
     let topology = &shared.topology;

@@ -75,14 +75,19 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
         config.set(name, value)?;
     }
     args.follow.configure(&mut config);
+    let listener = args
+        .serve
+        .as_deref()
+        .map(|addr| super::bind_serve(addr, &mut config))
+        .transpose()?;
     let remaining = remaining_input(&backend, &application_id, &input)?;
     let app = StreamsApp::new(
         topology(&input, &output, args.store)?,
         config,
         backend.shared(),
     )?;
-    if let Some(addr) = &args.serve {
-        super::serve_counts(&app, addr)?;
+    if let Some(listener) = listener {
+        super::serve_counts(&app, listener)?;
     }
     let (summary, elapsed, interrupted) = super::run_with_progress(
         app,
