@@ -27,20 +27,41 @@ use riffle_state_dir::TaskId;
 use crate::error::{Error, Result};
 use crate::shared::AppShared;
 
-/// A latency: how many, their total and their maximum (since the start), in nanoseconds.
+/// The length of one sample window of the latency averages and maxima: Kafka's
+/// `metrics.sample.window.ms` default.
+const SAMPLE_WINDOW: Duration = Duration::from_secs(30);
+
+/// The sample window `now` falls in, counted from 1 (0 marks an empty slot).
+fn sample_window() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    start.elapsed().as_secs() / SAMPLE_WINDOW.as_secs() + 1
+}
+
+/// One sample window's events.
 #[derive(Debug, Default)]
-pub(crate) struct Latency {
+struct Sample {
+    /// The window these figures are of (0: none yet).
+    window: AtomicU64,
     count: AtomicU64,
     nanos: AtomicU64,
     max_nanos: AtomicU64,
 }
 
+/// A latency, as Kafka's metrics keep one: a count since the start (`-total`), and the average
+/// and maximum over the current and the previous 30 s sample window (Kafka's two samples of
+/// `metrics.sample.window.ms`), in nanoseconds. Written by one thread at a time (its stream
+/// thread, or the thread running its task), read by any.
+#[derive(Debug, Default)]
+pub(crate) struct Latency {
+    count: AtomicU64,
+    samples: [Sample; 2],
+}
+
 impl Latency {
     pub(crate) fn record(&self, elapsed: Duration) {
         let nanos = elapsed.as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.nanos.fetch_add(nanos, Ordering::Relaxed);
-        self.max_nanos.fetch_max(nanos, Ordering::Relaxed);
+        self.record_in(sample_window(), 1, nanos, nanos);
     }
 
     /// Adds `count` events taking `nanos` in all and at most `max_nanos` each.
@@ -48,18 +69,50 @@ impl Latency {
         if count == 0 {
             return;
         }
-        self.count.fetch_add(count, Ordering::Relaxed);
-        self.nanos.fetch_add(nanos, Ordering::Relaxed);
-        self.max_nanos.fetch_max(max_nanos, Ordering::Relaxed);
+        self.record_in(sample_window(), count, nanos, max_nanos);
     }
 
-    /// (count, average in ms, maximum in ms).
+    fn record_in(&self, window: u64, count: u64, nanos: u64, max_nanos: u64) {
+        self.count.fetch_add(count, Ordering::Relaxed);
+        let sample = &self.samples[(window % 2) as usize];
+        if sample.window.load(Ordering::Relaxed) != window {
+            // The slot's window is over: it starts again (only this thread writes it).
+            sample.count.store(0, Ordering::Relaxed);
+            sample.nanos.store(0, Ordering::Relaxed);
+            sample.max_nanos.store(0, Ordering::Relaxed);
+            sample.window.store(window, Ordering::Release);
+        }
+        sample.count.fetch_add(count, Ordering::Relaxed);
+        sample.nanos.fetch_add(nanos, Ordering::Relaxed);
+        sample.max_nanos.fetch_max(max_nanos, Ordering::Relaxed);
+    }
+
+    /// (count since the start, average in ms, maximum in ms over the last two windows; 0
+    /// when none fell in them).
     fn read(&self) -> (u64, f64, f64) {
-        let count = self.count.load(Ordering::Relaxed);
-        let nanos = self.nanos.load(Ordering::Relaxed) as f64;
-        let avg = if count > 0 { nanos / count as f64 } else { 0.0 };
-        let max = self.max_nanos.load(Ordering::Relaxed) as f64;
-        (count, avg / 1e6, max / 1e6)
+        self.read_at(sample_window())
+    }
+
+    fn read_at(&self, now: u64) -> (u64, f64, f64) {
+        let (mut count, mut nanos, mut max) = (0u64, 0u64, 0u64);
+        for sample in &self.samples {
+            let window = sample.window.load(Ordering::Acquire);
+            if window != 0 && window + 1 >= now {
+                count += sample.count.load(Ordering::Relaxed);
+                nanos += sample.nanos.load(Ordering::Relaxed);
+                max = max.max(sample.max_nanos.load(Ordering::Relaxed));
+            }
+        }
+        let avg = if count > 0 {
+            nanos as f64 / count as f64
+        } else {
+            0.0
+        };
+        (
+            self.count.load(Ordering::Relaxed),
+            avg / 1e6,
+            max as f64 / 1e6,
+        )
     }
 }
 
@@ -502,4 +555,26 @@ fn answer(mut stream: TcpStream, shared: &AppShared) -> std::io::Result<()> {
         body.len()
     )?;
     stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_averages_and_maxima_cover_the_last_two_sample_windows() {
+        let l = Latency::default();
+        assert_eq!(l.read_at(1), (0, 0.0, 0.0));
+        l.record_in(1, 1, 9_000_000, 9_000_000);
+        l.record_in(1, 1, 1_000_000, 1_000_000);
+        assert_eq!(l.read_at(1), (2, 5.0, 9.0));
+        l.record_in(2, 2, 4_000_000, 3_000_000);
+        // Windows 1 and 2: four events, 14 ms in all, 9 ms the largest.
+        assert_eq!(l.read_at(2), (4, 3.5, 9.0));
+        // Window 3 replaces window 1's slot: its 9 ms is forgotten.
+        l.record_in(3, 1, 1_000_000, 1_000_000);
+        assert_eq!(l.read_at(3), (5, 5.0 / 3.0, 3.0));
+        // Nothing for two windows: the total stays, the rest is 0.
+        assert_eq!(l.read_at(5), (5, 0.0, 0.0));
+    }
 }
