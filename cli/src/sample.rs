@@ -246,6 +246,12 @@ pub(crate) fn bind_serve(
     let listener = std::net::TcpListener::bind(addr)
         .with_context(|| format!("--serve {addr}: cannot listen"))?;
     let bound = listener.local_addr()?;
+    if bound.ip().is_unspecified() {
+        anyhow::bail!(
+            "--serve {addr}: other instances cannot reach {}; name the address they reach this one at",
+            bound.ip()
+        );
+    }
     config.application_server = Some(bound.to_string());
     Ok(listener)
 }
@@ -285,15 +291,20 @@ pub(crate) fn serve_counts(
                     }
                 }
                 let request = String::from_utf8_lossy(&request);
-                let path = request.split_whitespace().nth(1).unwrap_or("");
+                let target = request.split_whitespace().nth(1).unwrap_or("");
+                // A request another instance sent here is answered here, never sent on.
+                let (path, redirected) = match target.split_once('?') {
+                    Some((path, query)) => (path, query.split('&').any(|q| q == "redirected")),
+                    None => (target, false),
+                };
                 let mut location = None;
                 let (status, body) = match path.strip_prefix("/counts/") {
                     Some(key) if request.starts_with("GET ") => {
                         let key = key.to_owned();
                         match route.query_metadata_for_key("counts", &key, &serde) {
                             Ok(meta) => match meta.active_host {
-                                Some(host) if host != me => {
-                                    let url = format!("http://{host}/counts/{key}");
+                                Some(host) if host != me && !redirected => {
+                                    let url = format!("http://{host}/counts/{key}?redirected");
                                     let body = format!(
                                         "{key} is counted by the instance at {host} (partition {}): {url}\n",
                                         meta.partition

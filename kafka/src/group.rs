@@ -69,6 +69,10 @@ pub(crate) struct StreamsGroup {
     cluster: Arc<Cluster>,
     spec: GroupSpec,
     members: Mutex<BTreeMap<String, Arc<Mutex<MemberState>>>>,
+    /// The endpoint map any member received last (the broker's epochs restart when its
+    /// coordinator moves, so the latest answer wins, not the highest epoch); read by queries
+    /// without waiting for a heartbeat in flight.
+    endpoints: Mutex<Option<Arc<Vec<streams::EndpointPartitions>>>>,
 }
 
 impl StreamsGroup {
@@ -84,6 +88,7 @@ impl StreamsGroup {
             cluster,
             spec,
             members: Mutex::default(),
+            endpoints: Mutex::default(),
         })
     }
 
@@ -159,6 +164,13 @@ impl StreamsGroup {
             }
         }
         let before = std::mem::replace(m, next);
+        let new_map = match (&m.endpoints, &before.endpoints) {
+            (Some(now), Some(was)) => !Arc::ptr_eq(now, was),
+            (now, _) => now.is_some(),
+        };
+        if new_map {
+            *lock(&self.endpoints) = m.endpoints.clone();
+        }
         match action {
             Action::Assigned { tasks_changed } => {
                 if tasks_changed {
@@ -208,22 +220,10 @@ impl GroupCoordinator for StreamsGroup {
         Ok(self.heartbeat_member(&heartbeat, &mut m)?)
     }
 
-    /// The latest `PartitionsByUserEndpoint` any member of this process received (the highest
-    /// endpoint epoch), entries of one endpoint merged: empty until the broker sent one.
+    /// The latest `PartitionsByUserEndpoint` any member of this process received, entries of
+    /// one endpoint merged: empty until the broker sent one.
     fn endpoints(&self) -> Option<Vec<StreamsMetadata>> {
-        let members: Vec<_> = lock(&self.members).values().cloned().collect();
-        let mut latest: Option<(i32, Arc<Vec<streams::EndpointPartitions>>)> = None;
-        for member in members {
-            let m = lock(&member);
-            if let Some(endpoints) = &m.endpoints
-                && latest
-                    .as_ref()
-                    .is_none_or(|(epoch, _)| m.endpoint_epoch > *epoch)
-            {
-                latest = Some((m.endpoint_epoch, endpoints.clone()));
-            }
-        }
-        let Some((_, endpoints)) = latest else {
+        let Some(endpoints) = lock(&self.endpoints).clone() else {
             return Some(Vec::new());
         };
         let mut by_host: BTreeMap<HostInfo, StreamsMetadata> = BTreeMap::new();

@@ -65,7 +65,9 @@ impl MemberState {
         MemberState {
             member_id,
             epoch: 0,
-            endpoint_epoch: 0,
+            // Below any epoch the broker has, so the first answer carries the endpoint map (as
+            // the Java client starts).
+            endpoint_epoch: -1,
             assignment: Assignment::default(),
             heartbeat_interval_ms: 0,
             task_offset_interval_ms: 0,

@@ -370,7 +370,7 @@ impl StreamsConfig {
 
     pub(crate) fn validate(&self) -> Result<()> {
         if let Some(server) = &self.application_server {
-            server.parse::<crate::HostInfo>()?;
+            server.parse::<crate::HostInfo>()?.check_reachable()?;
         }
         let id = &self.application_id;
         let valid = !id.is_empty()

@@ -43,8 +43,30 @@ impl HostInfo {
 }
 
 impl std::fmt::Display for HostInfo {
+    /// `host:port`, an IPv6 address in brackets (`[::1]:8080`), as a URL's authority.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl HostInfo {
+    /// Whether other instances can reach it: not port 0 and not an unspecified address
+    /// (`0.0.0.0`, `::`), which name no host.
+    pub(crate) fn check_reachable(&self) -> Result<()> {
+        let unspecified = self
+            .host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+        if self.port == 0 || unspecified {
+            return Err(Error::Config(format!(
+                "application_server {self} is not an address other instances can reach: name the host and port this instance answers queries at"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -258,5 +280,14 @@ mod tests {
             assert!(e.to_string().contains("host:port"), "{bad}: {e}");
         }
         assert_eq!(HostInfo::new("a", 1).to_string(), "a:1");
+        assert_eq!(HostInfo::new("::1", 9).to_string(), "[::1]:9");
+        for unreachable in ["0.0.0.0:80", "[::]:80", "localhost:0"] {
+            let h: HostInfo = unreachable.parse().expect("parses");
+            let e = h.check_reachable().expect_err("unreachable");
+            assert!(e.to_string().contains("can reach"), "{e}");
+        }
+        HostInfo::new("localhost", 80)
+            .check_reachable()
+            .expect("reachable");
     }
 }

@@ -822,7 +822,20 @@ impl StreamTask {
 
     /// Publishes what one `process` call did into the task's metrics: records processed and
     /// dropped, and each input's position (once per call, never per record).
-    pub(crate) fn publish_metrics(&self, processed: usize, dropped: u64) {
+    pub(crate) fn publish_metrics(&mut self, processed: usize, dropped: u64) {
+        // At the DEBUG recording level the stores' timed reads and writes, as they happen (not
+        // at commit: the latencies' sample windows are 30 s).
+        for (store, (_, metrics)) in self.stores.stores.iter_mut().zip(&self.store_metrics) {
+            if store.timing() {
+                let (puts, gets) = store.take_timings();
+                metrics
+                    .put
+                    .record_many(puts.count, puts.nanos, puts.max_nanos);
+                metrics
+                    .get
+                    .record_many(gets.count, gets.nanos, gets.max_nanos);
+            }
+        }
         let Some(metrics) = &self.metrics else {
             return;
         };
@@ -926,14 +939,6 @@ impl StreamTask {
                 metrics.puts.fetch_add(counts.puts, Ordering::Relaxed);
                 metrics.gets.fetch_add(counts.gets, Ordering::Relaxed);
                 metrics.hits.fetch_add(counts.hits, Ordering::Relaxed);
-                if store.timing() {
-                    metrics
-                        .put
-                        .record_many(counts.puts, counts.put_nanos, counts.put_max_nanos);
-                    metrics
-                        .get
-                        .record_many(counts.gets, counts.get_nanos, counts.get_max_nanos);
-                }
             }
         }
         for changelog in changelogs.iter_mut() {

@@ -43,6 +43,10 @@ pub(crate) struct ThroughputArgs {
     /// are slices of the fetched batches, no allocation per record).
     #[arg(long, value_delimiter = ',', default_value = "string")]
     serdes: Vec<String>,
+    /// Extra options for the application, Kafka-style (repeatable), e.g.
+    /// `--set metrics.recording.level=DEBUG`.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    settings: Vec<String>,
     /// Write the rows as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -93,6 +97,12 @@ fn run_once(
     config.set("processing_guarantee", guarantee)?;
     if guarantee == "at_least_once" {
         config.commit_interval = Some(Duration::from_millis(1_000));
+    }
+    for setting in &args.settings {
+        let (name, value) = setting
+            .split_once('=')
+            .with_context(|| format!("--set {setting}: expected NAME=VALUE"))?;
+        config.set(name, value)?;
     }
     let topology = match serdes {
         "string" => topology("words", "counts", store)?,

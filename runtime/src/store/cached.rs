@@ -116,25 +116,37 @@ pub(crate) struct CachedStore {
     /// Times every read and write (the `DEBUG` recording level); off, a read or write pays one
     /// branch.
     timing: bool,
-    /// Since the last `take_counts`, when timing: reads' total and largest nanoseconds.
-    get_nanos: Cell<(u64, u64)>,
-    /// Writes' total and largest nanoseconds.
-    put_nanos: (u64, u64),
+    /// Since the last `take_timings`, when timing: reads timed, their total and largest
+    /// nanoseconds.
+    get_nanos: Cell<OpTimes>,
+    /// Writes timed, their total and largest nanoseconds.
+    put_nanos: OpTimes,
     /// The last read's key.
     memo_key: RefCell<Vec<u8>>,
 }
 
-/// What a store read and wrote between two commits ([`CachedStore::take_counts`]); the
-/// nanoseconds only when timing.
+/// What a store read and wrote between two commits ([`CachedStore::take_counts`]).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StoreCounts {
     pub(crate) puts: u64,
     pub(crate) gets: u64,
     pub(crate) hits: u64,
-    pub(crate) put_nanos: u64,
-    pub(crate) put_max_nanos: u64,
-    pub(crate) get_nanos: u64,
-    pub(crate) get_max_nanos: u64,
+}
+
+/// Timed operations of one kind: how many, their total and largest nanoseconds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OpTimes {
+    pub(crate) count: u64,
+    pub(crate) nanos: u64,
+    pub(crate) max_nanos: u64,
+}
+
+impl OpTimes {
+    fn add(&mut self, nanos: u64) {
+        self.count += 1;
+        self.nanos += nanos;
+        self.max_nanos = self.max_nanos.max(nanos);
+    }
 }
 
 fn elapsed_nanos(started: std::time::Instant) -> u64 {
@@ -172,8 +184,8 @@ impl CachedStore {
             hits: Cell::new(0),
             counted_writes: 0,
             timing: false,
-            get_nanos: Cell::new((0, 0)),
-            put_nanos: (0, 0),
+            get_nanos: Cell::new(OpTimes::default()),
+            put_nanos: OpTimes::default(),
             memo_key: RefCell::new(Vec::new()),
         }
     }
@@ -291,9 +303,9 @@ impl CachedStore {
         }
         let started = std::time::Instant::now();
         let got = self.get_untimed(key, out);
-        let nanos = elapsed_nanos(started);
-        let (total, max) = self.get_nanos.get();
-        self.get_nanos.set((total + nanos, max.max(nanos)));
+        let mut times = self.get_nanos.get();
+        times.add(elapsed_nanos(started));
+        self.get_nanos.set(times);
         got
     }
 
@@ -338,17 +350,20 @@ impl CachedStore {
     pub(crate) fn take_counts(&mut self) -> StoreCounts {
         let puts = self.writes - self.counted_writes;
         self.counted_writes = self.writes;
-        let (get_nanos, get_max_nanos) = self.get_nanos.replace((0, 0));
-        let (put_nanos, put_max_nanos) = std::mem::take(&mut self.put_nanos);
         StoreCounts {
             puts,
             gets: self.gets.replace(0),
             hits: self.hits.replace(0),
-            put_nanos,
-            put_max_nanos,
-            get_nanos,
-            get_max_nanos,
         }
+    }
+
+    /// The (puts, gets) timed since the last call (only when timing), for metrics published as
+    /// the operations happen.
+    pub(crate) fn take_timings(&mut self) -> (OpTimes, OpTimes) {
+        (
+            std::mem::take(&mut self.put_nanos),
+            self.get_nanos.replace(OpTimes::default()),
+        )
     }
 
     /// Writes `key` (`None` deletes) into the cache.
@@ -365,9 +380,7 @@ impl CachedStore {
         }
         let started = std::time::Instant::now();
         self.put_untimed(key, value, timestamp, headers);
-        let nanos = elapsed_nanos(started);
-        let (total, max) = self.put_nanos;
-        self.put_nanos = (total + nanos, max.max(nanos));
+        self.put_nanos.add(elapsed_nanos(started));
     }
 
     fn put_untimed(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64, headers: &Headers) {
