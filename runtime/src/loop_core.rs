@@ -113,6 +113,9 @@ pub(crate) struct LoopCore {
     punctuation_of: HashMap<TaskId, Instant>,
     /// A processor asked for a commit.
     commit_requested: bool,
+    /// The task a processing pass stopped after because the caches filled: the next pass
+    /// starts after it, so every busy task gets its turn.
+    resume_after: Option<TaskId>,
 }
 
 impl LoopCore {
@@ -128,6 +131,7 @@ impl LoopCore {
             next_heartbeat: now,
             heartbeat_interval: settings.heartbeat_interval,
             seen_generation: 0,
+            resume_after: None,
             next_cleanup: settings.cleanup_interval.map(|d| now + d),
             punctuations: BTreeSet::new(),
             punctuation_of: HashMap::new(),
@@ -202,9 +206,24 @@ impl LoopCore {
         }
     }
 
-    /// Tasks with fetched records to process, in task order.
+    /// Tasks with fetched records to process, in task order from where the last pass stopped
+    /// ([`stopped_after`](Self::stopped_after)), wrapping around.
     pub(crate) fn busy(&self) -> impl Iterator<Item = TaskId> + '_ {
-        self.busy.iter().copied()
+        use std::ops::Bound::{Excluded, Unbounded};
+        let (first, wrapped) = match self.resume_after {
+            Some(id) => (
+                self.busy.range((Excluded(id), Unbounded)),
+                Some(self.busy.range(..=id)),
+            ),
+            None => (self.busy.range(..), None),
+        };
+        first.chain(wrapped.into_iter().flatten()).copied()
+    }
+
+    /// A processing pass stopped after task `id`, the caches full, before the other busy tasks:
+    /// the next pass starts after it.
+    pub(crate) fn stopped_after(&mut self, id: TaskId) {
+        self.resume_after = Some(id);
     }
 
     /// How processing `id` went: it processed `records` and has `buffered` records left.
@@ -250,6 +269,11 @@ impl LoopCore {
     /// records where they are.
     pub(crate) fn offsets_moved(&mut self, id: TaskId) {
         self.dirty.insert(id);
+    }
+
+    /// The bytes the stores' caches may hold before a commit is due.
+    pub(crate) fn cache_max_bytes(&self) -> usize {
+        self.settings.cache_max_bytes
     }
 
     /// A processor asked for a commit: the next `commit_due` says so.

@@ -81,8 +81,10 @@ impl TaskStores {
         } else {
             None
         };
-        let mut stores = Vec::new();
-        let mut changelogs = Vec::new();
+        // Exactly sized: a task usually has one store, and a `Vec` of it grown by a push would
+        // hold room for four (a thread of 10,000 tasks spent 9 MiB on that room).
+        let mut stores = Vec::with_capacity(sub.stores.len());
+        let mut changelogs = Vec::with_capacity(sub.stores.len());
         // A persistent store's recorded position differs from the checkpoint's offset.
         let mut disagrees = false;
         for &s in &sub.stores {
@@ -949,6 +951,11 @@ impl StreamTask {
         self.uncommitted = 0;
         self.offsets_moved = false;
         Ok(())
+    }
+
+    /// Bytes the task's store caches hold allocated ([`CachedStore::kept_bytes`]).
+    pub(crate) fn cache_kept_bytes(&self) -> usize {
+        self.stores.stores.iter().map(CachedStore::kept_bytes).sum()
     }
 
     /// Frees the buffers of the task's (empty, just committed) store caches.

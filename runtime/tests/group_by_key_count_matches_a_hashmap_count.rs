@@ -172,3 +172,51 @@ fn a_partition_with_more_records_than_one_loop_takes_is_drained() {
         common::count_model(records.iter().map(|(k, _)| k.as_str()))
     );
 }
+
+/// A stream thread stops a processing pass once its caches hold `statestore_cache_max_bytes`
+/// and commits before it processes its other busy tasks, taking them up where it stopped:
+/// with a one-byte cache every task's records are committed apart, and every record is still
+/// counted once.
+#[test]
+fn a_full_cache_commits_before_the_other_busy_tasks_are_processed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    let partitions = 64;
+    let records: Vec<(String, String)> = (0..2_000)
+        .map(|i| (format!("key-{}", i % 300), String::new()))
+        .collect();
+    common::produce(&log, "in", partitions, &records);
+    let mut config = config("full-cache", &dir.path().join("state"), 1);
+    config.commit_interval = Some(Duration::from_secs(600));
+    config.statestore_cache_max_bytes = 1;
+    let mut app = StreamsApp::new(
+        count_topology("in", "out"),
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )
+    .expect("app");
+    app.start().expect("start");
+    while !app.is_idle() {
+        assert!(!app.is_shutting_down(), "the app stopped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let commits: f64 = app
+        .metrics()
+        .iter()
+        .filter(|m| m.group == "stream-thread-metrics" && m.name == "commit-total")
+        .map(|m| m.value)
+        .sum();
+    let busy_tasks = records
+        .iter()
+        .map(|(k, _)| riffle::log::partition_for_key(k.as_bytes(), partitions))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    assert!(
+        commits >= busy_tasks as f64,
+        "{commits} commits for {busy_tasks} tasks with records: a pass went past a full cache"
+    );
+    let summary = app.close().expect("close");
+    assert_eq!(summary.records_processed, records.len() as u64);
+    let expected = common::count_model(records.iter().map(|(k, _)| k.as_str()));
+    assert_eq!(common::latest_longs(&log, "out"), expected);
+}

@@ -137,6 +137,35 @@ fn processing_tracks_busy_and_dirty_tasks() {
     assert_eq!(core.dirty().collect::<Vec<_>>(), vec![task(0), task(2)]);
 }
 
+#[test]
+fn a_pass_stopped_by_full_caches_resumes_after_the_last_task_it_processed() {
+    let mut core = caught_up_core(settings(), 5, Instant::now());
+    let all: Vec<TopicPartition> = (0..5).map(tp).collect();
+    core.observe(1, Changes::Named(&all));
+    for p in 0..5 {
+        core.fetched((task(p), 0), true);
+    }
+    assert_eq!(core.busy().collect::<Vec<_>>(), ids(&[0, 1, 2, 3, 4]));
+    // Tasks 0 and 1 processed part of their records, then the caches were full.
+    core.processed(task(0), 1_000, true);
+    core.processed(task(1), 1_000, true);
+    core.stopped_after(task(1));
+    assert_eq!(
+        core.busy().collect::<Vec<_>>(),
+        ids(&[2, 3, 4, 0, 1]),
+        "the tasks the pass did not reach go first"
+    );
+    // The next pass drains 2 and 3 and fills the caches again at 3.
+    core.processed(task(2), 10, false);
+    core.processed(task(3), 10, false);
+    core.stopped_after(task(3));
+    assert_eq!(core.busy().collect::<Vec<_>>(), ids(&[4, 0, 1]));
+    // A resume point no longer busy still orders the rest after it.
+    core.processed(task(4), 10, false);
+    core.stopped_after(task(4));
+    assert_eq!(core.busy().collect::<Vec<_>>(), ids(&[0, 1]));
+}
+
 // ---- commits ------------------------------------------------------------------------------
 
 #[test]

@@ -729,6 +729,14 @@ impl CachedStore {
         Ok(())
     }
 
+    /// Bytes the cache's buffers hold allocated (its arena, entries and index), whether in use
+    /// or kept from the last commit for the next.
+    pub(crate) fn kept_bytes(&self) -> usize {
+        self.arena.capacity()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.index.capacity() * (std::mem::size_of::<usize>() + 1)
+    }
+
     /// Frees the buffers of an empty cache (one whose task went idle); it grows them again on
     /// its next write.
     pub(crate) fn release_buffers(&mut self) {
