@@ -829,10 +829,11 @@ impl StreamThread {
                 task.release_cache_buffers();
             }
         }
-        // The buffers kept for the next commit count against the thread's cache budget: past
-        // half of it, the rest go back. (Without this bound, a commit of 10,000 tasks each
-        // keeping a few KiB kept 60 MiB per thread beyond `statestore_cache_max_bytes`.)
-        let limit = self.core.cache_max_bytes() / 2;
+        // The buffers kept for the next commit are bounded by twice the thread's cache budget
+        // (a cache's buffers hold up to twice what it used): past that, the rest go back.
+        // Without a bound, 10,000 tasks each keeping a few KiB kept tens of MiB per thread
+        // beyond `statestore_cache_max_bytes`.
+        let limit = self.core.cache_max_bytes().saturating_mul(2);
         let mut kept = 0usize;
         for id in &self.task_ids {
             if let Some(task) = self.tasks.get_mut(id) {
