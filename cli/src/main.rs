@@ -76,7 +76,7 @@ enum Command {
 /// memory freed into one arena is reused by the threads of that arena only: the memtables that
 /// stream threads fill and fjall's workers free after a flush were left scattered over arenas,
 /// 340 MiB peak RSS for the 1 M-key count against 305 MiB with two arenas and the same
-/// throughput (docs/BENCHMARKS.md, "The store budget and glibc's arenas").
+/// throughput (docs/BENCHMARKS.md, "The store budget counted").
 const MALLOC_ARENAS: i32 = 2;
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
