@@ -202,9 +202,6 @@ impl StreamThread {
             let cache_max_bytes = self.core.cache_max_bytes();
             let mut cache_bytes = self.cache_bytes;
             for &id in &self.task_ids {
-                if cache_bytes >= cache_max_bytes {
-                    break;
-                }
                 let Some(task) = self.tasks.get_mut(&id) else {
                     self.core.processed(id, 0, false);
                     continue;
@@ -232,8 +229,11 @@ impl StreamThread {
                 Self::reschedule(&mut self.core, id, task, loop_start, wall_clock_ms);
                 processed += n;
                 cache_bytes += task.cache_bytes().saturating_sub(cached_before);
+                // After a task, never before one: a pass always makes progress, even with
+                // `statestore_cache_max_bytes = 0`.
                 if cache_bytes >= cache_max_bytes {
                     self.core.stopped_after(id);
+                    break;
                 }
             }
             if processed > 0 {
@@ -831,8 +831,9 @@ impl StreamThread {
         }
         // The buffers kept for the next commit are bounded by twice the thread's cache budget
         // (a cache's buffers hold up to twice what it used): past that, the rest go back.
-        // Without a bound, 10,000 tasks each keeping a few KiB kept tens of MiB per thread
-        // beyond `statestore_cache_max_bytes`.
+        // Half the budget ran 20,000 tasks in 300 MiB instead of 324 but made a large task
+        // regrow its buffers at every commit (5 % slower at 1 M keys); twice does not bind
+        // there (docs/BENCHMARKS.md, "The store budget counted").
         let limit = self.core.cache_max_bytes().saturating_mul(2);
         let mut kept = 0usize;
         for id in &self.task_ids {

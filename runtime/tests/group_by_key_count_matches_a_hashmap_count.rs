@@ -179,6 +179,16 @@ fn a_partition_with_more_records_than_one_loop_takes_is_drained() {
 /// counted once.
 #[test]
 fn a_full_cache_commits_before_the_other_busy_tasks_are_processed() {
+    full_cache_run(1);
+}
+
+/// With no cache at all a pass still processes one task before it stops for a commit.
+#[test]
+fn a_thread_without_a_cache_still_makes_progress() {
+    full_cache_run(0);
+}
+
+fn full_cache_run(cache_max_bytes: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
     let partitions = 64;
@@ -188,7 +198,7 @@ fn a_full_cache_commits_before_the_other_busy_tasks_are_processed() {
     common::produce(&log, "in", partitions, &records);
     let mut config = config("full-cache", &dir.path().join("state"), 1);
     config.commit_interval = Some(Duration::from_secs(600));
-    config.statestore_cache_max_bytes = 1;
+    config.statestore_cache_max_bytes = cache_max_bytes;
     let mut app = StreamsApp::new(
         count_topology("in", "out"),
         config,
