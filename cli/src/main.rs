@@ -71,14 +71,12 @@ enum Command {
     Bench(bench::Bench),
 }
 
-/// glibc's malloc arenas for this process (`M_ARENA_MAX`), unless `MALLOC_ARENA_MAX` says
+/// Limits glibc to two malloc arenas (`M_ARENA_MAX`), unless `MALLOC_ARENA_MAX` says
 /// otherwise. By default glibc gives threads arenas of their own (up to eight per core), and
 /// memory freed into one arena is reused by the threads of that arena only: the memtables that
 /// stream threads fill and fjall's workers free after a flush were left scattered over arenas,
 /// 340 MiB peak RSS for the 1 M-key count against 305 MiB with two arenas and the same
 /// throughput (docs/BENCHMARKS.md, "The store budget counted").
-const MALLOC_ARENAS: i32 = 2;
-
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 fn limit_malloc_arenas() {
@@ -86,15 +84,14 @@ fn limit_malloc_arenas() {
         // SAFETY: `mallopt` only sets a parameter of glibc's allocator; it is called before
         // this process starts any thread.
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
+            libc::mallopt(libc::M_ARENA_MAX, 2);
         }
     }
 }
 
+/// Other allocators than glibc's are left as they are.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn limit_malloc_arenas() {
-    let _ = MALLOC_ARENAS;
-}
+fn limit_malloc_arenas() {}
 
 fn main() -> std::process::ExitCode {
     limit_malloc_arenas();
