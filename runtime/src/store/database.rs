@@ -128,6 +128,60 @@ fn position_key(id: u32) -> [u8; 8] {
     key
 }
 
+/// fjall's marker of a database it finished creating: written and synced last, after the
+/// lock file, `keyspaces/` and the first journal `0.jnl`.
+const VERSION_MARKER: &str = "version";
+/// Where fjall keeps a keyspace's directory.
+const KEYSPACES_DIR: &str = "keyspaces";
+
+/// Removes what a process killed while it created the database in `dir` left behind. fjall
+/// creates `0.jnl` before its `version` marker and, finding no marker, creates the database
+/// again, which fails on the existing journal ("File exists") at every later start. A database
+/// without its marker (or with an empty one, killed before the marker's header was written)
+/// was never opened, so nothing was ever written to it: that is checked (no keyspace
+/// directory, no journal other than `0.jnl`, no other file but the lock) before anything is
+/// removed, and anything else is an error naming the file, never wiped.
+fn clear_unfinished_creation(dir: &Path) -> std::io::Result<()> {
+    let marker = dir.join(VERSION_MARKER);
+    match std::fs::metadata(&marker) {
+        Ok(m) if m.len() > 0 => return Ok(()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut leftovers = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let path = entry.path();
+        match name.to_str() {
+            Some(KEYSPACES_DIR) if std::fs::read_dir(&path)?.next().is_none() => {}
+            Some("0.jnl" | "lock" | VERSION_MARKER) => {}
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "{} has no fjall version marker but holds {}: not a database riffle \
+                     created, or one damaged; refusing to open or remove it",
+                    dir.display(),
+                    path.display()
+                )));
+            }
+        }
+        leftovers.push(path);
+    }
+    if leftovers.is_empty() {
+        return Ok(());
+    }
+    tracing::warn!(path = %dir.display(), files = leftovers.len(), "the store database was never finished (a process was killed while creating it): removing what it left to create it again");
+    for path in leftovers {
+        if path.is_dir() {
+            std::fs::remove_dir(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
 impl StoreDatabase {
     /// Opens (creating if needed) the database in `dir` with `budget`'s block cache and write
     /// buffers.
@@ -138,6 +192,7 @@ impl StoreDatabase {
             reason: e.to_string(),
         };
         std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
+        clear_unfinished_creation(dir).map_err(|e| err(&e))?;
         let db = Database::builder(dir)
             .worker_threads(STORAGE_THREADS)
             .cache_size(budget.block_cache)
@@ -611,5 +666,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// What fjall leaves when the process is killed while it creates the database: the lock,
+    /// an empty `keyspaces/` and a preallocated `0.jnl`, but no `version` marker.
+    fn unfinished_creation(dir: &Path) {
+        std::fs::write(dir.join("lock"), b"").expect("lock");
+        std::fs::create_dir(dir.join("keyspaces")).expect("keyspaces");
+        let journal = std::fs::File::create(dir.join("0.jnl")).expect("journal");
+        journal.set_len(64 << 20).expect("preallocate");
+    }
+
+    #[test]
+    fn a_database_killed_while_being_created_is_created_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        unfinished_creation(dir.path());
+        let budget = MemoryBudget::split(0, 0);
+        let db = StoreDatabase::open(dir.path(), budget).expect("open over the leftovers");
+        let mut stores = open_all(&db);
+        let mut batch = [(&b"k"[..], Some(&b"v"[..]))].into_iter();
+        stores[0].write_batch(&mut batch).expect("write");
+        stores[0].flush().expect("flush");
+        drop(stores);
+        drop(db);
+        let db = StoreDatabase::open(dir.path(), budget).expect("reopen");
+        let stores = open_all(&db);
+        let mut out = Vec::new();
+        assert!(stores[0].get_into(b"k", &mut out).expect("get"));
+        assert_eq!(out, b"v");
+    }
+
+    #[test]
+    fn a_directory_without_a_version_marker_that_holds_data_is_refused_not_wiped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        unfinished_creation(dir.path());
+        let keyspace = dir.path().join("keyspaces").join("1");
+        std::fs::create_dir(&keyspace).expect("keyspace dir");
+        let error = StoreDatabase::open(dir.path(), MemoryBudget::split(0, 0))
+            .expect_err("a keyspace without a version marker");
+        let message = error.to_string();
+        assert!(message.contains("no fjall version marker"), "{message}");
+        assert!(message.contains("keyspaces"), "{message}");
+        assert!(keyspace.exists() && dir.path().join("0.jnl").exists());
     }
 }
