@@ -179,6 +179,7 @@ impl SnapshotFixture {
                         id: task,
                         kind: TaskKind::Active,
                         positions,
+                        limits: Default::default(),
                         target: Box::new(Discard),
                     };
                     // Reports the starting position to the live offsets.

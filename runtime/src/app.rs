@@ -477,6 +477,44 @@ pub(crate) fn add_dead_letter_queue(
     Ok(())
 }
 
+/// Checks that what a join reads on either side is co-partitioned: the user topics above both
+/// sides must have one partition count (else an error naming two that differ), and a
+/// repartition topic among them gets that count (Kafka Streams' co-partition groups). Returns
+/// those repartition topics' counts.
+fn copartition(
+    topology: &Topology,
+    backend: &dyn Backend,
+) -> Result<std::collections::BTreeMap<TopicRef, u32>> {
+    let mut forced = std::collections::BTreeMap::new();
+    for &(a, b) in &topology.copartitioned {
+        let mut group = topology.upstream_topics(a);
+        group.extend(topology.upstream_topics(b));
+        let mut external = Vec::new();
+        for topic in &group {
+            if let TopicRef::External(name) = topic
+                && let Some(n) = backend.partitions(name)?
+            {
+                external.push((name, n));
+            }
+        }
+        let Some(&(first, n)) = external.first() else {
+            continue;
+        };
+        if let Some(&(other, m)) = external.iter().find(|(_, m)| *m != n) {
+            return Err(Error::Topology(format!(
+                "{first} has {n} partitions and {other} has {m}, but they are joined: \
+                 joined topics must be co-partitioned (the same number of partitions)"
+            )));
+        }
+        for topic in group {
+            if let TopicRef::Repartition(_) = topic {
+                forced.insert(topic, n);
+            }
+        }
+    }
+    Ok(forced)
+}
+
 /// Resolves partition counts: source topics must exist; a sub-topology has as many tasks as its
 /// widest source; a repartition topic has as many partitions as the sub-topology writing it;
 /// changelogs as many as their sub-topology. Creates internal topics and missing sink topics.
@@ -486,6 +524,7 @@ pub(crate) fn resolve_topics(
     backend: &dyn Backend,
 ) -> Result<(TopicTable, Vec<SubtopologyInfo>)> {
     let subs = &topology.subtopologies;
+    let forced = copartition(topology, backend)?;
     let mut counts: Vec<Option<u32>> = vec![None; subs.len()];
     let writer_of = |topic: &TopicRef| subs.iter().position(|s| s.sink_topics.contains(topic));
     for _ in 0..=subs.len() {
@@ -504,7 +543,10 @@ pub(crate) fn resolve_topics(
                             });
                         }
                     },
-                    TopicRef::Repartition(_) => writer_of(topic).and_then(|w| counts[w]),
+                    TopicRef::Repartition(_) => match forced.get(topic) {
+                        Some(&n) => Some(n),
+                        None => writer_of(topic).and_then(|w| counts[w]),
+                    },
                 };
                 max = match (max, n) {
                     (Some(a), Some(b)) => Some(a.max(b)),
@@ -556,7 +598,7 @@ pub(crate) fn resolve_topics(
         }
         for &s in &sub.stores {
             let store = &topology.stores[s];
-            if store.logged {
+            if store.logged && store.source_topic.is_none() {
                 let name = changelog_topic(app_id, &store.name);
                 let kind = match store.kind.retention_ms() {
                     Some(retention_ms) => TopicKind::WindowedChangelog { retention_ms },
@@ -583,13 +625,13 @@ pub(crate) fn resolve_topics(
             changelog_topics: sub
                 .stores
                 .iter()
-                .filter(|&&s| topology.stores[s].logged)
+                .filter(|&&s| topology.stores[s].has_changelog_topic())
                 .map(|&s| changelog_topic(app_id, &topology.stores[s].name))
                 .collect(),
             windowed_changelog_retention_ms: sub
                 .stores
                 .iter()
-                .filter(|&&s| topology.stores[s].logged)
+                .filter(|&&s| topology.stores[s].has_changelog_topic())
                 .filter_map(|&s| {
                     let store = &topology.stores[s];
                     let retention = store.kind.retention_ms()?;

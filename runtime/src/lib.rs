@@ -184,6 +184,7 @@ mod snapshot;
 mod store;
 mod stores;
 mod suppress;
+mod table;
 mod task;
 mod telemetry;
 mod test_driver;
@@ -200,7 +201,7 @@ pub use config::{
     AutoOffsetReset, FetchStrategy, IdleWakeup, ProcessingGuarantee, RecordingLevel, StreamsConfig,
 };
 pub use dsl::{
-    Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Produced,
+    Consumed, Grouped, Joined, KGroupedStream, KStream, KTable, Materialized, Produced,
     SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};

@@ -177,6 +177,10 @@ pub(crate) struct Source<K, V> {
     pub(crate) key_serde: SerdeRef<K>,
     pub(crate) value_serde: SerdeRef<V>,
     pub(crate) forward: Forward<K, V>,
+    /// A table's source: a record without a value is a delete (a tombstone downstream), and
+    /// one without a key is dropped (counted in `dropped-records`), as Kafka Streams' table
+    /// source does.
+    pub(crate) table: bool,
 }
 
 impl<K: Clone + 'static, V: Clone + 'static> SourceNode for Source<K, V> {
@@ -191,10 +195,19 @@ impl<K: Clone + 'static, V: Clone + 'static> SourceNode for Source<K, V> {
                 source,
             }
         };
+        if self.table && record.key().is_none() {
+            let tp = record.topic_partition();
+            tracing::warn!(topic = %tp.topic, partition = tp.partition, offset = record.offset(), "a table's record without a key: dropping it");
+            ctx.signals.dropped_records += 1;
+            return Ok(());
+        }
         let key = self
             .key_serde
             .deserialize_bytes(record.key())
             .map_err(|e| error("key", e))?;
+        if self.table && record.value().is_none() {
+            return self.forward.send_tombstone(ctx, key);
+        }
         let value = self
             .value_serde
             .deserialize_bytes(record.value())

@@ -42,6 +42,9 @@ pub(crate) struct ChangelogState {
     pub(crate) partition: ChangelogPartition,
     /// The changelog end offset the store reflects (restored or written up to).
     pub(crate) offset: u64,
+    /// The changelog is a table's source topic, read by this task: nothing is written to it,
+    /// and the store's position is the input's consumed offset.
+    pub(crate) source: bool,
 }
 
 /// The stores of one task and where their changelogs stand.
@@ -89,10 +92,10 @@ impl TaskStores {
         let mut disagrees = false;
         for &s in &sub.stores {
             let def = &topology.stores[s];
-            let changelog = if def.logged {
-                topics.index_of(&changelog_topic(application_id, &def.name))
-            } else {
-                None
+            let changelog = match &def.source_topic {
+                Some(source) => topics.index_of(source),
+                None if def.logged => topics.index_of(&changelog_topic(application_id, &def.name)),
+                None => None,
             };
             // Timestamped stores are a format of their own, so data of the format before them
             // is never read as theirs.
@@ -155,6 +158,7 @@ impl TaskStores {
                     topic,
                     partition,
                     offset,
+                    source: def.source_topic.is_some(),
                 });
             }
             let ordered = match def.kind {
@@ -890,7 +894,7 @@ impl StreamTask {
     /// Commit, phase 1b: every cached store entry goes to its changelog.
     pub(crate) fn write_changelogs(&mut self, collector: &mut RecordCollector) -> Result<()> {
         let partition = self.id.partition;
-        for changelog in &self.stores.changelogs {
+        for changelog in self.stores.changelogs.iter().filter(|c| !c.source) {
             let store = &self.stores.stores[changelog.store];
             for i in 0..store.dirty_len() {
                 let (key, value, timestamp) = store.dirty(i);
@@ -920,6 +924,15 @@ impl StreamTask {
         let TaskStores {
             stores, changelogs, ..
         } = &mut self.stores;
+        // A table's source topic is its changelog: the store reflects what the task consumed.
+        for changelog in changelogs.iter_mut().filter(|c| c.source) {
+            if let Some(input) = self.inputs.iter().find(|i| {
+                *i.tp.topic == *changelog.partition.topic
+                    && i.tp.partition == changelog.partition.partition
+            }) {
+                changelog.offset = changelog.offset.max(input.consumed);
+            }
+        }
         for (i, store) in stores.iter_mut().enumerate() {
             // A persistent store records where its changelog ends after this commit, with
             // the writes (in memory there is nothing to record it for).
@@ -929,9 +942,12 @@ impl StreamTask {
                 .filter(|_| store.inner.is_persistent())
                 .map(|c| StorePosition {
                     changelog: c.partition.clone(),
-                    offset: collector
-                        .end_offset(c.topic, self.id.partition)
-                        .map_or(c.offset, |end| c.offset.max(end)),
+                    offset: match c.source {
+                        true => c.offset,
+                        false => collector
+                            .end_offset(c.topic, self.id.partition)
+                            .map_or(c.offset, |end| c.offset.max(end)),
+                    },
                 });
             let started = std::time::Instant::now();
             store.write_to_store(position.as_ref())?;
@@ -943,7 +959,7 @@ impl StreamTask {
                 metrics.hits.fetch_add(counts.hits, Ordering::Relaxed);
             }
         }
-        for changelog in changelogs.iter_mut() {
+        for changelog in changelogs.iter_mut().filter(|c| !c.source) {
             if let Some(end) = collector.end_offset(changelog.topic, self.id.partition) {
                 changelog.offset = changelog.offset.max(end);
             }

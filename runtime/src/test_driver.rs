@@ -445,7 +445,7 @@ impl Inner {
         &mut self,
         topic: &str,
         key: &[u8],
-        value: &[u8],
+        value: Option<&[u8]>,
         timestamp: i64,
         headers: &Headers,
     ) -> Result<()> {
@@ -456,7 +456,7 @@ impl Inner {
             )));
         }
         self.builder
-            .push_with_headers(timestamp, Some(key), Some(value), headers.encoded());
+            .push_with_headers(timestamp, Some(key), value, headers.encoded());
         self.log.append(&tp, &mut self.builder)?;
         self.run(false)
     }
@@ -526,10 +526,25 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
     pub fn pipe_record(&self, record: TestRecord<K, V>) -> Result<()> {
         let (mut key, mut value) = (Vec::new(), Vec::new());
         self.key_serde.serialize(&record.key, &mut key);
-        self.value_serde.serialize(&record.value, &mut value);
+        // A value its serde writes as a null ([`crate::OptionSerde`]'s `None`) is piped as one.
+        let null = self.value_serde.is_null(&record.value);
+        if !null {
+            self.value_serde.serialize(&record.value, &mut value);
+        }
+        let value = (!null).then_some(&value[..]);
         self.inner
             .borrow_mut()
-            .pipe(&self.topic, &key, &value, record.timestamp, &record.headers)
+            .pipe(&self.topic, &key, value, record.timestamp, &record.headers)
+    }
+
+    /// Pipes a record without a value (a tombstone: a table's delete) with timestamp
+    /// `timestamp_ms` (Kafka's `pipeInput(key, null)`).
+    pub fn pipe_tombstone_at(&self, key: K, timestamp_ms: i64) -> Result<()> {
+        let mut bytes = Vec::new();
+        self.key_serde.serialize(&key, &mut bytes);
+        self.inner
+            .borrow_mut()
+            .pipe(&self.topic, &bytes, None, timestamp_ms, &Headers::new())
     }
 
     /// Pipes the records one after another (each processed and committed before the next).

@@ -613,6 +613,7 @@ impl StreamThread {
                         id,
                         kind,
                         positions,
+                        limits: BTreeMap::new(),
                         target: Box::new(lease.clone()),
                     })?;
                     self.snapshot.standby_running(id)?;
@@ -646,12 +647,24 @@ impl StreamThread {
         if stores.changelogs.is_empty() {
             return self.run_task(stores);
         }
+        // A table's source topic, its changelog, is restored up to the committed offset:
+        // the task processes what follows (none committed: nothing to restore).
+        let mut limits = BTreeMap::new();
+        for c in stores.changelogs.iter().filter(|c| c.source) {
+            let tp = TopicPartition::new(c.partition.topic.as_str(), c.partition.partition);
+            let committed = self
+                .shared
+                .backend
+                .committed_offset(&self.shared.config.application_id, &tp)?;
+            limits.insert(c.partition.clone(), committed.unwrap_or(0));
+        }
         let lease = StoreLease::new(stores, self.shared.thread_metrics[self.index].clone());
         let positions = Self::positions(&lease)?;
         self.updater()?.add(UpdaterTask {
             id,
             kind: TaskKind::Active,
             positions,
+            limits,
             target: Box::new(lease.clone()),
         })?;
         self.restoring.insert(id, lease);

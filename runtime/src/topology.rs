@@ -147,6 +147,11 @@ pub(crate) struct StoreDef {
     pub(crate) serdes: Option<Arc<dyn Any + Send + Sync>>,
     /// Key-value, window or session store.
     pub(crate) kind: StoreKind,
+    /// A table's store whose changelog is the table's source topic (Kafka Streams' source-topic
+    /// changelog): nothing is written to a changelog at commit, the store's position is the
+    /// input's consumed offset, and it is restored from the source topic up to the committed
+    /// offset.
+    pub(crate) source_topic: Option<String>,
 }
 
 /// What a store holds.
@@ -184,6 +189,12 @@ impl StoreKind {
 }
 
 impl StoreDef {
+    /// Whether the store has a changelog topic of its own, `<application_id>-<store>-changelog`
+    /// (a table's store whose source topic is its changelog has none).
+    pub(crate) fn has_changelog_topic(&self) -> bool {
+        self.logged && self.source_topic.is_none()
+    }
+
     /// A DSL aggregation's store: cached, timestamped, serdes set by the caller.
     pub(crate) fn dsl(name: String, logged: bool, persistent: bool) -> Self {
         StoreDef {
@@ -194,6 +205,7 @@ impl StoreDef {
             timestamped: true,
             serdes: None,
             kind: StoreKind::KeyValue,
+            source_topic: None,
         }
     }
 }
@@ -206,6 +218,9 @@ pub(crate) struct GraphBuilder {
     counter: usize,
     /// Mistakes found while building (a DSL call cannot return them): reported by `build`.
     pub(crate) errors: Vec<String>,
+    /// Pairs of nodes joined to each other: the source topics above each must have as many
+    /// partitions as those above the other (co-partitioned), checked when topics resolve.
+    pub(crate) copartitioned: Vec<(usize, usize)>,
 }
 
 impl GraphBuilder {
@@ -316,12 +331,25 @@ impl GraphBuilder {
         topics: Vec<TopicRef>,
         consumed: Consumed<K, V>,
     ) -> usize {
+        self.source_of(name, topics, consumed, false)
+    }
+
+    /// Adds a source reading `topics`, for a table (`table`: records without a value are
+    /// deletes) or a stream.
+    pub(crate) fn source_of<K: Clone + 'static, V: Clone + 'static>(
+        &mut self,
+        name: String,
+        topics: Vec<TopicRef>,
+        consumed: Consumed<K, V>,
+        table: bool,
+    ) -> usize {
         let (key_serde, value_serde) = (consumed.key, consumed.value);
         let factory: NodeFactory = Arc::new(move |ctx| {
             let node: SourceRef = Rc::new(RefCell::new(Source {
                 key_serde: key_serde.clone(),
                 value_serde: value_serde.clone(),
                 forward: ctx.forward::<K, V>(),
+                table,
             }));
             BuiltNode::plain(Box::new(node) as Erased)
         });
@@ -446,6 +474,8 @@ pub struct Topology {
     pub(crate) subtopologies: Vec<SubtopologyDef>,
     /// The DSL's name counter, kept so names stay unique.
     counter: usize,
+    /// Joined node pairs (see [`GraphBuilder`]).
+    pub(crate) copartitioned: Vec<(usize, usize)>,
 }
 
 impl fmt::Debug for Topology {
@@ -478,6 +508,7 @@ impl Topology {
             stores: graph.stores,
             subtopologies,
             counter: graph.counter,
+            copartitioned: graph.copartitioned,
         })
     }
 
@@ -509,6 +540,7 @@ impl Topology {
             stores: Vec::new(),
             subtopologies: Vec::new(),
             counter: 0,
+            copartitioned: Vec::new(),
         }
     }
 
@@ -522,6 +554,7 @@ impl Topology {
             stores: std::mem::take(&mut self.stores),
             counter: self.counter,
             errors: Vec::new(),
+            copartitioned: std::mem::take(&mut self.copartitioned),
         };
         let (node_count, store_count) = (graph.nodes.len(), graph.stores.len());
         let mut result = change(&mut graph).map_err(Error::Topology);
@@ -542,6 +575,7 @@ impl Topology {
         }
         self.nodes = graph.nodes;
         self.stores = graph.stores;
+        self.copartitioned = graph.copartitioned;
         result.map(|()| self)
     }
 
@@ -641,6 +675,23 @@ impl Topology {
             }
             g.connect_stores(id, stores)
         })
+    }
+
+    /// The source topics above `node`: what it reads, through its parents.
+    pub(crate) fn upstream_topics(&self, node: usize) -> BTreeSet<TopicRef> {
+        let mut topics = BTreeSet::new();
+        let mut stack = vec![node];
+        let mut seen = vec![false; self.nodes.len()];
+        while let Some(id) = stack.pop() {
+            if std::mem::replace(&mut seen[id], true) {
+                continue;
+            }
+            if let NodeKind::Source { topics: t, .. } = &self.nodes[id].kind {
+                topics.extend(t.iter().cloned());
+            }
+            stack.extend(self.nodes[id].parents.iter().copied());
+        }
+        topics
     }
 
     /// The number of sub-topologies.

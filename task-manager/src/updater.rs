@@ -19,8 +19,10 @@ use crate::task::TaskKind;
 pub struct ChangelogRecord {
     /// Its offset in the changelog partition.
     pub offset: u64,
-    /// The store key.
-    pub key: Vec<u8>,
+    /// The store key; `None`: the record had no key. A store's own changelog always has keys;
+    /// a table's source topic, which serves as its changelog, may not, and restoring skips
+    /// such records as processing does.
+    pub key: Option<Vec<u8>>,
     /// The value; `None` is a delete (tombstone).
     pub value: Option<Vec<u8>>,
     /// The record's timestamp (a timestamped store keeps it with the value).
@@ -61,6 +63,11 @@ pub struct UpdaterTask {
     pub kind: TaskKind,
     /// Each changelog partition and the position to resume from (its checkpointed offset, or 0).
     pub positions: BTreeMap<ChangelogPartition, u64>,
+    /// Where an active task's restoration of a partition stops short of its end offset: a
+    /// table's source topic, which serves as the table's changelog, is restored up to the
+    /// committed offset of the input, and what follows is processed again (Kafka Streams'
+    /// source-topic changelogs). A standby follows every partition to its end.
+    pub limits: BTreeMap<ChangelogPartition, u64>,
     /// Where the records go.
     pub target: Box<dyn RestoreTarget>,
 }
@@ -212,7 +219,12 @@ fn advance(
             partition: partition.clone(),
             source,
         };
-        let end = reader.end_offset(partition).map_err(changelog_err)?;
+        let mut end = reader.end_offset(partition).map_err(changelog_err)?;
+        if task.kind == TaskKind::Active
+            && let Some(&limit) = task.limits.get(partition)
+        {
+            end = end.min(limit);
+        }
         if *position >= end {
             continue;
         }

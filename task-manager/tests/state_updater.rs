@@ -23,7 +23,7 @@ impl MemoryChangelogs {
             let offset = log.len() as u64;
             log.push(ChangelogRecord {
                 offset,
-                key: offset.to_be_bytes().to_vec(),
+                key: Some(offset.to_be_bytes().to_vec()),
                 value: Some(b"v".to_vec()),
                 timestamp: 0,
             });
@@ -88,8 +88,52 @@ fn task(
         id,
         kind,
         positions: parts.iter().cloned().collect(),
+        limits: BTreeMap::new(),
         target: Box::new(store.clone()),
     }
+}
+
+#[test]
+fn an_active_task_restores_a_limited_partition_only_up_to_its_limit() {
+    // A table's source topic serves as its changelog: restored up to the committed offset
+    // (12), not to its end (30); a standby follows it to the end.
+    let logs = MemoryChangelogs::default();
+    let source = cl("customers", 0);
+    logs.append(&source, 30);
+    let live = LiveOffsets::new();
+    let store = CountingStore::default();
+    let id = TaskId::new(0, 0);
+    let mut updater = StateUpdater::new(5);
+    let mut active = task(id, TaskKind::Active, &[(source.clone(), 0)], &store);
+    active.limits.insert(source.clone(), 12);
+    updater.add(active, &live);
+    let mut reader = logs.clone();
+    let mut handed_back = None;
+    for _ in 0..10 {
+        let (events, _) = updater.tick(&mut reader, &live);
+        if let Some(UpdaterEvent::Restored(t)) = events.into_iter().next() {
+            handed_back = Some(t);
+            break;
+        }
+    }
+    let back = handed_back.expect("restored up to the limit and handed back");
+    assert_eq!(back.positions.get(&source), Some(&12));
+    assert_eq!(store.0.lock().expect("lock").get(&source), Some(&12));
+
+    let standby_store = CountingStore::default();
+    let standby_id = TaskId::new(0, 1);
+    let mut standby = task(
+        standby_id,
+        TaskKind::Standby,
+        &[(source.clone(), 0)],
+        &standby_store,
+    );
+    standby.limits.insert(source.clone(), 12);
+    updater.add(standby, &live);
+    for _ in 0..10 {
+        updater.tick(&mut reader, &live);
+    }
+    assert_eq!(live.get(standby_id, &source), Some(30));
 }
 
 #[test]

@@ -5,9 +5,11 @@
 //! which starts a new sub-topology.
 
 mod options;
+mod table;
 mod windowed;
 
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
+pub use table::Joined;
 pub use windowed::{SessionWindowedKStream, TimeWindowedKStream, WindowedBy};
 
 use std::cell::RefCell;
@@ -20,6 +22,7 @@ use crate::node::{Aggregate, FilterMap, FlatMap, FlushRef, NodeRef, Passthrough}
 use crate::processor::{FixedKeyProcessor, Processor, StoreSerdes};
 use crate::serdes::{DefaultSerde, SerdeRef, Serdes};
 use crate::stores::StoreBuilder;
+use crate::table::TableView;
 use crate::topology::{
     BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, StoreDef, TopicRef, Topology, TypeSig,
 };
@@ -593,14 +596,19 @@ where
             key: table_key_serde.clone(),
             value: table_value_serde.clone(),
         }));
-        g.add_store(node, def);
+        let store = g.add_store(node, def);
         KTable {
             graph: self.graph.clone(),
             node,
-            key_serde: table_key_serde,
-            value_serde: table_value_serde,
+            key_serde: table_key_serde.clone(),
+            value_serde: table_value_serde.clone(),
             windows: None,
             window_end: None,
+            view: Some(TableView::of_store(
+                store,
+                table_key_serde,
+                table_value_serde,
+            )),
         }
     }
 }
@@ -616,6 +624,9 @@ pub struct KTable<K, V> {
     /// For a windowed table, a key's window end.
     #[allow(clippy::type_complexity)]
     pub(crate) window_end: Option<Arc<dyn Fn(&K) -> i64 + Send + Sync>>,
+    /// Where a join finds the table's current value for a key (`None`: a windowed or
+    /// suppressed table, which cannot be joined).
+    pub(crate) view: Option<TableView<K, V>>,
 }
 
 impl<K, V> std::fmt::Debug for KTable<K, V> {

@@ -317,6 +317,7 @@ where
         value_serde: agg_serde,
         windows: Some(kind),
         window_end: Some(Arc::new(|k: &Windowed<K>| k.window.end)),
+        view: None,
     }
 }
 
@@ -559,6 +560,7 @@ impl<K: Clone + 'static, V: Clone + 'static> KTable<K, V> {
             value_serde: self.value_serde.clone(),
             windows: self.windows,
             window_end: self.window_end.clone(),
+            view: None,
         }
     }
 }
