@@ -13,6 +13,8 @@
 //!   on the same input, records/s and allocations per record per store, and the tumbling count
 //!   with longer retentions (the cost of expiring segments);
 //! - `riffle bench restore`: the state updater's restore rate, per store;
+//! - `riffle bench join`: a stream–table join beside a `map_values` of the same stream,
+//!   records/s and allocations per record, per table store;
 //! - `riffle bench scale`: the sample with 100 to 20,000 tasks on persistent stores — start-up,
 //!   records/s, the time to restore every task, threads, open files and RSS;
 //! - `riffle bench soak`: the sample under `--follow` with a steady input for minutes: its RSS,
@@ -25,6 +27,7 @@
 
 mod app;
 mod idle;
+mod join;
 mod log;
 mod plot;
 mod scale;
@@ -88,6 +91,11 @@ pub(crate) enum Bench {
     Windowed(windowed::Args),
     /// Restore rate of a store from its changelog, per store.
     Restore(app::RestoreArgs),
+    /// A stream–table join end to end on the embedded log beside the same stream through a
+    /// `map_values` alone: records/s and allocations per record, per table store. The table
+    /// (100,000 rows by default) is loaded first; the stream (1,000,000 records over its keys)
+    /// is timed, and every output checked against an independent join.
+    Join(join::Args),
     /// The embedded log shared by processes: append and fetch throughput with 1 and 4 processes
     /// on 1 and 100 partitions, and the cross-process wake-up latency (p50/p99).
     Log(log::Args),
@@ -111,6 +119,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Throughput(args) => app::throughput(args),
         Bench::Windowed(args) => windowed::run(args),
         Bench::Restore(args) => app::restore(args),
+        Bench::Join(args) => join::run(args),
         Bench::Log(args) => log::run(args),
         Bench::Scale(args) => scale::run(args),
         Bench::Soak(args) => soak::run(args),

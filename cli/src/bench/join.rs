@@ -1,0 +1,273 @@
+//! `riffle bench join`: a stream–table join end to end on the embedded log, beside the same
+//! stream through a `map_values` alone (the baseline) in the same run.
+//!
+//! The table (`--table-keys` rows, `customer-<i>` → a region number) is loaded by a first run
+//! of the application; then the stream (`--records` orders, each for a uniformly random
+//! customer, its amount as value) is written, and a second run is timed from its first record
+//! processed to its last (allocations are counted from its start, so an in-memory table's
+//! restoration counts in them).
+//! Every output record is checked against the join computed independently from the generated
+//! rows.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rand::{Rng, SeedableRng};
+use riffle::{
+    Consumed, EmbeddedBackend, Materialized, Producer, ProducerConfig, ProducerRecord, Produced,
+    Serdes, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
+};
+use riffle_log::{Log, LogOptions, TopicPartition};
+use serde::Serialize;
+
+use super::{count_process_wide, process_totals};
+use crate::sample::{Store, store_type};
+
+/// Arguments of `riffle bench join`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// Stream records (orders).
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// Table rows (customers), the stream's keys.
+    #[arg(long, default_value_t = 100_000)]
+    table_keys: u64,
+    /// Partitions of both topics.
+    #[arg(long, default_value_t = 4)]
+    partitions: u32,
+    /// Stream threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Table stores to measure: memory, persistent.
+    #[arg(long, value_delimiter = ',', default_value = "memory,persistent")]
+    stores: Vec<String>,
+    /// Rounds (each measures the baseline and the join in turn).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Write the rows as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Serialize, Debug)]
+struct Row {
+    topology: &'static str,
+    store: String,
+    round: usize,
+    records: u64,
+    table_keys: u64,
+    seconds: f64,
+    records_per_sec: f64,
+    allocs_per_record: f64,
+    bytes_per_record: f64,
+}
+
+/// The join: `orders ⋈ customers`, amount * 1000 + region, to `joined`.
+fn join_topology(store: Store) -> riffle::Result<Topology> {
+    let builder = StreamsBuilder::new();
+    let customers = builder.table(
+        "customers",
+        Consumed::with(Serdes::string(), Serdes::i64()),
+        Materialized::named("customers").with_store_type(store_type(store)),
+    );
+    builder
+        .stream("orders", Consumed::with(Serdes::string(), Serdes::i64()))
+        .join(&customers, |amount, region| amount * 1000 + region)
+        .to("joined", Produced::with(Serdes::string(), Serdes::i64()));
+    builder.build()
+}
+
+/// The baseline: the same stream and output without the table lookup (and no table).
+fn baseline_topology() -> riffle::Result<Topology> {
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("orders", Consumed::with(Serdes::string(), Serdes::i64()))
+        .map_values(|amount| amount * 1000)
+        .to("joined", Produced::with(Serdes::string(), Serdes::i64()));
+    builder.build()
+}
+
+fn producer(log: &Log) -> Producer<String, i64> {
+    let config = ProducerConfig::default()
+        .with_batch_size(256 << 10)
+        .with_linger(Duration::from_secs(1));
+    Producer::with_config(
+        EmbeddedBackend::new(log.clone()).shared(),
+        Serdes::string(),
+        Serdes::i64(),
+        config,
+    )
+}
+
+fn wait_idle(app: &StreamsApp) -> anyhow::Result<()> {
+    while !app.is_idle() {
+        if app.is_shutting_down() {
+            bail!("the application stopped");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// One run: (seconds, allocations, bytes) of processing the stream.
+fn run_once(
+    args: &Args,
+    store: Option<Store>,
+    count_allocations: bool,
+) -> anyhow::Result<(f64, u64, u64)> {
+    let dir = tempfile::tempdir()?;
+    let log = Log::open(dir.path().join("log"), LogOptions::default())?;
+    log.create_topic("customers", args.partitions)?;
+    log.create_topic("orders", args.partitions)?;
+    let mut rows = HashMap::new();
+    let mut p = producer(&log);
+    for i in 0..args.table_keys {
+        let (key, region) = (format!("customer-{i}"), (i % 7) as i64);
+        p.send_record(
+            "customers",
+            ProducerRecord::new(&key, &region).with_timestamp(i as i64),
+        )?;
+        rows.insert(key, region);
+    }
+    p.close()?;
+    let mut config = StreamsConfig::new("join-bench");
+    config.num_stream_threads = args.threads;
+    config.state_dir = dir.path().join("state");
+    config.poll = Duration::from_millis(10);
+    config.commit_interval = Some(Duration::from_millis(1_000));
+    let topology = || match store {
+        Some(store) => join_topology(store),
+        None => baseline_topology(),
+    };
+    // Run 1 loads the table and commits it.
+    let mut app = StreamsApp::new(
+        topology()?,
+        config.clone(),
+        EmbeddedBackend::new(log.clone()).shared(),
+    )?;
+    app.start()?;
+    wait_idle(&app)?;
+    app.close()?;
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut p = producer(&log);
+    let mut expected: HashMap<String, i64> = HashMap::new();
+    for i in 0..args.records {
+        let key = format!("customer-{}", rng.random_range(0..args.table_keys.max(1)));
+        let amount = (i % 1000) as i64;
+        let region = if store.is_some() { rows[&key] } else { 0 };
+        *expected.entry(key.clone()).or_default() += amount * 1000 + region;
+        p.send_record(
+            "orders",
+            ProducerRecord::new(&key, &amount).with_timestamp((args.table_keys + i) as i64),
+        )?;
+    }
+    p.close()?;
+    log.sync()?;
+    // Run 2 processes the stream: timed from its first record processed (an in-memory table
+    // is restored from its topic before that) to the last.
+    let mut app = StreamsApp::new(topology()?, config, EmbeddedBackend::new(log.clone()).shared())?;
+    let (b0, c0) = process_totals();
+    count_process_wide(count_allocations);
+    app.start()?;
+    while app.records_processed() == 0 {
+        if app.is_shutting_down() {
+            bail!("the application stopped");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let start = Instant::now();
+    while app.records_processed() < args.records || !app.is_idle() {
+        if app.is_shutting_down() {
+            bail!("the application stopped");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    count_process_wide(false);
+    let (b1, c1) = process_totals();
+    app.close()?;
+    // Every output against the independent join: per key, the sum of its values.
+    let mut got: HashMap<String, i64> = HashMap::new();
+    let mut outputs = 0;
+    for partition in 0..log.partitions("joined").context("no output topic")? {
+        let tp = TopicPartition::new("joined", partition);
+        for batch in log.fetch(&tp, 0, usize::MAX)? {
+            for record in batch.records() {
+                let record = record?;
+                let key = String::from_utf8(record.key().context("a keyless output")?.to_vec())?;
+                let value = record.value().context("a null output")?;
+                let value = i64::from_be_bytes(value[..].try_into()?);
+                *got.entry(key).or_default() += value;
+                outputs += 1;
+            }
+        }
+    }
+    if outputs != args.records || got != expected {
+        bail!(
+            "{outputs} outputs for {} orders, or their values differ from the independent join",
+            args.records
+        );
+    }
+    Ok((seconds, c1 - c0, b1 - b0))
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    let n = args.records as f64;
+    let stores: Vec<Store> = args
+        .stores
+        .iter()
+        .map(|s| match s.as_str() {
+            "memory" => Ok(Store::Memory),
+            "persistent" => Ok(Store::Persistent),
+            other => bail!("unknown store {other:?}: expected memory or persistent"),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    for round in 0..args.rounds {
+        let mut measure = |topology: &'static str, label: String, store: Option<Store>| {
+            let (seconds, _, _) = run_once(&args, store, false)?;
+            let (_, allocs, bytes) = run_once(&args, store, true)?;
+            rows.push(Row {
+                topology,
+                store: label,
+                round,
+                records: args.records,
+                table_keys: args.table_keys,
+                seconds,
+                records_per_sec: n / seconds,
+                allocs_per_record: allocs as f64 / n,
+                bytes_per_record: bytes as f64 / n,
+            });
+            anyhow::Ok(())
+        };
+        measure("map_values", "-".into(), None)?;
+        for (label, store) in args.stores.iter().zip(&stores) {
+            measure("stream-table join", label.clone(), Some(*store))?;
+        }
+    }
+    println!(
+        "{:<18} {:<10} {:>5} {:>10} {:>8} {:>14} {:>12} {:>10}",
+        "topology", "store", "round", "records", "s", "records/s", "allocs/rec", "B/rec"
+    );
+    for r in &rows {
+        println!(
+            "{:<18} {:<10} {:>5} {:>10} {:>8.2} {:>14.0} {:>12.3} {:>10.1}",
+            r.topology,
+            r.store,
+            r.round,
+            r.records,
+            r.seconds,
+            r.records_per_sec,
+            r.allocs_per_record,
+            r.bytes_per_record
+        );
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
