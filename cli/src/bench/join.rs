@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
 use riffle::{
-    Consumed, EmbeddedBackend, Materialized, Producer, ProducerConfig, ProducerRecord, Produced,
+    Consumed, EmbeddedBackend, Materialized, Produced, Producer, ProducerConfig, ProducerRecord,
     Serdes, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
 };
 use riffle_log::{Log, LogOptions, TopicPartition};
@@ -168,7 +168,11 @@ fn run_once(
     log.sync()?;
     // Run 2 processes the stream: timed from its first record processed (an in-memory table
     // is restored from its topic before that) to the last.
-    let mut app = StreamsApp::new(topology()?, config, EmbeddedBackend::new(log.clone()).shared())?;
+    let mut app = StreamsApp::new(
+        topology()?,
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )?;
     let (b0, c0) = process_totals();
     count_process_wide(count_allocations);
     app.start()?;
