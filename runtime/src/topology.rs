@@ -256,6 +256,26 @@ impl GraphBuilder {
         id
     }
 
+    /// Adds a DSL processor named `<prefix>-<n>` below `parents`, taking `(KIn, VIn)` and
+    /// forwarding `(KOut, VOut)`.
+    pub(crate) fn add_processor_node<KIn: 'static, VIn: 'static, KOut: 'static, VOut: 'static>(
+        &mut self,
+        prefix: &str,
+        parents: &[usize],
+        factory: NodeFactory,
+    ) -> usize {
+        let name = self.next_name(prefix);
+        let (input, output) = (TypeSig::of::<KIn, VIn>(), TypeSig::of::<KOut, VOut>());
+        self.add_node(
+            name,
+            NodeKind::Processor,
+            parents,
+            factory,
+            Some(input),
+            Some(output),
+        )
+    }
+
     pub(crate) fn add_store(&mut self, node: usize, store: StoreDef) -> usize {
         let id = self.stores.len();
         self.stores.push(store);

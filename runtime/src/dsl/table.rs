@@ -11,7 +11,7 @@ use crate::node::{FlushRef, NodeRef};
 use crate::processor::StoreSerdes;
 use crate::serdes::SerdeRef;
 use crate::table::{StreamTableJoin, TableMap, TableStore, TableView};
-use crate::topology::{BuiltNode, Erased, NodeFactory, NodeKind, StoreDef, TopicRef, TypeSig};
+use crate::topology::{BuiltNode, Erased, NodeFactory, StoreDef, TopicRef};
 
 /// How the stream side of a stream–table join is repartitioned when its key changed upstream:
 /// the serdes of its repartition topic, and the topic's name (Kafka Streams' `Joined`; the
@@ -151,16 +151,7 @@ where
         }
     });
     let mut g = graph.borrow_mut();
-    let name = g.next_name(prefix);
-    let types = (Some(TypeSig::of::<K, VIn>()), Some(TypeSig::of::<K, V>()));
-    let node = g.add_node(
-        name,
-        NodeKind::Processor,
-        &[parent],
-        factory,
-        types.0,
-        types.1,
-    );
+    let node = g.add_processor_node::<K, VIn, K, V>(prefix, &[parent], factory);
     if g.stores.iter().any(|s| s.name == store_name) {
         g.errors
             .push(format!("a store named {store_name:?} already exists"));
@@ -203,16 +194,7 @@ where
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
-        let name = g.next_name(prefix);
-        let types = (Some(TypeSig::of::<K, V>()), Some(TypeSig::of::<K, V2>()));
-        let node = g.add_node(
-            name,
-            NodeKind::Processor,
-            &[self.node],
-            factory,
-            types.0,
-            types.1,
-        );
+        let node = g.add_processor_node::<K, V, K, V2>(prefix, &[self.node], factory);
         KTable {
             graph: self.graph.clone(),
             node,
@@ -459,16 +441,7 @@ where
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
-        let name = g.next_name(prefix);
-        let types = (Some(TypeSig::of::<K, V>()), Some(TypeSig::of::<K, VR>()));
-        let node = g.add_node(
-            name,
-            NodeKind::Processor,
-            &[parent],
-            factory,
-            types.0,
-            types.1,
-        );
+        let node = g.add_processor_node::<K, V, K, VR>(prefix, &[parent], factory);
         if let Some(view) = &view {
             g.nodes[node].stores.push(view.store);
         }
