@@ -246,6 +246,11 @@ pub struct StreamsConfig {
     /// instance names the one holding a key. riffle does not serve queries itself. `None`, the
     /// default: this instance is not named.
     pub application_server: Option<String>,
+    /// How often, in wall-clock time, a stream–stream left or outer join looks for unmatched
+    /// records whose windows closed, to emit them (Kafka Streams' internal
+    /// `emit.interval.ms.kstreams.outer.join.spurious.results.fix`, 1 s). Zero looks on every
+    /// record that moves the join's stream time.
+    pub outer_join_emit_interval: Duration,
 }
 
 impl StreamsConfig {
@@ -265,6 +270,7 @@ impl StreamsConfig {
             task_offset_interval: Duration::from_secs(60),
             acceptable_recovery_lag: 10_000,
             state_cleanup_delay: Duration::from_secs(600),
+            outer_join_emit_interval: Duration::from_secs(1),
             fetch_max_bytes: 1 << 20,
             batch_max_bytes: 64 << 10,
             compression: Compression::None,
@@ -326,6 +332,10 @@ impl StreamsConfig {
             "task_offset_interval_ms" => self.task_offset_interval = millis(name, value)?,
             "acceptable_recovery_lag" => self.acceptable_recovery_lag = parse(name, value)?,
             "state_cleanup_delay_ms" => self.state_cleanup_delay = millis(name, value)?,
+            "outer_join_emit_interval_ms"
+            | "__emit.interval.ms.kstreams.outer.join.spurious.results.fix__" => {
+                self.outer_join_emit_interval = millis(name, value)?
+            }
             "fetch_max_bytes" => self.fetch_max_bytes = parse(name, value)?,
             "batch_max_bytes" => self.batch_max_bytes = parse(name, value)?,
             "checkpoint_offset_delta" => self.checkpoint_offset_delta = parse(name, value)?,

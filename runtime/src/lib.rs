@@ -140,6 +140,8 @@
 //! - `windows`: window definitions and [`Windowed`] keys; `windowed`: the windowed
 //!   aggregations; `suppress`: [`Suppressed`] tables; `window_store`: typed [`WindowStore`] and
 //!   [`SessionStore`] handles.
+//! - `table`: tables' stores and the stream–table join; `stream_join`: stream–stream windowed
+//!   joins ([`JoinWindows`], [`StreamJoined`]).
 //! - `processor`: the processor API ([`Processor`], [`ProcessorContext`], punctuation, the typed
 //!   [`KeyValueStore`]); `record`: [`Record`] and [`Headers`]; `stores`: [`Stores`] builders;
 //!   `timestamp`: [`TimestampExtractor`]s.
@@ -183,6 +185,7 @@ mod shared;
 mod snapshot;
 mod store;
 mod stores;
+mod stream_join;
 mod suppress;
 mod table;
 mod task;
@@ -229,6 +232,7 @@ pub use stores::{
     KeyValueBytesStoreSupplier, SessionBytesStoreSupplier, StoreBuilder, Stores,
     WindowBytesStoreSupplier,
 };
+pub use stream_join::{JoinWindows, StreamJoined};
 pub use suppress::{BufferConfig, Suppressed};
 pub use telemetry::Metric;
 pub use test_driver::{

@@ -137,6 +137,9 @@ pub(crate) struct TaskSignals {
     pub(crate) next_seq: u64,
     /// Records dropped since the thread last collected them (late for their windows).
     pub(crate) dropped_records: u64,
+    /// How often a stream–stream left or outer join looks for unmatched records whose windows
+    /// closed, in wall-clock ms (`outer_join_emit_interval`).
+    pub(crate) outer_join_emit_interval_ms: i64,
 }
 
 impl TaskSignals {
@@ -149,6 +152,7 @@ impl TaskSignals {
             scheduled: Vec::new(),
             next_seq: 0,
             dropped_records: 0,
+            outer_join_emit_interval_ms: 1_000,
         }
     }
 }
@@ -423,6 +427,30 @@ impl<'c, KOut, VOut> ProcessorContext<'c, KOut, VOut> {
     pub fn commit(&mut self) {
         self.raw.signals.commit_requested = true;
     }
+
+    /// Counts a record in the `dropped-records` metric.
+    pub(crate) fn record_dropped(&mut self) {
+        self.raw.signals.dropped_records += 1;
+    }
+
+    /// The configured `outer_join_emit_interval`, in ms.
+    pub(crate) fn outer_join_emit_interval_ms(&self) -> i64 {
+        self.raw.signals.outer_join_emit_interval_ms
+    }
+
+    /// The observed time (largest window start written) of the connected window store `name`
+    /// as its task opened it: `i64::MIN` for an empty store.
+    pub(crate) fn window_store_observed_time(&self, name: &str) -> Result<i64> {
+        let Some(store) = self.node.stores.iter().find(|s| s.name == name) else {
+            return Err(self
+                .node
+                .misuse(format!("store {name:?} is not connected to it")));
+        };
+        Ok(self.raw.stores[store.slot]
+            .inner
+            .as_segmented()
+            .map_or(i64::MIN, |s| s.observed_time()))
+    }
 }
 
 /// The context of a [`FixedKeyProcessor`]: a [`ProcessorContext`] whose forwards keep the key.
@@ -622,6 +650,15 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
     pub fn all(&mut self) -> Result<Vec<(K, V)>> {
         let entries = self.store.scan(None, None)?;
         self.decode_all(entries)
+    }
+
+    /// Removes `key` without reading it first.
+    pub(crate) fn delete_blind(&mut self, key: &K) {
+        let s = &mut *self.scratch;
+        s.key.clear();
+        self.key_serde.serialize(key, &mut s.key);
+        self.store
+            .put(&s.key, None, self.timestamp, &Headers::new());
     }
 
     /// About how many entries the store holds.

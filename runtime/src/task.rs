@@ -533,7 +533,13 @@ impl StreamTask {
             offsets_moved: false,
             metrics: None,
             store_metrics,
-            signals: TaskSignals::new(Arc::from(application_id)),
+            signals: TaskSignals {
+                outer_join_emit_interval_ms: i64::try_from(
+                    config.outer_join_emit_interval.as_millis(),
+                )
+                .unwrap_or(i64::MAX),
+                ..TaskSignals::new(Arc::from(application_id))
+            },
             stream_schedules: Vec::new(),
             wall_schedules: Vec::new(),
         })

@@ -5,6 +5,7 @@
 //! which starts a new sub-topology.
 
 mod options;
+mod stream_join;
 mod table;
 mod windowed;
 

@@ -97,7 +97,9 @@ pub(crate) struct CachedStore {
     /// range between commits (window and session stores that sliding and session aggregations
     /// and processors query).
     ordered: Option<BTreeMap<Vec<u8>, usize>>,
-    /// The last sequence number a window store keeping duplicates gave a put.
+    /// The last sequence number a window store keeping duplicates gave a put. It starts at a
+    /// random number, so that puts after a restart do not replace entries of the same key and
+    /// window written before it (which a count from 0 would, Kafka Streams' own weakness).
     seq: u32,
     /// Counts writes, to order entries by their last write.
     writes: u64,
@@ -176,7 +178,10 @@ impl CachedStore {
             every_write: false,
             timestamped: false,
             ordered: None,
-            seq: 0,
+            seq: {
+                use std::hash::{BuildHasher, Hasher};
+                std::hash::RandomState::new().build_hasher().finish() as u32
+            },
             writes: 0,
             reordered: false,
             memo: Cell::new(None),

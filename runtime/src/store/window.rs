@@ -807,7 +807,6 @@ impl SegmentedStore {
     }
 
     /// The largest entry time written (`i64::MIN` before the first).
-    #[cfg(test)]
     pub(crate) fn observed_time(&self) -> i64 {
         self.observed
     }

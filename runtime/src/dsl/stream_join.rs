@@ -1,0 +1,309 @@
+//! Stream–stream windowed joins in the DSL: [`KStream::join_stream`],
+//! [`KStream::left_join_stream`] and [`KStream::outer_join_stream`] (Kafka Streams'
+//! `KStream.join(KStream, ValueJoiner, JoinWindows, StreamJoined)` and its left and outer
+//! forms). The semantics are in `stream_join.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Consumed, KStream, StoreType, add_sink, add_source};
+use crate::serdes::{SerdeRef, Serdes};
+use crate::stores::Stores;
+use crate::stream_join::{JoinSide, JoinSpec, JoinWindows, Side, SideJoiner, StreamJoined};
+use crate::topology::{StoreDef, TopicRef};
+
+/// The joiner of a join as the DSL keeps it: the key, the left value and the right value
+/// (either missing in left and outer joins).
+type Joiner<K, V1, V2, VR> = Arc<dyn Fn(&K, Option<&V1>, Option<&V2>) -> VR + Send + Sync>;
+
+impl<K, V1> KStream<K, V1>
+where
+    K: Clone + 'static,
+    V1: Clone + 'static,
+{
+    /// Joins each record with every record of `other` with the same key whose timestamp is
+    /// within `windows` of it, each result at the later of the two timestamps (Kafka Streams'
+    /// `KStream.join(KStream, ValueJoiner, JoinWindows, StreamJoined)`). Both streams must be
+    /// co-partitioned; a stream whose key changed upstream is repartitioned first with
+    /// `joined`'s serdes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use riffle::{Consumed, JoinWindows, Produced, Serdes, StreamJoined, StreamsBuilder};
+    /// let builder = StreamsBuilder::new();
+    /// let clicks = builder.stream("clicks", Consumed::with(Serdes::string(), Serdes::string()));
+    /// builder
+    ///     .stream("impressions", Consumed::with(Serdes::string(), Serdes::string()))
+    ///     .join_stream(
+    ///         &clicks,
+    ///         |impression, click| format!("{impression}->{click}"),
+    ///         JoinWindows::of_time_difference_and_grace(Duration::from_secs(60), Duration::from_secs(10)),
+    ///         StreamJoined::with(Serdes::string(), Serdes::string(), Serdes::string()),
+    ///     )
+    ///     .to("clicked", Produced::with(Serdes::string(), Serdes::string()));
+    /// assert_eq!(builder.build().unwrap().subtopology_count(), 1);
+    /// ```
+    pub fn join_stream<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(&V1, &V2) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| match (l, r) {
+            (Some(l), Some(r)) => joiner(l, r),
+            _ => unreachable!("riffle invariant: an inner join joins two records"),
+        });
+        self.join_streams(other, f, windows, joined, (false, false))
+    }
+
+    /// [`KStream::join_stream`], and each record of this stream that joins nothing is emitted
+    /// once with `None`, when its window has closed (`t + after + grace` behind stream time),
+    /// or at once if it arrives after its window (Kafka Streams' `KStream.leftJoin(KStream,
+    /// ...)`, with the spurious-result fix of Kafka 3.1).
+    pub fn left_join_stream<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(&V1, Option<&V2>) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| match l {
+            Some(l) => joiner(l, r),
+            None => unreachable!("riffle invariant: a left join emits left records"),
+        });
+        self.join_streams(other, f, windows, joined, (true, false))
+    }
+
+    /// [`KStream::left_join_stream`] both ways: a record of either stream that joins nothing
+    /// is emitted once with `None` for the other side (Kafka Streams'
+    /// `KStream.outerJoin(KStream, ...)`).
+    pub fn outer_join_stream<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(Option<&V1>, Option<&V2>) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| joiner(l, r));
+        self.join_streams(other, f, windows, joined, (true, true))
+    }
+
+    /// The join of both streams: `outer` says whether the left and the right side emit their
+    /// unmatched records.
+    fn join_streams<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: Joiner<K, V1, V2, VR>,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+        outer: (bool, bool),
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let (left_outer, right_outer) = outer;
+        if let Err(e) = windows.check() {
+            self.graph.borrow_mut().errors.push(e);
+        }
+        let base = joined.name.clone();
+        let left = repartitioned(self, &joined.key, &joined.value, &base, "left");
+        let right = repartitioned(other, &joined.key, &joined.other_value, &base, "right");
+
+        let mut g = self.graph.borrow_mut();
+        let this_name = match &base {
+            Some(name) if right_outer => format!("{name}-outer-this-join"),
+            Some(name) => format!("{name}-this-join"),
+            None if right_outer => g.next_name("KSTREAM-OUTERTHIS"),
+            None => g.next_name("KSTREAM-JOINTHIS"),
+        };
+        let other_name = match &base {
+            Some(name) if left_outer => format!("{name}-outer-other-join"),
+            Some(name) => format!("{name}-other-join"),
+            None if left_outer => g.next_name("KSTREAM-OUTEROTHER"),
+            None => g.next_name("KSTREAM-JOINOTHER"),
+        };
+        let store_base = joined.store_name.clone();
+        let this_store = match &store_base {
+            Some(s) if right_outer => format!("{s}-outer-this-join-store"),
+            Some(s) => format!("{s}-this-join-store"),
+            None => format!("{this_name}-store"),
+        };
+        let other_store = match &store_base {
+            Some(s) if left_outer => format!("{s}-outer-other-join-store"),
+            Some(s) => format!("{s}-other-join-store"),
+            None => format!("{other_name}-store"),
+        };
+        let outer_store = left_outer.then(|| match &store_base {
+            Some(s) => format!("{s}-outer-shared-join-store"),
+            None => format!("{this_name}-outer-shared-join-store"),
+        });
+        let persistent = joined.store_type == StoreType::Persistent;
+        let (logging, key) = (joined.logging, &joined.key);
+        let left_def = window_def(
+            &this_store,
+            key,
+            &joined.value,
+            &windows,
+            persistent,
+            logging,
+        );
+        let right_def = window_def(
+            &other_store,
+            key,
+            &joined.other_value,
+            &windows,
+            persistent,
+            logging,
+        );
+        let spec = Arc::new(JoinSpec {
+            windows,
+            this_store: this_store.clone(),
+            other_store: other_store.clone(),
+            outer_store: outer_store.clone(),
+            trackers: Arc::default(),
+        });
+        let other_spec = Arc::new(JoinSpec {
+            windows,
+            this_store: other_store.clone(),
+            other_store: this_store.clone(),
+            outer_store: outer_store.clone(),
+            trackers: spec.trackers.clone(),
+        });
+
+        let left_joiner: SideJoiner<K, V1, V2, VR> = joiner.clone();
+        let serdes = (
+            joined.key.clone(),
+            joined.value.clone(),
+            joined.other_value.clone(),
+        );
+        let left_node = g.processor(
+            this_name,
+            move || {
+                JoinSide::new(
+                    Side::Left,
+                    left_outer,
+                    spec.clone(),
+                    left_joiner.clone(),
+                    serdes.clone(),
+                )
+            },
+            &[left],
+        );
+        let right_joiner: SideJoiner<K, V2, V1, VR> =
+            Arc::new(move |k, this, other| joiner(k, other, this));
+        let serdes = (
+            joined.key.clone(),
+            joined.other_value.clone(),
+            joined.value.clone(),
+        );
+        let right_node = g.processor(
+            other_name,
+            move || {
+                JoinSide::new(
+                    Side::Right,
+                    right_outer,
+                    other_spec.clone(),
+                    right_joiner.clone(),
+                    serdes.clone(),
+                )
+            },
+            &[right],
+        );
+        g.add_store(left_node, left_def);
+        g.add_store(right_node, right_def);
+        let mut names = vec![this_store.as_str(), other_store.as_str()];
+        if let Some(outer) = &outer_store {
+            let supplier = if persistent {
+                Stores::persistent_key_value_store(outer)
+            } else {
+                Stores::in_memory_key_value_store(outer)
+            };
+            let builder =
+                Stores::key_value_store_builder(supplier, Serdes::bytes(), Serdes::bytes());
+            let mut def = builder.into_def();
+            def.logged = logging;
+            g.add_store(left_node, def);
+            names.push(outer.as_str());
+        }
+        for node in [left_node, right_node] {
+            if let Err(e) = g.connect_stores(node, &names) {
+                g.errors.push(e);
+            }
+        }
+        g.copartitioned.push((left, right));
+        drop(g);
+        let left_out: KStream<K, VR> = KStream::at(self.graph.clone(), left_node, false);
+        let right_out: KStream<K, VR> = KStream::at(self.graph.clone(), right_node, false);
+        left_out.merge(&right_out)
+    }
+}
+
+/// A join side's window store: kept `before + after + grace`, keeping duplicates.
+fn window_def<K: 'static, V: 'static>(
+    name: &str,
+    key: &SerdeRef<K>,
+    value: &SerdeRef<V>,
+    windows: &JoinWindows,
+    persistent: bool,
+    logging: bool,
+) -> StoreDef {
+    let retention = Duration::from_millis(windows.retention_ms().max(0) as u64);
+    let size = Duration::from_millis(windows.size_ms().max(0) as u64);
+    let supplier = if persistent {
+        Stores::persistent_window_store(name, retention, size, true)
+    } else {
+        Stores::in_memory_window_store(name, retention, size, true)
+    };
+    let mut def = Stores::window_store_builder(supplier, key.clone(), value.clone()).into_def();
+    def.logged = logging;
+    def
+}
+
+/// The node a join side reads from: the stream's own, or, when its key changed upstream, a
+/// repartition topic (`<name>-<side>`, or a generated name) written with `key` and `value`.
+fn repartitioned<K, V>(
+    stream: &KStream<K, V>,
+    key: &SerdeRef<K>,
+    value: &SerdeRef<V>,
+    base: &Option<String>,
+    side: &str,
+) -> usize
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    if !stream.repartition_required {
+        return stream.node;
+    }
+    let name = match base {
+        Some(base) => format!("{base}-{side}"),
+        None => {
+            let name = stream.graph.borrow_mut().next_name("KSTREAM-JOIN");
+            format!("{name}-{side}")
+        }
+    };
+    let topic = TopicRef::Repartition(name);
+    add_sink(
+        &stream.graph,
+        stream.node,
+        topic.clone(),
+        key.clone(),
+        value.clone(),
+    );
+    let consumed = Consumed::with(key.clone(), value.clone());
+    add_source::<K, V>(&stream.graph, vec![topic], consumed, false).node
+}
