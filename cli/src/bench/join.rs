@@ -8,6 +8,14 @@
 //! restoration counts in them).
 //! Every output record is checked against the join computed independently from the generated
 //! rows.
+//!
+//! Then a stream–stream windowed join (`--kinds stream-stream`): `--records` records, half
+//! impressions and half clicks alternately, one per ms of event time, each for one of
+//! `--window-keys` ads, joined within ±`--window-ms` (an inner join), beside a `map_values` of
+//! the two streams merged. The input is written first and the run timed from its first record
+//! processed to its last. The grace period covers the whole input, so every pair in the windows
+//! joins whatever order a task reads its two partitions in, and the outputs are checked
+//! against the pairs counted independently (their number and a checksum of their values).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,8 +24,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
 use riffle::{
-    Consumed, EmbeddedBackend, Materialized, Produced, Producer, ProducerConfig, ProducerRecord,
-    Serdes, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
+    Consumed, EmbeddedBackend, JoinWindows, Materialized, Produced, Producer, ProducerConfig,
+    ProducerRecord, Serdes, StreamJoined, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
 };
 use riffle_log::{Log, LogOptions, TopicPartition};
 use serde::Serialize;
@@ -46,6 +54,19 @@ pub(crate) struct Args {
     /// Rounds (each measures the baseline and the join in turn).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
+    /// Which joins to measure: stream-table, stream-stream.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "stream-table,stream-stream"
+    )]
+    kinds: Vec<String>,
+    /// Keys of the stream–stream join's records.
+    #[arg(long, default_value_t = 10_000)]
+    window_keys: u64,
+    /// The stream–stream join's time difference, in ms.
+    #[arg(long, default_value_t = 5_000)]
+    window_ms: u64,
     /// Write the rows as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -58,6 +79,8 @@ struct Row {
     round: usize,
     records: u64,
     table_keys: u64,
+    /// Output records (checked against the independent join).
+    outputs: u64,
     seconds: f64,
     records_per_sec: f64,
     allocs_per_record: f64,
@@ -116,7 +139,7 @@ fn run_once(
     args: &Args,
     store: Option<Store>,
     count_allocations: bool,
-) -> anyhow::Result<(f64, u64, u64)> {
+) -> anyhow::Result<(f64, u64, u64, u64)> {
     let dir = tempfile::tempdir()?;
     let log = Log::open(dir.path().join("log"), LogOptions::default())?;
     log.create_topic("customers", args.partitions)?;
@@ -215,7 +238,138 @@ fn run_once(
             args.records
         );
     }
-    Ok((seconds, c1 - c0, b1 - b0))
+    Ok((seconds, c1 - c0, b1 - b0, outputs))
+}
+
+/// The stream–stream join: impressions ⋈ clicks within ±`window_ms`, `impression * 31 +
+/// click`; `None`: the baseline, both streams merged through a `map_values`.
+fn windowed_topology(
+    store: Option<Store>,
+    window_ms: u64,
+    grace_ms: u64,
+) -> riffle::Result<Topology> {
+    let builder = StreamsBuilder::new();
+    let impressions = builder.stream(
+        "impressions",
+        Consumed::with(Serdes::string(), Serdes::i64()),
+    );
+    let clicks = builder.stream("clicks", Consumed::with(Serdes::string(), Serdes::i64()));
+    let out = Produced::with(Serdes::string(), Serdes::i64());
+    match store {
+        Some(store) => impressions
+            .join_stream(
+                &clicks,
+                |i, c| i.wrapping_mul(31).wrapping_add(*c),
+                JoinWindows::of_time_difference_and_grace(
+                    Duration::from_millis(window_ms),
+                    Duration::from_millis(grace_ms),
+                ),
+                StreamJoined::with(Serdes::string(), Serdes::i64(), Serdes::i64())
+                    .with_store_type(store_type(store)),
+            )
+            .to("joined", out),
+        None => impressions
+            .merge(&clicks)
+            .map_values(|v| v.wrapping_mul(31))
+            .to("joined", out),
+    }
+    builder.build()
+}
+
+/// One run of the stream–stream join (or its baseline): (seconds, allocations, bytes).
+fn run_windowed_once(
+    args: &Args,
+    store: Option<Store>,
+    count_allocations: bool,
+) -> anyhow::Result<(f64, u64, u64, u64)> {
+    let dir = tempfile::tempdir()?;
+    let log = Log::open(dir.path().join("log"), LogOptions::default())?;
+    log.create_topic("impressions", args.partitions)?;
+    log.create_topic("clicks", args.partitions)?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut p = producer(&log);
+    // Each key's impressions and clicks (timestamp, value), for the independent count.
+    let mut by_key: HashMap<String, (Vec<(i64, i64)>, Vec<(i64, i64)>)> = HashMap::new();
+    for i in 0..args.records {
+        let key = format!("ad-{}", rng.random_range(0..args.window_keys.max(1)));
+        let (ts, value) = (i as i64, (i % 1000) as i64);
+        let topic = if i % 2 == 0 { "impressions" } else { "clicks" };
+        let sides = by_key.entry(key.clone()).or_default();
+        if i % 2 == 0 {
+            &mut sides.0
+        } else {
+            &mut sides.1
+        }
+        .push((ts, value));
+        p.send_record(topic, ProducerRecord::new(&key, &value).with_timestamp(ts))?;
+    }
+    p.close()?;
+    log.sync()?;
+    let window = args.window_ms as i64;
+    let (mut pairs, mut checksum) = (0u64, 0i64);
+    for (impressions, clicks) in by_key.values() {
+        if store.is_none() {
+            for (_, v) in impressions.iter().chain(clicks) {
+                pairs += 1;
+                checksum = checksum.wrapping_add(v.wrapping_mul(31));
+            }
+            continue;
+        }
+        for (ti, vi) in impressions {
+            for (tc, vc) in clicks {
+                if (ti - tc).abs() <= window {
+                    pairs += 1;
+                    checksum = checksum.wrapping_add(vi.wrapping_mul(31).wrapping_add(*vc));
+                }
+            }
+        }
+    }
+    let mut config = StreamsConfig::new("join-bench");
+    config.num_stream_threads = args.threads;
+    config.state_dir = dir.path().join("state");
+    config.poll = Duration::from_millis(10);
+    config.commit_interval = Some(Duration::from_millis(1_000));
+    let topology = windowed_topology(store, args.window_ms, args.records)?;
+    let mut app = StreamsApp::new(topology, config, EmbeddedBackend::new(log.clone()).shared())?;
+    let (b0, c0) = process_totals();
+    count_process_wide(count_allocations);
+    app.start()?;
+    while app.records_processed() == 0 {
+        if app.is_shutting_down() {
+            bail!("the application stopped");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let start = Instant::now();
+    while app.records_processed() < args.records || !app.is_idle() {
+        if app.is_shutting_down() {
+            bail!("the application stopped");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    count_process_wide(false);
+    let (b1, c1) = process_totals();
+    app.close()?;
+    let (mut outputs, mut got) = (0u64, 0i64);
+    for partition in 0..log.partitions("joined").context("no output topic")? {
+        let tp = TopicPartition::new("joined", partition);
+        for batch in log.fetch(&tp, 0, usize::MAX)? {
+            for record in batch.records() {
+                let record = record?;
+                let value = record.value().context("a null output")?;
+                got = got.wrapping_add(i64::from_be_bytes(value[..].try_into()?));
+                outputs += 1;
+            }
+        }
+    }
+    if outputs != pairs || got != checksum {
+        bail!(
+            "{outputs} outputs (checksum {got}) where the independent count has {pairs} \
+             (checksum {checksum})"
+        );
+    }
+    Ok((seconds, c1 - c0, b1 - b0, outputs))
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
@@ -231,38 +385,58 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
     for round in 0..args.rounds {
-        let mut measure = |topology: &'static str, label: String, store: Option<Store>| {
-            let (seconds, _, _) = run_once(&args, store, false)?;
-            let (_, allocs, bytes) = run_once(&args, store, true)?;
-            rows.push(Row {
-                topology,
-                store: label,
-                round,
-                records: args.records,
-                table_keys: args.table_keys,
-                seconds,
-                records_per_sec: n / seconds,
-                allocs_per_record: allocs as f64 / n,
-                bytes_per_record: bytes as f64 / n,
-            });
-            anyhow::Ok(())
-        };
-        measure("map_values", "-".into(), None)?;
-        for (label, store) in args.stores.iter().zip(&stores) {
-            measure("stream-table join", label.clone(), Some(*store))?;
+        let mut measure =
+            |topology: &'static str, label: String, store: Option<Store>, windowed| {
+                let once = if windowed {
+                    run_windowed_once
+                } else {
+                    run_once
+                };
+                let (seconds, _, _, outputs) = once(&args, store, false)?;
+                let (_, allocs, bytes, _) = once(&args, store, true)?;
+                rows.push(Row {
+                    topology,
+                    store: label,
+                    round,
+                    records: args.records,
+                    outputs,
+                    table_keys: if windowed {
+                        args.window_keys
+                    } else {
+                        args.table_keys
+                    },
+                    seconds,
+                    records_per_sec: n / seconds,
+                    allocs_per_record: allocs as f64 / n,
+                    bytes_per_record: bytes as f64 / n,
+                });
+                anyhow::Ok(())
+            };
+        if args.kinds.iter().any(|k| k == "stream-table") {
+            measure("map_values", "-".into(), None, false)?;
+            for (label, store) in args.stores.iter().zip(&stores) {
+                measure("stream-table join", label.clone(), Some(*store), false)?;
+            }
+        }
+        if args.kinds.iter().any(|k| k == "stream-stream") {
+            measure("merge+map_values", "-".into(), None, true)?;
+            for (label, store) in args.stores.iter().zip(&stores) {
+                measure("stream-stream join", label.clone(), Some(*store), true)?;
+            }
         }
     }
     println!(
-        "{:<18} {:<10} {:>5} {:>10} {:>8} {:>14} {:>12} {:>10}",
-        "topology", "store", "round", "records", "s", "records/s", "allocs/rec", "B/rec"
+        "{:<20} {:<10} {:>5} {:>10} {:>10} {:>8} {:>14} {:>12} {:>10}",
+        "topology", "store", "round", "records", "outputs", "s", "records/s", "allocs/rec", "B/rec"
     );
     for r in &rows {
         println!(
-            "{:<18} {:<10} {:>5} {:>10} {:>8.2} {:>14.0} {:>12.3} {:>10.1}",
+            "{:<20} {:<10} {:>5} {:>10} {:>10} {:>8.2} {:>14.0} {:>12.3} {:>10.1}",
             r.topology,
             r.store,
             r.round,
             r.records,
+            r.outputs,
             r.seconds,
             r.records_per_sec,
             r.allocs_per_record,
