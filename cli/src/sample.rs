@@ -1,5 +1,6 @@
 //! `riffle sample group-by-key-count`: the bundled groupByKey-count application; `riffle sample
-//! windowed-count`: the bundled windowed count (`sample/windowed.rs`).
+//! windowed-count`: the bundled windowed count (`sample/windowed.rs`); `riffle sample enrich`:
+//! a stream–table join and a windowed total (`sample/enrich.rs`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use riffle::{
 };
 use riffle_log::{Log, LogOptions, TopicPartition};
 
+mod enrich;
 mod kafka;
 mod window_model;
 mod windowed;
@@ -52,6 +54,18 @@ pub(crate) enum Sample {
     /// them, and the check counts them as still open. The exit status is non-zero if the check
     /// fails.
     WindowedCount(windowed::WindowedArgs),
+    /// Enrich orders with their customers' regions, then total them per region and window:
+    /// stream(orders).join(table(customers)).map(region, amount).groupByKey()
+    /// .windowedBy(windows).reduce(+).toStream().to(totals).
+    ///
+    /// Generates --customers customers over --regions regions and writes them first; once the
+    /// application holds them all, writes --orders orders (uniformly over the customers, a
+    /// --unknown share for customers the table does not have, which the inner join drops)
+    /// spanning --span of event time. Checks that the latest total of every region and window
+    /// equals the orders' amounts summed from the generated data, and prints a digest of the
+    /// totals, the same on the embedded log and on Kafka (--bootstrap-servers) for the same
+    /// flags. The exit status is non-zero if the check fails.
+    Enrich(enrich::EnrichArgs),
 }
 
 /// How the samples run: `--follow` and `--metrics-addr`, for both.
@@ -179,6 +193,7 @@ pub(crate) fn run(sample: Sample) -> anyhow::Result<()> {
     match sample {
         Sample::GroupByKeyCount(args) => group_by_key_count(args),
         Sample::WindowedCount(args) => windowed::windowed_count(args),
+        Sample::Enrich(args) => enrich::enrich(args),
     }
 }
 

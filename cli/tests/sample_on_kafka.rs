@@ -4,7 +4,9 @@
 //! `--input`/`--output` it counts an existing Kafka topic, resuming from its committed offsets.
 //! `riffle sample windowed-count --bootstrap-servers` passes its window check there too, and
 //! Kafka's console consumer with Kafka Streams' `TimeWindowedDeserializer` reads back exactly its
-//! windows.
+//! windows. `riffle sample enrich` (a stream–table join, then windowed totals through a
+//! repartition topic) passes its check on Kafka and prints the same totals' digest as on the
+//! embedded log.
 
 #![allow(clippy::unwrap_used)]
 
@@ -24,6 +26,43 @@ fn riffle(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+#[test]
+fn the_enrich_sample_gives_the_same_totals_on_kafka_as_on_the_embedded_log() {
+    let broker = KafkaBroker::start().unwrap();
+    let flags = [
+        "--orders",
+        "40000",
+        "--customers",
+        "2000",
+        "--store",
+        "memory",
+    ];
+    let digest = |out: &str| {
+        assert!(
+            out.contains(
+                "totals equal the orders summed per region and window from the generated data: yes"
+            ),
+            "{out}"
+        );
+        out.lines()
+            .find(|l| l.starts_with("digest of the totals: "))
+            .unwrap_or_else(|| panic!("no digest in {out}"))
+            .to_owned()
+    };
+    let mut embedded = vec!["sample", "enrich"];
+    embedded.extend(flags);
+    let on_log = riffle(&embedded);
+    let mut kafka = embedded.clone();
+    kafka.extend(["--bootstrap-servers", broker.bootstrap()]);
+    let on_kafka = riffle(&kafka);
+    println!("{on_log}\n{on_kafka}");
+    assert!(
+        on_kafka.contains("on 127.0.0.1") || on_kafka.contains("on localhost"),
+        "{on_kafka}"
+    );
+    assert_eq!(digest(&on_log), digest(&on_kafka), "{on_log}\n{on_kafka}");
 }
 
 #[test]

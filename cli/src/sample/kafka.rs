@@ -22,7 +22,7 @@ use super::{CountArgs, topology};
 
 /// A connection to the cluster at `servers`, and this run's number (seconds since the epoch)
 /// for the names of generated topics and applications.
-fn connect(servers: &str) -> anyhow::Result<(KafkaBackend, u64)> {
+pub(super) fn connect(servers: &str) -> anyhow::Result<(KafkaBackend, u64)> {
     let backend = KafkaBackend::connect(KafkaConfig::new(servers))
         .with_context(|| format!("connecting to Kafka at {servers}"))?;
     let run = SystemTime::now()
