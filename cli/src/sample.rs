@@ -1,6 +1,7 @@
 //! `riffle sample group-by-key-count`: the bundled groupByKey-count application; `riffle sample
 //! windowed-count`: the bundled windowed count (`sample/windowed.rs`); `riffle sample enrich`:
-//! a stream–table join and a windowed total (`sample/enrich.rs`).
+//! a stream–table join and a windowed total (`sample/enrich.rs`); `riffle sample click-through`:
+//! a stream–stream join (`sample/click_through.rs`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use riffle::{
 };
 use riffle_log::{Log, LogOptions, TopicPartition};
 
+mod click_through;
 mod enrich;
 mod kafka;
 mod window_model;
@@ -66,6 +68,14 @@ pub(crate) enum Sample {
     /// totals, the same on the embedded log and on Kafka (--bootstrap-servers) for the same
     /// flags. The exit status is non-zero if the check fails.
     Enrich(enrich::EnrichArgs),
+    /// Join impressions with clicks of the same ad within a window (a stream–stream join):
+    /// stream(impressions).join(stream(clicks), windows).to(output).
+    ///
+    /// Generated (without --log-dir): --records impressions and as many clicks over --keys
+    /// ads, checked against every pair within --window counted independently (the default
+    /// grace, a day, covers the input, so every such pair joins). With --log-dir, joins
+    /// existing topics until they are drained.
+    ClickThrough(click_through::ClickThroughArgs),
 }
 
 /// How the samples run: `--follow` and `--metrics-addr`, for both.
@@ -194,6 +204,7 @@ pub(crate) fn run(sample: Sample) -> anyhow::Result<()> {
         Sample::GroupByKeyCount(args) => group_by_key_count(args),
         Sample::WindowedCount(args) => windowed::windowed_count(args),
         Sample::Enrich(args) => enrich::enrich(args),
+        Sample::ClickThrough(args) => click_through::click_through(args),
     }
 }
 
