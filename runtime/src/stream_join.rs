@@ -201,6 +201,8 @@ pub(crate) struct TimeTracker {
     next_emit: AtomicI64,
     /// Each side's store's observed time (the largest timestamp put), by `Side::byte`.
     observed: [AtomicI64; 2],
+    /// Which sides' processors took this tracker at `init`, by `Side::byte`.
+    taken: [std::sync::atomic::AtomicBool; 2],
 }
 
 impl TimeTracker {
@@ -210,6 +212,10 @@ impl TimeTracker {
             min_time: AtomicI64::new(i64::MAX),
             next_emit: AtomicI64::new(i64::MIN),
             observed: [AtomicI64::new(i64::MIN), AtomicI64::new(i64::MIN)],
+            taken: [
+                std::sync::atomic::AtomicBool::new(false),
+                std::sync::atomic::AtomicBool::new(false),
+            ],
         }
     }
 }
@@ -221,16 +227,31 @@ pub(crate) struct TimeTrackers {
 }
 
 impl TimeTrackers {
-    fn get(&self, task: TaskId) -> Arc<TimeTracker> {
+    /// The tracker of `task` for `side`'s processor: the one the other side's processor of
+    /// this instance of the task took, or a new one. A tracker this side already took is
+    /// stale (an instance of the task that did not close, say one whose `init` failed), and is
+    /// replaced.
+    fn take(&self, task: TaskId, side: Side) -> Arc<TimeTracker> {
         let mut map = self.by_task.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(task)
-            .or_insert_with(|| Arc::new(TimeTracker::new()))
-            .clone()
+        let slot = side.byte() as usize;
+        let tracker = match map.get(&task) {
+            Some(t) if !t.taken[slot].load(Ordering::Relaxed) => t.clone(),
+            _ => {
+                let fresh = Arc::new(TimeTracker::new());
+                map.insert(task, fresh.clone());
+                fresh
+            }
+        };
+        tracker.taken[slot].store(true, Ordering::Relaxed);
+        tracker
     }
 
-    fn remove(&self, task: TaskId) {
+    /// Forgets `task`'s tracker if it is still `tracker`.
+    fn remove(&self, task: TaskId, tracker: &Arc<TimeTracker>) {
         let mut map = self.by_task.lock().unwrap_or_else(|p| p.into_inner());
-        map.remove(&task);
+        if map.get(&task).is_some_and(|t| Arc::ptr_eq(t, tracker)) {
+            map.remove(&task);
+        }
     }
 }
 
@@ -246,6 +267,9 @@ pub(crate) struct JoinSpec {
     pub(crate) other_store: String,
     /// The outer store, for left and outer joins.
     pub(crate) outer_store: Option<String>,
+    /// The other side emits its unmatched records too (an outer join): only then may the
+    /// outer store hold the other side's records.
+    pub(crate) other_outer: bool,
     pub(crate) trackers: Arc<TimeTrackers>,
 }
 
@@ -428,6 +452,18 @@ where
                 .key_serde
                 .deserialize(Some(raw_key))
                 .map_err(|e| self.corrupt(task, e))?;
+            let emits = if side == self.side {
+                self.outer
+            } else {
+                self.spec.other_outer
+            };
+            if !emits {
+                let reason = format!(
+                    "an unmatched record of the side that emits none, at timestamp {ts} (a \
+                     store of another join kind?)"
+                );
+                return Err(self.malformed(task, reason));
+            }
             for value in values {
                 let joined = if side == self.side {
                     let v = self.this_serde.deserialize(Some(value));
@@ -464,7 +500,7 @@ where
     VR: Clone + 'static,
 {
     fn init(&mut self, ctx: &mut ProcessorContext<'_, K, VR>) -> Result<()> {
-        let tracker = self.spec.trackers.get(ctx.task_id());
+        let tracker = self.spec.trackers.take(ctx.task_id(), self.side);
         for (side, name) in [
             (self.side, self.spec.this_store.clone()),
             (self.side.other(), self.spec.other_store.clone()),
@@ -578,15 +614,17 @@ where
         if i128::from(ts) > i128::from(observed) - i128::from(retention) {
             ctx.get_window_store::<K, VThis>(&self.spec.this_store)?
                 .put(record.key(), record.value(), ts)?;
+        } else {
+            // Kafka's window store drops it and counts it.
+            ctx.record_dropped();
         }
         Ok(())
     }
 
     fn close(&mut self) {
         // The first side to close drops the task's tracker; the other keeps its own handle.
-        self.tracker = None;
-        if let Some(task) = self.task.take() {
-            self.spec.trackers.remove(task);
+        if let (Some(task), Some(tracker)) = (self.task.take(), self.tracker.take()) {
+            self.spec.trackers.remove(task, &tracker);
         }
     }
 }
@@ -605,6 +643,31 @@ mod tests {
         outer_key(4, Side::Left, b"z", &mut b);
         assert!(b < a, "an earlier time sorts first");
         assert_eq!(parse_outer_key(&a), Some((5, Side::Left, &b"a"[..])));
+    }
+
+    #[test]
+    fn the_two_sides_of_a_task_share_a_tracker_and_a_stale_one_is_replaced() {
+        let trackers = TimeTrackers::default();
+        let task = TaskId {
+            subtopology: 0,
+            partition: 1,
+        };
+        let left = trackers.take(task, Side::Left);
+        let right = trackers.take(task, Side::Right);
+        assert!(
+            Arc::ptr_eq(&left, &right),
+            "one instance of a task shares one tracker"
+        );
+        left.stream_time.store(99, Ordering::Relaxed);
+        // An instance that never closed (its init failed): the next one starts afresh.
+        let again = trackers.take(task, Side::Right);
+        assert!(!Arc::ptr_eq(&again, &right));
+        assert_eq!(again.stream_time.load(Ordering::Relaxed), -1);
+        // The stale instance closing does not take the new one's tracker away.
+        trackers.remove(task, &left);
+        assert!(Arc::ptr_eq(&trackers.take(task, Side::Left), &again));
+        trackers.remove(task, &again);
+        assert!(trackers.by_task.lock().unwrap().is_empty());
     }
 
     #[test]

@@ -451,7 +451,7 @@ fn stores_are_named_as_kafka_streams_names_them() {
         "inner-other-join-store",
         "left-this-join-store",
         "left-outer-other-join-store",
-        "left-outer-shared-join-store",
+        "left-left-shared-join-store",
         "outer-outer-this-join-store",
         "outer-outer-other-join-store",
         "outer-outer-shared-join-store",
@@ -459,6 +459,7 @@ fn stores_are_named_as_kafka_streams_names_them() {
         assert!(description.contains(store), "{store} in {description}");
     }
     assert!(!description.contains("inner-outer-shared"), "{description}");
+    assert!(!description.contains("left-outer-shared"), "{description}");
 }
 
 // ---- on stream threads, over the file-backed log ----
@@ -638,7 +639,7 @@ mod threads {
             assert_eq!(read(&log, name), want, "{name} join ({store_type:?})");
         }
         let topics: Vec<String> = log.topics().into_iter().map(|(t, _)| t).collect();
-        for store in ["left-this-join-store", "left-outer-shared-join-store"] {
+        for store in ["left-this-join-store", "left-left-shared-join-store"] {
             assert!(
                 topics
                     .iter()

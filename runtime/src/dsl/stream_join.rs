@@ -78,7 +78,9 @@ where
     {
         let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| match l {
             Some(l) => joiner(l, r),
-            None => unreachable!("riffle invariant: a left join emits left records"),
+            None => unreachable!(
+                "riffle invariant: a left join's processors never emit a right record alone"
+            ),
         });
         self.join_streams(other, f, windows, joined, (true, false))
     }
@@ -124,32 +126,52 @@ where
         let right = repartitioned(other, &joined.key, &joined.other_value, &base, "right");
 
         let mut g = self.graph.borrow_mut();
-        let this_name = match &base {
-            Some(name) if right_outer => format!("{name}-outer-this-join"),
-            Some(name) => format!("{name}-this-join"),
-            None if right_outer => g.next_name("KSTREAM-OUTERTHIS"),
-            None => g.next_name("KSTREAM-JOINTHIS"),
+        // Kafka numbers the processors whether or not the join is named; a name replaces the
+        // processors' names, a store name the stores'.
+        let this_generated = g.next_name(if right_outer {
+            "KSTREAM-OUTERTHIS"
+        } else {
+            "KSTREAM-JOINTHIS"
+        });
+        let other_generated = g.next_name(if left_outer {
+            "KSTREAM-OUTEROTHER"
+        } else {
+            "KSTREAM-JOINOTHER"
+        });
+        let this_suffix = if right_outer {
+            "-outer-this-join"
+        } else {
+            "-this-join"
         };
-        let other_name = match &base {
-            Some(name) if left_outer => format!("{name}-outer-other-join"),
-            Some(name) => format!("{name}-other-join"),
-            None if left_outer => g.next_name("KSTREAM-OUTEROTHER"),
-            None => g.next_name("KSTREAM-JOINOTHER"),
+        let other_suffix = if left_outer {
+            "-outer-other-join"
+        } else {
+            "-other-join"
+        };
+        let (this_name, other_name) = match &base {
+            Some(name) => (
+                format!("{name}{this_suffix}"),
+                format!("{name}{other_suffix}"),
+            ),
+            None => (this_generated.clone(), other_generated.clone()),
         };
         let store_base = joined.store_name.clone();
-        let this_store = match &store_base {
-            Some(s) if right_outer => format!("{s}-outer-this-join-store"),
-            Some(s) => format!("{s}-this-join-store"),
-            None => format!("{this_name}-store"),
+        let (this_store, other_store) = match &store_base {
+            Some(s) => (
+                format!("{s}{this_suffix}-store"),
+                format!("{s}{other_suffix}-store"),
+            ),
+            None => (
+                format!("{this_generated}-store"),
+                format!("{other_generated}-store"),
+            ),
         };
-        let other_store = match &store_base {
-            Some(s) if left_outer => format!("{s}-outer-other-join-store"),
-            Some(s) => format!("{s}-other-join-store"),
-            None => format!("{other_name}-store"),
-        };
-        let outer_store = left_outer.then(|| match &store_base {
-            Some(s) => format!("{s}-outer-shared-join-store"),
-            None => format!("{this_name}-outer-shared-join-store"),
+        let outer_store = left_outer.then(|| {
+            let kind = if right_outer { "outer" } else { "left" };
+            match &store_base {
+                Some(s) => format!("{s}-{kind}-shared-join-store"),
+                None => format!("{}-store", g.next_name("KSTREAM-OUTERSHARED")),
+            }
         });
         let persistent = joined.store_type == StoreType::Persistent;
         let (logging, key) = (joined.logging, &joined.key);
@@ -174,6 +196,7 @@ where
             this_store: this_store.clone(),
             other_store: other_store.clone(),
             outer_store: outer_store.clone(),
+            other_outer: right_outer,
             trackers: Arc::default(),
         });
         let other_spec = Arc::new(JoinSpec {
@@ -181,6 +204,7 @@ where
             this_store: other_store.clone(),
             other_store: this_store.clone(),
             outer_store: outer_store.clone(),
+            other_outer: left_outer,
             trackers: spec.trackers.clone(),
         });
 

@@ -97,6 +97,8 @@ pub(crate) struct CachedStore {
     /// range between commits (window and session stores that sliding and session aggregations
     /// and processors query).
     ordered: Option<BTreeMap<Vec<u8>, usize>>,
+    /// The bounds a range read of one key narrows to, kept between reads.
+    bounds: Cell<(Vec<u8>, Vec<u8>)>,
     /// The last sequence number a window store keeping duplicates gave a put. It starts at a
     /// random number, so that puts after a restart do not replace entries of the same key and
     /// window written before it (which a count from 0 would, Kafka Streams' own weakness).
@@ -178,6 +180,7 @@ impl CachedStore {
             every_write: false,
             timestamped: false,
             ordered: None,
+            bounds: Cell::new((Vec::new(), Vec::new())),
             seq: {
                 use std::hash::{BuildHasher, Hasher};
                 std::hash::RandomState::new().build_hasher().finish() as u32
@@ -598,6 +601,9 @@ impl CachedStore {
                 "a time-range read of a store that is not a window or session store".into(),
             ));
         };
+        if time_from > time_to {
+            return Ok(Vec::new());
+        }
         let mut merged: BTreeMap<Vec<u8>, Option<(Vec<u8>, i64)>> = BTreeMap::new();
         let mut bad = None;
         let timestamped = self.timestamped;
@@ -624,7 +630,7 @@ impl CachedStore {
             if super::window::is_meta(key) {
                 return Ok(());
             }
-            let time = segmented.decode(key)?.time;
+            let time = segmented.entry_time(key)?;
             if time >= time_from && time <= time_to {
                 let e = &self.entries[i];
                 merged.insert(
@@ -638,15 +644,32 @@ impl CachedStore {
         let below = |k: &[u8]| to.is_empty() || k < to;
         match &self.ordered {
             Some(ordered) if to.is_empty() || from < to => {
-                let upper = if to.is_empty() {
+                // One key's bounds narrow to the entries of that key in the time range (the
+                // cache's keys are the store's entry keys).
+                let mut bounds = self.bounds.take();
+                let narrowed = !to.is_empty()
+                    && super::window::narrow_to_times(
+                        from,
+                        to,
+                        time_from,
+                        time_to,
+                        &mut bounds.0,
+                        &mut bounds.1,
+                    );
+                let (lo, hi) = if narrowed {
+                    (bounds.0.as_slice(), bounds.1.as_slice())
+                } else {
+                    (from, to)
+                };
+                let upper = if hi.is_empty() {
                     std::ops::Bound::Unbounded
                 } else {
-                    std::ops::Bound::Excluded(to)
+                    std::ops::Bound::Excluded(hi)
                 };
-                for (key, &i) in ordered.range::<[u8], _>((std::ops::Bound::Included(from), upper))
-                {
+                for (key, &i) in ordered.range::<[u8], _>((std::ops::Bound::Included(lo), upper)) {
                     overlay(key, i)?;
                 }
+                self.bounds.set(bounds);
             }
             Some(_) => {}
             None => {

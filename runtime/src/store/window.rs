@@ -841,6 +841,14 @@ impl SegmentedStore {
         decode_entry(&self.name, self.kind, bytes)
     }
 
+    /// The entry time of an entry key of this store (a window's start, a session's end),
+    /// without copying its record key.
+    pub(crate) fn entry_time(&self, bytes: &[u8]) -> Result<i64, StoreError> {
+        parse_entry(self.kind, bytes)
+            .map(|p| p.time)
+            .map_err(|m| m.into_error(&self.name, bytes.len()))
+    }
+
     /// As [`decode`](Self::decode), into `out`, reusing its key's buffer.
     pub(crate) fn decode_into(
         &self,
@@ -1002,65 +1010,85 @@ impl SegmentedStore {
         if first > last {
             return Ok(());
         }
-        let narrowed = if unbounded {
-            None
-        } else {
-            narrow_to_times(from, to, time_from, time_to)
-        };
-        let (lo, hi) = match &narrowed {
-            Some((lo, hi)) => (lo.as_slice(), Some(hi.as_slice())),
-            None => (from, (!unbounded).then_some(to)),
-        };
-        let kind = self.kind;
-        let mut corrupt = None;
-        let mut visit = |k: &[u8], v: &[u8]| match parse_entry(kind, k) {
-            Ok(parsed) => {
-                if (time_from..=time_to).contains(&parsed.time) {
-                    f(k, v);
+        SCAN_BOUNDS.with(|bounds| {
+            // A visit that reads the store again finds the buffers taken: it uses its own.
+            let mut own = (Vec::new(), Vec::new());
+            let mut taken = bounds.try_borrow_mut();
+            let (nlo, nhi) = match &mut taken {
+                Ok(b) => &mut **b,
+                Err(_) => &mut own,
+            };
+            let narrowed = !unbounded && narrow_to_times(from, to, time_from, time_to, nlo, nhi);
+            let (lo, hi) = if narrowed {
+                (nlo.as_slice(), Some(nhi.as_slice()))
+            } else {
+                (from, (!unbounded).then_some(to))
+            };
+            let kind = self.kind;
+            let mut corrupt = None;
+            let mut visit = |k: &[u8], v: &[u8]| match parse_entry(kind, k) {
+                Ok(parsed) => {
+                    if (time_from..=time_to).contains(&parsed.time) {
+                        f(k, v);
+                    }
+                    true
                 }
-                true
-            }
-            Err(m) => {
-                corrupt = Some(m.into_error(&self.name, k.len()));
-                false
-            }
-        };
-        let visited = match &self.backend {
-            Backend::Memory(m) => visit_segments(&m.segments, first, last, lo, hi, &mut visit),
-            Backend::Disk(d) => visit_segments(&d.segments, first, last, lo, hi, &mut visit),
-        };
-        visited.map_err(|e| self.err(e))?;
-        corrupt.map_or(Ok(()), Err)
+                Err(m) => {
+                    corrupt = Some(m.into_error(&self.name, k.len()));
+                    false
+                }
+            };
+            let visited = match &self.backend {
+                Backend::Memory(m) => visit_segments(&m.segments, first, last, lo, hi, &mut visit),
+                Backend::Disk(d) => visit_segments(&d.segments, first, last, lo, hi, &mut visit),
+            };
+            visited.map_err(|e| self.err(e))?;
+            corrupt.map_or(Ok(()), Err)
+        })
     }
 }
 
-/// If `[from, to)` is one record key's [`key_bounds`], the narrower range of its entries with
-/// times in `[time_from, time_to]`: one key's entries sort by entry time.
-fn narrow_to_times(
+/// If `[from, to)` is one record key's [`key_bounds`], writes into `lo` and `hi` the narrower
+/// range of its entries with times in `[time_from, time_to]` (one key's entries sort by entry
+/// time) and says so; else leaves them alone and returns `false`. The buffers are the caller's,
+/// to reuse from read to read.
+pub(super) fn narrow_to_times(
     from: &[u8],
     to: &[u8],
     time_from: i64,
     time_to: i64,
-) -> Option<(Vec<u8>, Vec<u8>)> {
-    let (last, head) = to.split_last()?;
+    lo: &mut Vec<u8>,
+    hi: &mut Vec<u8>,
+) -> bool {
+    let Some((last, head)) = to.split_last() else {
+        return false;
+    };
     let one_key = *last == 0x01
         && from.len() == to.len()
         && from.starts_with(head)
         && encoded_key_end(from).is_ok_and(|end| end == from.len());
     if !one_key {
-        return None;
+        return false;
     }
-    let mut lo = from.to_vec();
+    lo.clear();
+    lo.extend_from_slice(from);
     lo.extend_from_slice(&flip(time_from));
-    let hi = match time_to.checked_add(1) {
+    hi.clear();
+    match time_to.checked_add(1) {
         Some(after) => {
-            let mut hi = from.to_vec();
+            hi.extend_from_slice(from);
             hi.extend_from_slice(&flip(after));
-            hi
         }
-        None => to.to_vec(),
+        None => hi.extend_from_slice(to),
+    }
+    true
+}
+
+std::thread_local! {
+    /// [`narrow_to_times`]' bounds for [`SegmentedStore::scan_time`], reused per thread.
+    static SCAN_BOUNDS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const {
+        std::cell::RefCell::new((Vec::new(), Vec::new()))
     };
-    Some((lo, hi))
 }
 
 impl KeyValueStore for SegmentedStore {
