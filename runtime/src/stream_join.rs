@@ -667,7 +667,7 @@ mod tests {
         trackers.remove(task, &left);
         assert!(Arc::ptr_eq(&trackers.take(task, Side::Left), &again));
         trackers.remove(task, &again);
-        assert!(trackers.by_task.lock().unwrap().is_empty());
+        assert!(trackers.by_task.lock().expect("not poisoned").is_empty());
     }
 
     #[test]

@@ -276,7 +276,10 @@ fn windowed_topology(
     builder.build()
 }
 
-/// One run of the stream–stream join (or its baseline): (seconds, allocations, bytes).
+/// One side's records of a key: (timestamp, value).
+type Timed = Vec<(i64, i64)>;
+
+/// One run of the stream–stream join (or its baseline): (seconds, allocations, bytes, outputs).
 fn run_windowed_once(
     args: &Args,
     store: Option<Store>,
@@ -289,7 +292,7 @@ fn run_windowed_once(
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let mut p = producer(&log);
     // Each key's impressions and clicks (timestamp, value), for the independent count.
-    let mut by_key: HashMap<String, (Vec<(i64, i64)>, Vec<(i64, i64)>)> = HashMap::new();
+    let mut by_key: HashMap<String, (Timed, Timed)> = HashMap::new();
     for i in 0..args.records {
         let key = format!("ad-{}", rng.random_range(0..args.window_keys.max(1)));
         let (ts, value) = (i as i64, (i % 1000) as i64);
