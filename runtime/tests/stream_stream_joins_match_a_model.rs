@@ -664,3 +664,137 @@ mod threads {
         phases_on_threads(StoreType::Persistent, true);
     }
 }
+
+// ---- golden vectors: scenarios of Kafka Streams' own left-join tests, their expected outputs ----
+
+mod kafka_scenarios {
+    use std::time::Duration;
+
+    use riffle::{
+        Consumed, JoinWindows, Produced, Serdes, StreamJoined, StreamsBuilder, StreamsConfig,
+        TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver,
+    };
+
+    type Topic = TestInputTopic<String, String>;
+
+    /// `left.leftJoin(right, "l+r", windows)` in the driver, the emit interval 0 as in Kafka's
+    /// tests: the driver, its output and its two inputs.
+    fn left_join(
+        windows: JoinWindows,
+    ) -> (
+        TopologyTestDriver,
+        TestOutputTopic<String, String>,
+        Topic,
+        Topic,
+    ) {
+        let builder = StreamsBuilder::new();
+        let right = builder.stream("t2", Consumed::with(Serdes::string(), Serdes::string()));
+        builder
+            .stream("t1", Consumed::with(Serdes::string(), Serdes::string()))
+            .left_join_stream(
+                &right,
+                |l, r| format!("{l}+{}", r.map_or("null", String::as_str)),
+                windows,
+                StreamJoined::with(Serdes::string(), Serdes::string(), Serdes::string()),
+            )
+            .to("out", Produced::with(Serdes::string(), Serdes::string()));
+        let mut config = StreamsConfig::new("kafka-left-join-tests");
+        config.outer_join_emit_interval = Duration::ZERO;
+        let driver = TopologyTestDriver::new(builder.build().unwrap(), config).unwrap();
+        let t1 = driver.create_input_topic("t1", Serdes::string(), Serdes::string());
+        let t2 = driver.create_input_topic("t2", Serdes::string(), Serdes::string());
+        let out = driver.create_output_topic("out", Serdes::string(), Serdes::string());
+        (driver, out, t1, t2)
+    }
+
+    fn pipe(topic: &TestInputTopic<String, String>, key: u32, value: &str, ts: i64) {
+        topic
+            .pipe_input_at(key.to_string(), value.to_owned(), ts)
+            .unwrap();
+    }
+
+    fn take(out: &TestOutputTopic<String, String>) -> Vec<TestRecord<String, String>> {
+        out.read_records_to_list().unwrap()
+    }
+
+    fn rec(key: u32, value: &str, ts: i64) -> TestRecord<String, String> {
+        TestRecord::new(key.to_string(), value.to_owned(), ts)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Kafka's `KStreamKStreamLeftJoinTest.testLeftJoinDuplicates`.
+    #[test]
+    fn unmatched_duplicates_are_emitted_once_their_window_closes_and_matched_ones_join() {
+        let (_driver, out, t1, t2) =
+            left_join(JoinWindows::of_time_difference_and_grace(ms(100), ms(10)));
+        pipe(&t1, 0, "A0", 0);
+        pipe(&t1, 0, "A0-0", 0);
+        pipe(&t2, 1, "a0", 111);
+        pipe(&t2, 2, "dummy", 500);
+        assert_eq!(
+            take(&out),
+            vec![rec(0, "A0+null", 0), rec(0, "A0-0+null", 0)]
+        );
+        pipe(&t1, 2, "A2", 1000);
+        pipe(&t1, 2, "A2-0", 1000);
+        pipe(&t2, 2, "a2", 1001);
+        assert_eq!(
+            take(&out),
+            vec![rec(2, "A2+a2", 1001), rec(2, "A2-0+a2", 1001)]
+        );
+        pipe(&t2, 3, "a3", 315);
+        assert_eq!(take(&out), vec![]);
+    }
+
+    /// Kafka's `testLeftExpiredNonJoinedRecordsAreEmittedByTheLeftProcessor`.
+    #[test]
+    fn a_left_record_moving_stream_time_emits_the_expired_unmatched_ones() {
+        let (_driver, out, t1, t2) =
+            left_join(JoinWindows::of_time_difference_and_grace(ms(100), ms(0)));
+        pipe(&t1, 0, "A0", 1);
+        pipe(&t1, 1, "A1", 2);
+        pipe(&t1, 0, "A0-0", 3);
+        assert_eq!(take(&out), vec![]);
+        pipe(&t2, 1, "a1", 3);
+        assert_eq!(take(&out), vec![rec(1, "A1+a1", 3)]);
+        pipe(&t1, 2, "dummy", 401);
+        assert_eq!(
+            take(&out),
+            vec![rec(0, "A0+null", 1), rec(0, "A0-0+null", 3)]
+        );
+        pipe(&t2, 2, "dummy", 401);
+        assert_eq!(take(&out), vec![rec(2, "dummy+dummy", 401)]);
+    }
+
+    /// Kafka's `testOrdering`: the closed unmatched record first, then the join.
+    #[test]
+    fn closed_unmatched_records_come_before_the_join_of_the_record_that_closed_them() {
+        let (_driver, out, t1, t2) =
+            left_join(JoinWindows::of_time_difference_without_grace(ms(100)));
+        pipe(&t1, 0, "A0", 0);
+        pipe(&t1, 1, "A1", 100);
+        assert_eq!(take(&out), vec![]);
+        pipe(&t2, 1, "a1", 110);
+        assert_eq!(take(&out), vec![rec(0, "A0+null", 0), rec(1, "A1+a1", 110)]);
+    }
+
+    /// Kafka's `testGracePeriod`.
+    #[test]
+    fn unmatched_records_wait_for_the_grace_period() {
+        let (_driver, out, t1, t2) =
+            left_join(JoinWindows::of_time_difference_and_grace(ms(100), ms(10)));
+        for k in [0, 1] {
+            pipe(&t1, k, &format!("A{k}"), 0);
+        }
+        assert_eq!(take(&out), vec![]);
+        for k in [0, 1, 2, 3] {
+            pipe(&t2, k, &format!("a{k}"), 101);
+        }
+        assert_eq!(take(&out), vec![]);
+        pipe(&t2, 0, "dummy", 1201);
+        assert_eq!(take(&out), vec![rec(0, "A0+null", 0), rec(1, "A1+null", 0)]);
+    }
+}
