@@ -201,6 +201,92 @@ proptest! {
     }
 }
 
+/// Kafka's `suppress(untilTimeLimit(limit, unbounded))` over a table's updates, replayed: each
+/// update (or delete) is buffered under its key, keeping the time the key was first buffered
+/// and the latest value and timestamp; after each record the suppression's stream time (the
+/// largest timestamp it has seen) evicts, oldest buffer time first (then by key), every key
+/// buffered at least `limit` ago, emitting its latest value.
+fn suppressed_model(updates: &[Output], limit: i64) -> Vec<Output> {
+    let mut observed = i64::MIN;
+    let mut buffer: BTreeMap<String, (i64, Option<i64>, i64)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (k, v, ts) in updates {
+        observed = observed.max(*ts);
+        let since = buffer.get(k).map_or(*ts, |(since, _, _)| *since);
+        buffer.insert(k.clone(), (since, *v, *ts));
+        loop {
+            let oldest = buffer
+                .iter()
+                .min_by_key(|(k, (since, _, _))| (*since, (*k).clone()))
+                .map(|(k, (since, _, _))| (k.clone(), *since));
+            match oldest {
+                Some((k, since)) if since <= observed.saturating_sub(limit) => {
+                    let (_, v, ts) = buffer.remove(&k).expect("present");
+                    out.push((k, v, ts));
+                }
+                _ => break,
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// A table read from a topic, suppressed until a time limit: its updates and deletes come
+    /// out rate-limited per key as the replay has them, out-of-order timestamps included.
+    #[test]
+    fn a_suppressed_table_emits_each_keys_latest_row_once_its_time_limit_passes(
+        rows in prop::collection::vec(
+            (0u8..5, prop::option::weighted(0.8, 0i64..9), 0i64..8),
+            1..60,
+        ),
+        limit in 0i64..15,
+    ) {
+        // Timestamps rise by 2 a record, each up to 7 late: keys stay buffered a while and
+        // some updates arrive out of order.
+        let rows: Vec<(u8, Option<i64>, i64)> = rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, (k, row, late))| (k, row, (2 * i as i64 - late).max(0)))
+            .collect();
+        let builder = StreamsBuilder::new();
+        builder
+            .table(
+                "table",
+                Consumed::with(Serdes::string(), Serdes::i64()),
+                Materialized::named("rows"),
+            )
+            .map_values(Some, Serdes::optional(Serdes::i64()))
+            .suppress(riffle::Suppressed::until_time_limit(
+                Duration::from_millis(limit as u64),
+                riffle::BufferConfig::unbounded(),
+            ))
+            .to_stream()
+            .to("out", Produced::with(Serdes::string(), Serdes::optional(Serdes::i64())));
+        let driver = TopologyTestDriver::new(builder.build().expect("topology"), StreamsConfig::new("suppressed"))
+            .expect("driver");
+        let table = driver.create_input_topic("table", Serdes::string(), Serdes::i64());
+        let out = driver.create_output_topic("out", Serdes::string(), Serdes::optional(Serdes::i64()));
+        let mut updates = Vec::new();
+        for (k, row, ts) in &rows {
+            match row {
+                Some(row) => table.pipe_input_at(key(*k), *row, *ts).expect("pipe"),
+                None => table.pipe_tombstone_at(key(*k), *ts).expect("pipe"),
+            }
+            updates.push((key(*k), *row, *ts));
+        }
+        let got: Vec<Output> = out
+            .read_records_to_list()
+            .expect("read")
+            .into_iter()
+            .map(|r| (r.key, r.value, r.timestamp))
+            .collect();
+        prop_assert_eq!(got, suppressed_model(&updates, limit));
+    }
+}
+
 #[test]
 fn a_stream_whose_key_changed_is_repartitioned_before_it_joins() {
     let builder = StreamsBuilder::new();
@@ -489,5 +575,43 @@ fn joining_topics_of_different_partition_counts_is_an_error_naming_both() {
         message.contains("stream has 3 partitions and table has 2")
             && message.contains("co-partitioned"),
         "{message}"
+    );
+}
+
+#[test]
+fn a_suppressed_key_updated_while_buffered_keeps_the_time_it_was_first_buffered() {
+    let updates = vec![
+        (key(0), Some(1), 5),
+        (key(0), Some(2), 10),
+        (key(1), Some(3), 15),
+    ];
+    assert_eq!(
+        suppressed_model(&updates, 10),
+        vec![(key(0), Some(2), 10)],
+        "k0 buffered at 5 goes at stream time 15 with its latest row"
+    );
+    let builder = StreamsBuilder::new();
+    builder
+        .table(
+            "table",
+            Consumed::with(Serdes::string(), Serdes::i64()),
+            Materialized::named("rows"),
+        )
+        .suppress(riffle::Suppressed::until_time_limit(
+            Duration::from_millis(10),
+            riffle::BufferConfig::unbounded(),
+        ))
+        .to_stream()
+        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+    let driver =
+        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("kept")).unwrap();
+    let table = driver.create_input_topic("table", Serdes::string(), Serdes::i64());
+    let out = driver.create_output_topic("out", Serdes::string(), Serdes::i64());
+    for (k, v, ts) in &updates {
+        table.pipe_input_at(k.clone(), v.unwrap(), *ts).unwrap();
+    }
+    assert_eq!(
+        out.read_records_to_list().unwrap(),
+        vec![TestRecord::new(key(0), 2, 10)]
     );
 }
