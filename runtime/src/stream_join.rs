@@ -394,7 +394,8 @@ where
     /// Emits the unmatched records of the outer store whose windows have closed, oldest
     /// first, and removes them.
     fn emit_closed(&mut self, ctx: &mut ProcessorContext<'_, K, VR>) -> Result<()> {
-        let Some(outer) = self.spec.outer_store.clone() else {
+        let spec = Arc::clone(&self.spec);
+        let Some(outer) = spec.outer_store.as_deref() else {
             return Ok(());
         };
         let tracker = self.tracker().clone();
@@ -417,7 +418,7 @@ where
             .next_emit
             .store(now.saturating_add(interval), Ordering::Relaxed);
         let mut min = i64::MAX;
-        let entries = ctx.get_state_store::<Bytes, Bytes>(&outer)?.all()?;
+        let entries = ctx.get_state_store::<Bytes, Bytes>(outer)?.all()?;
         let (mut left_open, mut right_open) = (false, false);
         let w = self.spec.windows;
         let headers = ctx.headers().clone();
@@ -484,7 +485,7 @@ where
             emitted.push(key.clone());
         }
         tracker.min_time.store(min, Ordering::Relaxed);
-        let mut store = ctx.get_state_store::<Bytes, Bytes>(&outer)?;
+        let mut store = ctx.get_state_store::<Bytes, Bytes>(outer)?;
         for key in emitted {
             store.delete_blind(&key);
         }
@@ -554,12 +555,13 @@ where
             ctx.get_window_store::<K, VOther>(&self.spec.other_store)?
                 .fetch(record.key(), time_from.max(live_from), time_to)?
         };
-        if let Some(outer) = self.spec.outer_store.clone()
+        let spec = Arc::clone(&self.spec);
+        if let Some(outer) = spec.outer_store.as_deref()
             && !matches.is_empty()
         {
             self.value_buf.clear();
             self.key_serde.serialize(record.key(), &mut self.value_buf);
-            let mut store = ctx.get_state_store::<Bytes, Bytes>(&outer)?;
+            let mut store = ctx.get_state_store::<Bytes, Bytes>(outer)?;
             let mut last = None;
             for (other_ts, _) in &matches {
                 if last == Some(*other_ts) {
@@ -592,13 +594,13 @@ where
                     ts,
                     headers.clone(),
                 ))?;
-            } else if let Some(outer) = self.spec.outer_store.clone() {
+            } else if let Some(outer) = spec.outer_store.as_deref() {
                 tracker.min_time.fetch_min(ts, Ordering::Relaxed);
                 self.value_buf.clear();
                 self.key_serde.serialize(record.key(), &mut self.value_buf);
                 outer_key(ts, self.side, &self.value_buf, &mut self.key_buf);
                 let key = Bytes::copy_from_slice(&self.key_buf);
-                let mut store = ctx.get_state_store::<Bytes, Bytes>(&outer)?;
+                let mut store = ctx.get_state_store::<Bytes, Bytes>(outer)?;
                 let mut list = store.get(&key)?.map(|b| b.to_vec()).unwrap_or_default();
                 self.value_buf.clear();
                 self.this_serde

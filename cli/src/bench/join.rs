@@ -124,6 +124,35 @@ fn producer(log: &Log) -> Producer<String, i64> {
     )
 }
 
+/// Starts `app` and times it from its first record processed until it has processed `records`
+/// and is idle: (seconds, allocations, bytes), the allocations counted from the start.
+fn timed(
+    app: &mut StreamsApp,
+    records: u64,
+    count_allocations: bool,
+) -> anyhow::Result<(f64, u64, u64)> {
+    let (b0, c0) = process_totals();
+    count_process_wide(count_allocations);
+    app.start()?;
+    while app.records_processed() == 0 {
+        if app.is_shutting_down() {
+            bail!("the application stopped");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let start = Instant::now();
+    while app.records_processed() < records || !app.is_idle() {
+        if app.is_shutting_down() {
+            bail!("the application stopped");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    count_process_wide(false);
+    let (b1, c1) = process_totals();
+    Ok((seconds, c1 - c0, b1 - b0))
+}
+
 fn wait_idle(app: &StreamsApp) -> anyhow::Result<()> {
     while !app.is_idle() {
         if app.is_shutting_down() {
@@ -196,25 +225,7 @@ fn run_once(
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )?;
-    let (b0, c0) = process_totals();
-    count_process_wide(count_allocations);
-    app.start()?;
-    while app.records_processed() == 0 {
-        if app.is_shutting_down() {
-            bail!("the application stopped");
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    let start = Instant::now();
-    while app.records_processed() < args.records || !app.is_idle() {
-        if app.is_shutting_down() {
-            bail!("the application stopped");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    count_process_wide(false);
-    let (b1, c1) = process_totals();
+    let (seconds, allocations, bytes) = timed(&mut app, args.records, count_allocations)?;
     app.close()?;
     // Every output against the independent join: per key, the sum of its values.
     let mut got: HashMap<String, i64> = HashMap::new();
@@ -238,7 +249,7 @@ fn run_once(
             args.records
         );
     }
-    Ok((seconds, c1 - c0, b1 - b0, outputs))
+    Ok((seconds, allocations, bytes, outputs))
 }
 
 /// The stream–stream join: impressions ⋈ clicks within ±`window_ms`, `impression * 31 +
@@ -334,25 +345,7 @@ fn run_windowed_once(
     config.commit_interval = Some(Duration::from_millis(1_000));
     let topology = windowed_topology(store, args.window_ms, args.records)?;
     let mut app = StreamsApp::new(topology, config, EmbeddedBackend::new(log.clone()).shared())?;
-    let (b0, c0) = process_totals();
-    count_process_wide(count_allocations);
-    app.start()?;
-    while app.records_processed() == 0 {
-        if app.is_shutting_down() {
-            bail!("the application stopped");
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    let start = Instant::now();
-    while app.records_processed() < args.records || !app.is_idle() {
-        if app.is_shutting_down() {
-            bail!("the application stopped");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    count_process_wide(false);
-    let (b1, c1) = process_totals();
+    let (seconds, allocations, bytes) = timed(&mut app, args.records, count_allocations)?;
     app.close()?;
     let (mut outputs, mut got) = (0u64, 0i64);
     for partition in 0..log.partitions("joined").context("no output topic")? {
@@ -372,7 +365,7 @@ fn run_windowed_once(
              (checksum {checksum})"
         );
     }
-    Ok((seconds, c1 - c0, b1 - b0, outputs))
+    Ok((seconds, allocations, bytes, outputs))
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {

@@ -208,44 +208,28 @@ where
             trackers: spec.trackers.clone(),
         });
 
-        let left_joiner: SideJoiner<K, V1, V2, VR> = joiner.clone();
-        let serdes = (
-            joined.key.clone(),
-            joined.value.clone(),
-            joined.other_value.clone(),
-        );
-        let left_node = g.processor(
+        let right_joiner: SideJoiner<K, V2, V1, VR> = {
+            let joiner = joiner.clone();
+            Arc::new(move |k, this, other| joiner(k, other, this))
+        };
+        let (key, value, other_value) = (&joined.key, &joined.value, &joined.other_value);
+        let left_node = side_node(
+            &mut g,
             this_name,
-            move || {
-                JoinSide::new(
-                    Side::Left,
-                    left_outer,
-                    spec.clone(),
-                    left_joiner.clone(),
-                    serdes.clone(),
-                )
-            },
-            &[left],
+            (Side::Left, left_outer),
+            spec,
+            joiner,
+            (key.clone(), value.clone(), other_value.clone()),
+            left,
         );
-        let right_joiner: SideJoiner<K, V2, V1, VR> =
-            Arc::new(move |k, this, other| joiner(k, other, this));
-        let serdes = (
-            joined.key.clone(),
-            joined.other_value.clone(),
-            joined.value.clone(),
-        );
-        let right_node = g.processor(
+        let right_node = side_node(
+            &mut g,
             other_name,
-            move || {
-                JoinSide::new(
-                    Side::Right,
-                    right_outer,
-                    other_spec.clone(),
-                    right_joiner.clone(),
-                    serdes.clone(),
-                )
-            },
-            &[right],
+            (Side::Right, right_outer),
+            other_spec,
+            right_joiner,
+            (key.clone(), other_value.clone(), value.clone()),
+            right,
         );
         g.add_store(left_node, left_def);
         g.add_store(right_node, right_def);
@@ -274,6 +258,27 @@ where
         let right_out: KStream<K, VR> = KStream::at(self.graph.clone(), right_node, false);
         left_out.merge(&right_out)
     }
+}
+
+/// Adds one side's processor below `parent`: `side` and whether it emits its unmatched
+/// records, the join as this side sees it, its joiner and its (key, this, other) serdes.
+fn side_node<K, VThis, VOther, VR>(
+    g: &mut crate::topology::GraphBuilder,
+    name: String,
+    (side, outer): (Side, bool),
+    spec: Arc<JoinSpec>,
+    joiner: SideJoiner<K, VThis, VOther, VR>,
+    serdes: (SerdeRef<K>, SerdeRef<VThis>, SerdeRef<VOther>),
+    parent: usize,
+) -> usize
+where
+    K: Clone + 'static,
+    VThis: Clone + 'static,
+    VOther: Clone + 'static,
+    VR: Clone + 'static,
+{
+    let supplier = move || JoinSide::new(side, outer, spec.clone(), joiner.clone(), serdes.clone());
+    g.processor(name, supplier, &[parent])
 }
 
 /// A join side's window store: kept `before + after + grace`, keeping duplicates.
