@@ -120,7 +120,7 @@ mod txn_crash_tests;
 #[cfg(test)]
 mod txn_model_tests;
 mod types;
-mod varint;
+pub mod varint;
 mod wakeup;
 
 pub use crate::{

@@ -1,7 +1,7 @@
 //! Zig-zag varints as Kafka's record format uses them (`ByteUtils.writeVarint/writeVarlong`).
 
 /// Appends `v` zig-zag encoded as a LEB128 varint (at most 10 bytes).
-pub(crate) fn put_varlong(buf: &mut Vec<u8>, v: i64) {
+pub fn put_varlong(buf: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     while z >= 0x80 {
         buf.push((z as u8) | 0x80);
@@ -11,14 +11,14 @@ pub(crate) fn put_varlong(buf: &mut Vec<u8>, v: i64) {
 }
 
 /// Encoded length of `v` as [`put_varlong`] writes it.
-pub(crate) fn varlong_len(v: i64) -> usize {
+pub fn varlong_len(v: i64) -> usize {
     let z = ((v << 1) ^ (v >> 63)) as u64;
     let bits = 64 - (z | 1).leading_zeros() as usize;
     bits.div_ceil(7)
 }
 
 /// Decodes a zig-zag varlong at `*pos`, advancing it. `None` on truncation or overlong input.
-pub(crate) fn get_varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
+pub fn get_varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
     let mut z: u64 = 0;
     for i in 0..10 {
         let b = *buf.get(*pos)?;
@@ -32,7 +32,7 @@ pub(crate) fn get_varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
 }
 
 /// Decodes a varint that must fit an `i32` (Kafka's `readVarint`).
-pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<i32> {
+pub fn get_varint(buf: &[u8], pos: &mut usize) -> Option<i32> {
     get_varlong(buf, pos).and_then(|v| i32::try_from(v).ok())
 }
 

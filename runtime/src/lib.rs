@@ -204,8 +204,8 @@ pub use config::{
     AutoOffsetReset, FetchStrategy, IdleWakeup, ProcessingGuarantee, RecordingLevel, StreamsConfig,
 };
 pub use dsl::{
-    Consumed, Grouped, Joined, KGroupedStream, KStream, KTable, Materialized, Produced,
-    SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,
+    Consumed, Grouped, Joined, KGroupedStream, KGroupedTable, KStream, KTable, Materialized,
+    Produced, SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
 pub use handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};

@@ -98,6 +98,15 @@ pub(crate) struct Scratch {
     pub(crate) store: StoreScratch,
 }
 
+/// A table's update with the key's value before it (Kafka Streams' `Change`): what table nodes
+/// send to children that asked for old values (`KTable::group_by`'s subtraction, table joins).
+/// `new: None` is a delete; `old: None`, a key that had no value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Change<V> {
+    pub(crate) new: Option<V>,
+    pub(crate) old: Option<V>,
+}
+
 /// A node that takes typed records.
 pub(crate) trait Node<K, V> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()>;
@@ -107,6 +116,19 @@ pub(crate) trait Node<K, V> {
     fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
         let _ = (ctx, key);
         Ok(())
+    }
+    /// A table's update with the key's old value, from a table node whose downstream asked for
+    /// old values. A node that has no use for the old value takes the update alone.
+    fn process_change(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        change: Change<V>,
+    ) -> Result<()> {
+        match change.new {
+            Some(value) => self.process(ctx, key, value),
+            None => self.process_tombstone(ctx, key),
+        }
     }
 }
 
@@ -154,6 +176,42 @@ impl<K: Clone, V: Clone> Forward<K, V> {
                 }
                 last.borrow_mut().process_tombstone(ctx, key)
             }
+        }
+    }
+
+    /// Sends a table's update with the key's old value to every child.
+    pub(crate) fn send_change(
+        &self,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        change: Change<V>,
+    ) -> Result<()> {
+        match self.children.split_last() {
+            None => Ok(()),
+            Some((last, rest)) => {
+                for child in rest {
+                    child
+                        .borrow_mut()
+                        .process_change(ctx, key.clone(), change.clone())?;
+                }
+                last.borrow_mut().process_change(ctx, key, change)
+            }
+        }
+    }
+
+    /// Sends `new` (`None`: a delete) with the key's old value when `with_old`, else alone.
+    pub(crate) fn send_update(
+        &self,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        new: Option<V>,
+        old: Option<V>,
+        with_old: bool,
+    ) -> Result<()> {
+        match (with_old, new) {
+            (true, new) => self.send_change(ctx, key, Change { new, old }),
+            (false, Some(value)) => self.send(ctx, key, value),
+            (false, None) => self.send_tombstone(ctx, key),
         }
     }
 
@@ -315,16 +373,22 @@ impl<K: Clone, V: Clone> Node<K, V> for Passthrough<K, V> {
     }
 }
 
-/// The aggregation behind `count`, `reduce` and `aggregate`: reads the key's aggregate (cache
-/// first, then store), folds the value in and writes the new aggregate to the cache. At commit it
-/// forwards the latest aggregate of every key it changed (Kafka Streams' cached KTable).
+/// The aggregation behind `count`, `reduce` and `aggregate` (of a grouped stream or, folding
+/// `Change`s, of a grouped table): reads the key's aggregate (cache first, then store), folds
+/// the value in and writes the new aggregate to the cache. At commit it forwards the latest
+/// aggregate of every key it changed (Kafka Streams' cached KTable), with the aggregate it
+/// replaced when a downstream node asked for old values.
 pub(crate) struct Aggregate<K, V, A> {
     pub(crate) store: usize,
     pub(crate) key_serde: SerdeRef<K>,
     pub(crate) agg_serde: SerdeRef<A>,
+    /// Folds a value into the key's aggregate (`None`: none yet); `None` back deletes the key
+    /// (a grouped table's reduce with nothing left to reduce).
     #[allow(clippy::type_complexity)]
-    pub(crate) fold: Arc<dyn Fn(&K, V, Option<A>) -> A + Send + Sync>,
+    pub(crate) fold: Arc<dyn Fn(&K, V, Option<A>) -> Option<A> + Send + Sync>,
     pub(crate) forward: Forward<K, A>,
+    /// Forward old values (`Change`s) at commit.
+    pub(crate) send_old: bool,
 }
 
 impl<K: Clone + 'static, V, A: Clone + 'static> Aggregate<K, V, A> {
@@ -353,32 +417,69 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
             None => (None, ctx.timestamp),
         };
         let new = (self.fold)(&key, value, old);
+        let scratch = &mut *ctx.scratch;
         scratch.value.clear();
-        self.agg_serde.serialize(&new, &mut scratch.value);
-        ctx.stores[self.store].put(&scratch.key, Some(&scratch.value), timestamp, &ctx.headers);
+        if let Some(new) = &new {
+            self.agg_serde.serialize(new, &mut scratch.value);
+        }
+        let value = new.as_ref().map(|_| &scratch.value[..]);
+        ctx.stores[self.store].put(&scratch.key, value, timestamp, &ctx.headers);
         Ok(())
     }
 }
 
 impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for Aggregate<K, V, A> {
     fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
-        // In the order of their last write, as Kafka's cache flushes (this store's entries
-        // may have been written by an upstream node's flush just now).
-        ctx.stores[self.store].order_by_last_write();
-        let dirty = ctx.stores[self.store].dirty_len();
-        for i in 0..dirty {
-            let (key, value, timestamp) = ctx.stores[self.store].dirty(i);
-            let Some(value) = value else { continue };
-            let key = self.key_serde.deserialize(Some(key));
-            let value = self.agg_serde.deserialize(Some(value));
-            let (key, value) = match (key, value) {
-                (Ok(k), Ok(v)) => (k, v),
-                (Err(e), _) | (_, Err(e)) => return Err(self.corrupt(ctx, e)),
-            };
-            ctx.timestamp = timestamp;
-            ctx.headers = ctx.stores[self.store].dirty_headers(i).clone();
-            self.forward.send(ctx, key, value)?;
-        }
-        Ok(())
+        flush_table_store(
+            ctx,
+            self.store,
+            &self.key_serde,
+            &self.agg_serde,
+            &self.forward,
+            self.send_old,
+        )
     }
+}
+
+/// Forwards every key a store's cache changed since the last commit, in the order of their last
+/// write (as Kafka's cache flushes; this store's entries may have been written by an upstream
+/// node's flush just now): the latest value or a tombstone, with the value the store held
+/// before (the last committed one, or with caching disabled the key's write before) when
+/// `send_old`.
+pub(crate) fn flush_table_store<K: Clone + 'static, V: Clone + 'static>(
+    ctx: &mut ProcessingContext<'_>,
+    store: usize,
+    key_serde: &SerdeRef<K>,
+    value_serde: &SerdeRef<V>,
+    forward: &Forward<K, V>,
+    send_old: bool,
+) -> Result<()> {
+    let corrupt = |ctx: &ProcessingContext<'_>, source| Error::CorruptState {
+        store: ctx.stores[store].inner.name().to_owned(),
+        task: ctx.task,
+        source,
+    };
+    ctx.stores[store].order_by_last_write();
+    if send_old {
+        ctx.stores[store].link_rewrites();
+    }
+    for i in 0..ctx.stores[store].dirty_len() {
+        let (key, value, timestamp) = ctx.stores[store].dirty(i);
+        let key = key_serde.deserialize(Some(key));
+        let value = value.map(|v| value_serde.deserialize(Some(v))).transpose();
+        let (key, value) = match (key, value) {
+            (Ok(k), Ok(v)) => (k, v),
+            (Err(e), _) | (_, Err(e)) => return Err(corrupt(ctx, e)),
+        };
+        let old = if send_old && ctx.stores[store].dirty_old(i, &mut ctx.scratch.old)? {
+            let old = value_serde.deserialize(Some(&ctx.scratch.old));
+            Some(old.map_err(|e| corrupt(ctx, e))?)
+        } else {
+            None
+        };
+        ctx.timestamp = timestamp;
+        ctx.headers = ctx.stores[store].dirty_headers(i).clone();
+        forward.send_update(ctx, key, value, old, send_old)?;
+    }
+    Ok(())
 }

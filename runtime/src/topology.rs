@@ -131,6 +131,22 @@ pub(crate) struct NodeDef {
     pub(crate) factory: NodeFactory,
     /// What it forwards (`None` for a sink): checked against what a child added by name takes.
     pub(crate) output: Option<TypeSig>,
+    /// Where the node's old values would come from, if it is a table's.
+    pub(crate) old_values: OldValues,
+    /// A downstream node asked for old values: the node forwards `Change`s.
+    pub(crate) send_old_values: bool,
+}
+
+/// Where a table node's old values come from, for the operations that need them
+/// (`KTable::group_by`'s subtraction, table–table joins; Kafka Streams' `enableSendingOldValues`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OldValues {
+    /// None: not a table's node, or a table that cannot give them (windowed, suppressed).
+    Unavailable,
+    /// Read from the node's own store at commit (a table's store, an aggregation).
+    FromStore,
+    /// Computed from what its parents send (an unmaterialized filter or `map_values`, a join).
+    FromParents,
 }
 
 /// A store the topology declares.
@@ -249,6 +265,8 @@ impl GraphBuilder {
             stores: Vec::new(),
             factory,
             output,
+            old_values: OldValues::Unavailable,
+            send_old_values: false,
         });
         for &p in parents {
             self.nodes[p].children.push(id);
@@ -274,6 +292,33 @@ impl GraphBuilder {
             Some(input),
             Some(output),
         )
+    }
+
+    /// Makes `node` forward old values, and the table nodes above it that it computes them
+    /// from; an error naming the table that cannot.
+    pub(crate) fn send_old_values(&mut self, node: usize) -> Result<(), String> {
+        let def = &mut self.nodes[node];
+        if def.send_old_values {
+            return Ok(());
+        }
+        match def.old_values {
+            OldValues::Unavailable => Err(format!(
+                "{} cannot send old values: riffle's windowed and suppressed tables cannot be \
+                 grouped or joined as tables",
+                def.name
+            )),
+            OldValues::FromStore => {
+                def.send_old_values = true;
+                Ok(())
+            }
+            OldValues::FromParents => {
+                def.send_old_values = true;
+                for parent in def.parents.clone() {
+                    self.send_old_values(parent)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     pub(crate) fn add_store(&mut self, node: usize, store: StoreDef) -> usize {
@@ -745,6 +790,7 @@ impl Topology {
             let def = &self.nodes[id];
             let ctx = BuildCtx {
                 name: &def.name,
+                send_old_values: def.send_old_values,
                 children: &def.children,
                 nodes: &self.nodes,
                 built: &built,
@@ -886,6 +932,7 @@ pub(crate) struct Instance {
 /// What a node factory can see: its children (already built) and the resolved names.
 pub(crate) struct BuildCtx<'a> {
     name: &'a str,
+    send_old_values: bool,
     children: &'a [usize],
     nodes: &'a [NodeDef],
     store_defs: &'a [StoreDef],
@@ -897,6 +944,11 @@ pub(crate) struct BuildCtx<'a> {
 }
 
 impl BuildCtx<'_> {
+    /// Whether the node forwards old values (`Change`s): a downstream node asked.
+    pub(crate) fn sends_old_values(&self) -> bool {
+        self.send_old_values
+    }
+
     /// The node's children, typed. Children are built before parents, and the DSL only links
     /// nodes whose types match, so a mismatch here is a bug in the DSL.
     pub(crate) fn forward<K: 'static, V: 'static>(&self) -> Forward<K, V> {

@@ -4,11 +4,13 @@
 //! as needing a repartition; a later `group_by_key` then routes it through a repartition topic,
 //! which starts a new sub-topology.
 
+mod grouped_table;
 mod options;
 mod stream_join;
 mod table;
 mod windowed;
 
+pub use grouped_table::KGroupedTable;
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
 pub use table::Joined;
 pub use windowed::{SessionWindowedKStream, TimeWindowedKStream, WindowedBy};
@@ -25,7 +27,8 @@ use crate::serdes::{DefaultSerde, SerdeRef, Serdes};
 use crate::stores::StoreBuilder;
 use crate::table::TableView;
 use crate::topology::{
-    BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, StoreDef, TopicRef, Topology, TypeSig,
+    BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, OldValues, StoreDef, TopicRef,
+    Topology, TypeSig,
 };
 use crate::windows::WindowKind;
 
@@ -455,7 +458,7 @@ impl<K, V> std::fmt::Debug for KGroupedStream<K, V> {
     }
 }
 
-type FoldFn<K, V, A> = Arc<dyn Fn(&K, V, Option<A>) -> A + Send + Sync>;
+type FoldFn<K, V, A> = Arc<dyn Fn(&K, V, Option<A>) -> Option<A> + Send + Sync>;
 
 impl<K, V> KGroupedStream<K, V>
 where
@@ -469,7 +472,8 @@ where
 
     /// Counts the records per key, in the store `materialized` describes.
     pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<K, i64> {
-        let fold: FoldFn<K, V, i64> = Arc::new(|_, _, old| old.unwrap_or(0).saturating_add(1));
+        let fold: FoldFn<K, V, i64> =
+            Arc::new(|_, _, old| Some(old.unwrap_or(0).saturating_add(1)));
         self.fold(materialized, Serdes::i64(), fold)
     }
 
@@ -479,9 +483,11 @@ where
         reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
         materialized: Materialized<V>,
     ) -> KTable<K, V> {
-        let fold: FoldFn<K, V, V> = Arc::new(move |_, v, old| match old {
-            Some(old) => reducer(old, v),
-            None => v,
+        let fold: FoldFn<K, V, V> = Arc::new(move |_, v, old| {
+            Some(match old {
+                Some(old) => reducer(old, v),
+                None => v,
+            })
         });
         let serde = materialized
             .value_serde
@@ -502,7 +508,7 @@ where
         A: Clone + 'static,
     {
         let fold: FoldFn<K, V, A> =
-            Arc::new(move |k, v, old| adder(k, v, old.unwrap_or_else(&init)));
+            Arc::new(move |k, v, old| Some(adder(k, v, old.unwrap_or_else(&init))));
         self.fold(materialized, aggregate_serde, fold)
     }
 
@@ -556,61 +562,83 @@ where
     {
         let store_name = self.store_name(&materialized.name);
         let parent = self.aggregate_parent(&store_name);
-        let key_serde = self.grouped.key.clone();
-        let table_key_serde = key_serde.clone();
-        let table_value_serde = agg_serde.clone();
-        let factory: NodeFactory = Arc::new(move |ctx| {
-            let aggregate = Rc::new(RefCell::new(Aggregate {
-                store: ctx.store_slot(0),
-                key_serde: key_serde.clone(),
-                agg_serde: agg_serde.clone(),
-                fold: fold.clone(),
-                forward: ctx.forward::<K, A>(),
-            }));
-            let flush: FlushRef = aggregate.clone();
-            let node: NodeRef<K, V> = aggregate;
-            BuiltNode {
-                node: Box::new(node),
-                flush: Some(flush),
-                lifecycle: None,
-            }
-        });
-        let mut g = self.graph.borrow_mut();
-        let name = g.next_name("KSTREAM-AGGREGATE");
-        let types = (Some(TypeSig::of::<K, V>()), Some(TypeSig::of::<K, A>()));
-        let node = g.add_node(
-            name,
-            NodeKind::Processor,
-            &[parent],
-            factory,
-            types.0,
-            types.1,
-        );
-        let persistent = materialized.store_type == StoreType::Persistent;
-        if g.stores.iter().any(|s| s.name == store_name) {
-            g.errors
-                .push(format!("a store named {store_name:?} already exists"));
-        }
-        let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
-        def.caching = materialized.caching;
-        def.serdes = Some(Arc::new(StoreSerdes {
-            key: table_key_serde.clone(),
-            value: table_value_serde.clone(),
+        aggregate_table(
+            &self.graph,
+            "KSTREAM-AGGREGATE",
+            parent,
+            store_name,
+            &materialized,
+            self.grouped.key.clone(),
+            agg_serde,
+            fold,
+        )
+    }
+}
+
+/// Adds an aggregation node `<prefix>-<n>` below `parent`, folding what `parent` forwards into
+/// the store `store_name` (named, typed and backed as `materialized` says), and returns its
+/// table: the stream aggregations' and, folding `Change`s, the grouped tables'.
+#[allow(clippy::too_many_arguments)]
+fn aggregate_table<K, VIn, A>(
+    graph: &Rc<RefCell<GraphBuilder>>,
+    prefix: &str,
+    parent: usize,
+    store_name: String,
+    materialized: &Materialized<A>,
+    key_serde: SerdeRef<K>,
+    agg_serde: SerdeRef<A>,
+    fold: FoldFn<K, VIn, A>,
+) -> KTable<K, A>
+where
+    K: Clone + 'static,
+    VIn: 'static,
+    A: Clone + 'static,
+{
+    let (table_key_serde, table_value_serde) = (key_serde.clone(), agg_serde.clone());
+    let factory: NodeFactory = Arc::new(move |ctx| {
+        let aggregate = Rc::new(RefCell::new(Aggregate {
+            store: ctx.store_slot(0),
+            key_serde: key_serde.clone(),
+            agg_serde: agg_serde.clone(),
+            fold: fold.clone(),
+            forward: ctx.forward::<K, A>(),
+            send_old: ctx.sends_old_values(),
         }));
-        let store = g.add_store(node, def);
-        KTable {
-            graph: self.graph.clone(),
-            node,
-            key_serde: table_key_serde.clone(),
-            value_serde: table_value_serde.clone(),
-            windows: None,
-            window_end: None,
-            view: Some(TableView::of_store(
-                store,
-                table_key_serde,
-                table_value_serde,
-            )),
+        let flush: FlushRef = aggregate.clone();
+        let node: NodeRef<K, VIn> = aggregate;
+        BuiltNode {
+            node: Box::new(node),
+            flush: Some(flush),
+            lifecycle: None,
         }
+    });
+    let mut g = graph.borrow_mut();
+    let node = g.add_processor_node::<K, VIn, K, A>(prefix, &[parent], factory);
+    g.nodes[node].old_values = OldValues::FromStore;
+    let persistent = materialized.store_type == StoreType::Persistent;
+    if g.stores.iter().any(|s| s.name == store_name) {
+        g.errors
+            .push(format!("a store named {store_name:?} already exists"));
+    }
+    let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
+    def.caching = materialized.caching;
+    def.serdes = Some(Arc::new(StoreSerdes {
+        key: table_key_serde.clone(),
+        value: table_value_serde.clone(),
+    }));
+    let store = g.add_store(node, def);
+    KTable {
+        graph: graph.clone(),
+        node,
+        key_serde: table_key_serde.clone(),
+        value_serde: table_value_serde.clone(),
+        windows: None,
+        window_end: None,
+        view: Some(TableView::of_store(
+            store,
+            table_key_serde,
+            table_value_serde,
+        )),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::node::{FlushRef, NodeRef};
 use crate::processor::StoreSerdes;
 use crate::serdes::SerdeRef;
 use crate::table::{StreamTableJoin, TableMap, TableStore, TableView};
-use crate::topology::{BuiltNode, Erased, NodeFactory, StoreDef, TopicRef};
+use crate::topology::{BuiltNode, Erased, NodeFactory, OldValues, StoreDef, TopicRef};
 
 /// How the stream side of a stream–table join is repartitioned when its key changed upstream:
 /// the serdes of its repartition topic, and the topic's name (Kafka Streams' `Joined`; the
@@ -141,6 +141,7 @@ where
             raw,
             map: map.clone(),
             forward: ctx.forward::<K, V>(),
+            send_old: ctx.sends_old_values(),
         }));
         let flush: FlushRef = table.clone();
         let node: NodeRef<K, VIn> = table;
@@ -152,6 +153,7 @@ where
     });
     let mut g = graph.borrow_mut();
     let node = g.add_processor_node::<K, VIn, K, V>(prefix, &[parent], factory);
+    g.nodes[node].old_values = OldValues::FromStore;
     if g.stores.iter().any(|s| s.name == store_name) {
         g.errors
             .push(format!("a store named {store_name:?} already exists"));
@@ -190,11 +192,13 @@ where
             let node: NodeRef<K, V> = Rc::new(RefCell::new(TableMap {
                 f: g2.clone(),
                 forward: ctx.forward::<K, V2>(),
+                send_old: ctx.sends_old_values(),
             }));
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
         let node = g.add_processor_node::<K, V, K, V2>(prefix, &[self.node], factory);
+        g.nodes[node].old_values = OldValues::FromParents;
         KTable {
             graph: self.graph.clone(),
             node,

@@ -127,6 +127,9 @@ pub(crate) struct CachedStore {
     put_nanos: OpTimes,
     /// The last read's key.
     memo_key: RefCell<Vec<u8>>,
+    /// With caching disabled, each entry's write of the same key before it in this commit
+    /// (`u32::MAX`: none), as [`link_rewrites`](Self::link_rewrites) last found them.
+    prev: Vec<u32>,
 }
 
 /// What a store read and wrote between two commits ([`CachedStore::take_counts`]).
@@ -195,6 +198,7 @@ impl CachedStore {
             get_nanos: Cell::new(OpTimes::default()),
             put_nanos: OpTimes::default(),
             memo_key: RefCell::new(Vec::new()),
+            prev: Vec::new(),
         }
     }
 
@@ -526,6 +530,56 @@ impl CachedStore {
     pub(crate) fn dirty(&self, i: usize) -> (&[u8], Option<&[u8]>, i64) {
         let e = &self.entries[i];
         (e.key(&self.arena), e.value(&self.arena), e.timestamp)
+    }
+
+    /// Before [`dirty_old`](Self::dirty_old) is asked: with caching disabled (several entries
+    /// of one key), links each entry to the key's entry before it. A no-op with caching.
+    pub(crate) fn link_rewrites(&mut self) {
+        self.prev.clear();
+        if !self.every_write {
+            return;
+        }
+        let mut last: HashTable<usize> = HashTable::new();
+        let (entries, arena) = (&self.entries, &self.arena);
+        for (i, e) in entries.iter().enumerate() {
+            let key = e.key(arena);
+            let slot = last.find_mut(e.hash, |&j| entries[j].key(arena) == key);
+            let before = match slot {
+                Some(j) => std::mem::replace(j, i) as u32,
+                None => {
+                    last.insert_unique(e.hash, i, |&j| entries[j].hash);
+                    u32::MAX
+                }
+            };
+            self.prev.push(before);
+        }
+    }
+
+    /// The value the `i`-th entry's key had before that write (into `out`): the key's entry
+    /// before it in this commit (caching disabled, after [`link_rewrites`](Self::link_rewrites)),
+    /// else the store's. `false` if it had none.
+    pub(crate) fn dirty_old(&self, i: usize, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        if self.every_write
+            && let Some(&before) = self.prev.get(i)
+            && before != u32::MAX
+        {
+            out.clear();
+            return Ok(match self.entries[before as usize].value(&self.arena) {
+                Some(v) => {
+                    out.extend_from_slice(v);
+                    true
+                }
+                None => false,
+            });
+        }
+        let key = self.entries[i].key(&self.arena);
+        if !self.inner.get_into(key, out)? {
+            return Ok(false);
+        }
+        if self.timestamped {
+            self.strip_timestamp(key, out)?;
+        }
+        Ok(true)
     }
 
     /// The headers of the `i`-th entry's write.
