@@ -460,6 +460,7 @@ pub(crate) fn flush_table_store<K: Clone + 'static, V: Clone + 'static>(
         source,
     };
     ctx.stores[store].order_by_last_write();
+    ctx.stores[store].mark_forwarded();
     if send_old {
         ctx.stores[store].link_rewrites();
     }

@@ -7,57 +7,127 @@
 //! maps above that store ([`TableView`], Kafka Streams' value getters), so an unmaterialized
 //! `filter` or `map_values` costs no store of its own.
 
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::error::{Error, Result, SerdeError};
 use crate::node::{Change, FlushNode, Forward, Node, ProcessingContext, flush_table_store};
 use crate::serdes::SerdeRef;
+use crate::topology::BuildCtx;
 
-/// Reads a key's value from the raw bytes its table's store holds: `None` when a filter
-/// between the store and the table drops it.
-pub(crate) type ReadFn<K, V> =
-    Arc<dyn Fn(&K, &[u8]) -> Result<Option<V>, SerdeError> + Send + Sync>;
+/// A table's view bound to one task's stores: the key's current value and its timestamp
+/// (`None`: the table has no row for it).
+pub(crate) type BoundView<K, V> =
+    Rc<dyn Fn(&K, &mut ProcessingContext<'_>) -> Result<Option<(V, i64)>>>;
 
-/// How a table's current value for a key is found: the store (a topology store index) it was
-/// materialized in, its key serde, and the decoding and operations between that store and the
-/// table.
+type BindFn<K, V> = Arc<dyn Fn(&BuildCtx<'_>, Read) -> BoundView<K, V> + Send + Sync>;
+
+/// Which state of a table a bound view reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// Every update processed so far, cached ones too (a stream record meets the table as of
+    /// the records before it).
+    Latest,
+    /// What the table has forwarded so far ([`crate::store::CachedStore::get_as_forwarded`]):
+    /// what a table–table join's side reads of the other table.
+    Forwarded,
+}
+
+/// How a table's current value for a key is found (Kafka Streams' value getters): the stores
+/// it reads, and how, bound to a task's stores by [`TableView::bind`]. A table materialized in
+/// a store reads it; an unmaterialized `filter` or `map_values` reads its parent's view and
+/// applies itself; an unmaterialized table join reads both sides' views and joins them.
 pub(crate) struct TableView<K, V> {
-    pub(crate) store: usize,
-    pub(crate) key_serde: SerdeRef<K>,
-    pub(crate) read: ReadFn<K, V>,
+    /// The topology stores it reads: a node reading through it is connected to each.
+    pub(crate) stores: Vec<usize>,
+    bind: BindFn<K, V>,
 }
 
 impl<K, V> Clone for TableView<K, V> {
     fn clone(&self) -> Self {
         TableView {
-            store: self.store,
-            key_serde: self.key_serde.clone(),
-            read: self.read.clone(),
+            stores: self.stores.clone(),
+            bind: self.bind.clone(),
         }
     }
 }
 
 impl<K: 'static, V: 'static> TableView<K, V> {
-    /// The view of a store that holds values of `serde`.
+    /// The view of a timestamped store (a topology store index) keyed with `key_serde` and
+    /// holding values of `serde`.
     pub(crate) fn of_store(store: usize, key_serde: SerdeRef<K>, serde: SerdeRef<V>) -> Self {
+        let bind: BindFn<K, V> = Arc::new(move |ctx, read| {
+            let slot = ctx.slot_of(store);
+            let (key_serde, serde) = (key_serde.clone(), serde.clone());
+            Rc::new(move |key, ctx| {
+                let scratch = &mut *ctx.scratch;
+                scratch.key.clear();
+                key_serde.serialize(key, &mut scratch.key);
+                let store = &ctx.stores[slot];
+                let found = match read {
+                    Read::Latest => store.get_with_timestamp(&scratch.key, &mut scratch.old)?,
+                    Read::Forwarded => store.get_as_forwarded(&scratch.key, &mut scratch.old)?,
+                };
+                let Some(ts) = found else {
+                    return Ok(None);
+                };
+                match serde.deserialize(Some(&ctx.scratch.old)) {
+                    Ok(value) => Ok(Some((value, ts))),
+                    Err(e) => Err(corrupt(ctx, slot, e)),
+                }
+            })
+        });
         TableView {
-            store,
-            key_serde,
-            read: Arc::new(move |_, bytes| serde.deserialize(Some(bytes)).map(Some)),
+            stores: vec![store],
+            bind,
         }
     }
 
-    /// This view with `f` applied to what it reads.
+    /// This view with `f` applied to what it reads (`None`: no row).
     pub(crate) fn then<V2: 'static>(
         &self,
         f: impl Fn(&K, V) -> Option<V2> + Send + Sync + 'static,
     ) -> TableView<K, V2> {
-        let read = self.read.clone();
+        let (inner, f) = (self.bind.clone(), Arc::new(f));
+        let bind: BindFn<K, V2> = Arc::new(move |ctx, read| {
+            let (inner, f) = (inner(ctx, read), f.clone());
+            Rc::new(move |key, ctx| Ok(inner(key, ctx)?.and_then(|(v, ts)| Some((f(key, v)?, ts)))))
+        });
         TableView {
-            store: self.store,
-            key_serde: self.key_serde.clone(),
-            read: Arc::new(move |k, bytes| Ok(read(k, bytes)?.and_then(|v| f(k, v)))),
+            stores: self.stores.clone(),
+            bind,
         }
+    }
+
+    /// The view of a table join of `left` and `right` (Kafka's `KTableKTableJoinValueGetter`):
+    /// `join` makes the row from both sides' rows, or none; its timestamp is the larger of
+    /// theirs.
+    pub(crate) fn join<VL: 'static, VR: 'static>(
+        left: &TableView<K, VL>,
+        right: &TableView<K, VR>,
+        join: impl Fn(Option<VL>, Option<VR>) -> Option<V> + Send + Sync + 'static,
+    ) -> TableView<K, V> {
+        let (l, r, join) = (left.bind.clone(), right.bind.clone(), Arc::new(join));
+        let bind: BindFn<K, V> = Arc::new(move |ctx, read| {
+            let (l, r, join) = (l(ctx, read), r(ctx, read), join.clone());
+            Rc::new(move |key, ctx| {
+                let (left, right) = (l(key, ctx)?, r(key, ctx)?);
+                let ts = match (&left, &right) {
+                    (Some((_, a)), Some((_, b))) => (*a).max(*b),
+                    (Some((_, t)), None) | (None, Some((_, t))) => *t,
+                    (None, None) => return Ok(None),
+                };
+                Ok(join(left.map(|(v, _)| v), right.map(|(v, _)| v)).map(|v| (v, ts)))
+            })
+        });
+        let mut stores = left.stores.clone();
+        stores.extend(right.stores.iter().filter(|s| !left.stores.contains(s)));
+        TableView { stores, bind }
+    }
+
+    /// The view bound to the stores of the task `ctx` builds, reading them as `read` says.
+    pub(crate) fn bind(&self, ctx: &BuildCtx<'_>, read: Read) -> BoundView<K, V> {
+        (self.bind)(ctx, read)
     }
 }
 
@@ -190,9 +260,7 @@ impl<K: Clone, V, V2: Clone> Node<K, V> for TableMap<K, V, V2> {
 /// store) and the joiner's result goes downstream with the stream record's timestamp. Table
 /// updates emit nothing; they only change what later stream records find.
 pub(crate) struct StreamTableJoin<K, V, VT, VR> {
-    /// The table store's task-local slot.
-    pub(crate) slot: usize,
-    pub(crate) view: TableView<K, VT>,
+    pub(crate) table: BoundView<K, VT>,
     /// The joiner, given the table's value if there is one; `None`: nothing to emit (an
     /// inner join's miss).
     #[allow(clippy::type_complexity)]
@@ -202,17 +270,8 @@ pub(crate) struct StreamTableJoin<K, V, VT, VR> {
 
 impl<K: Clone + 'static, V, VT, VR: Clone> Node<K, V> for StreamTableJoin<K, V, VT, VR> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
-        let scratch = &mut *ctx.scratch;
-        scratch.key.clear();
-        self.view.key_serde.serialize(&key, &mut scratch.key);
-        let found = ctx.stores[self.slot].get_with_timestamp(&scratch.key, &mut scratch.old)?;
-        let other = match found {
-            Some(_) => {
-                (self.view.read)(&key, &ctx.scratch.old).map_err(|e| corrupt(ctx, self.slot, e))?
-            }
-            None => None,
-        };
-        match (self.joiner)(&key, value, other) {
+        let row = (self.table)(&key, ctx)?.map(|(row, _)| row);
+        match (self.joiner)(&key, value, row) {
             Some(joined) => self.forward.send(ctx, key, joined),
             None => Ok(()),
         }
@@ -232,10 +291,13 @@ impl<V: 'static> crate::serdes::Serde<Change<V>> for ChangeSerde<V> {
     fn serialize(&self, change: &Change<V>, out: &mut Vec<u8>) {
         match (&change.new, &change.old) {
             (Some(new), Some(old)) => {
-                let mut new_bytes = Vec::new();
-                self.inner.serialize(new, &mut new_bytes);
-                riffle_log::varint::put_varlong(out, new_bytes.len() as i64);
-                out.extend_from_slice(&new_bytes);
+                // The new value, then its length's varint, rotated in front of it.
+                let start = out.len();
+                self.inner.serialize(new, out);
+                let len = out.len() - start;
+                riffle_log::varint::put_varlong(out, len as i64);
+                let varint = out.len() - start - len;
+                out[start..].rotate_right(varint);
                 self.inner.serialize(old, out);
                 out.push(2);
             }
@@ -351,5 +413,115 @@ impl<K: Clone, V, K2: Clone + PartialEq, V2: Clone> Node<K, V> for TableGroupBy<
                 }
             }
         }
+    }
+}
+
+/// How one side of a table–table join treats an update (Kafka Streams' `KTableKTableInnerJoin`,
+/// `…LeftJoin`, `…RightJoin`, `…OuterJoin` processors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JoinSide {
+    /// Either side of an inner join: nothing while the other side has no row.
+    Inner,
+    /// The left side of a left join: its rows join whatever the right side has.
+    Left,
+    /// The right side of a left join: nothing while the left side has no row; a right delete
+    /// joins the left row with nothing, not a delete.
+    Right,
+    /// Either side of an outer join: a row joins whatever the other side has.
+    Outer,
+}
+
+/// One side of a table–table join: each update of this side's table is joined with the other
+/// table's current row for the key (read through its view) and sent on with the larger of the
+/// two timestamps; the joined old value goes with it when downstream asked for old values.
+pub(crate) struct TableJoin<K, VT, VO, VR> {
+    pub(crate) side: JoinSide,
+    pub(crate) other: BoundView<K, VO>,
+    /// This side's value and the other side's (the arguments swapped for a join's other side).
+    #[allow(clippy::type_complexity)]
+    pub(crate) joiner: Arc<dyn Fn(Option<VT>, Option<VO>) -> VR + Send + Sync>,
+    pub(crate) forward: Forward<K, VR>,
+    pub(crate) send_old: bool,
+}
+
+impl<K: Clone + 'static, VT, VO: Clone, VR: Clone> Node<K, VT> for TableJoin<K, VT, VO, VR> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: VT) -> Result<()> {
+        let change = Change {
+            new: Some(value),
+            old: None,
+        };
+        self.process_change(ctx, key, change)
+    }
+
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        let change = Change {
+            new: None,
+            old: None,
+        };
+        self.process_change(ctx, key, change)
+    }
+
+    fn process_change(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        change: Change<VT>,
+    ) -> Result<()> {
+        let other = (self.other)(&key, ctx)?;
+        let this_empty = change.new.is_none() && change.old.is_none();
+        let (other, timestamp) = match (self.side, other) {
+            (JoinSide::Inner | JoinSide::Right, None) => return Ok(()),
+            (JoinSide::Left | JoinSide::Outer, None) if this_empty => return Ok(()),
+            (_, None) => (None, ctx.timestamp),
+            (_, Some((row, ts))) => (Some(row), ctx.timestamp.max(ts)),
+        };
+        let j = &self.joiner;
+        // Which of this side's values make a joined row: an inner or left join's only this
+        // side's rows; the right side of a left join's every value, a delete too; an outer
+        // join's any value while either side has a row.
+        let join = |value: Option<VT>| match self.side {
+            JoinSide::Inner | JoinSide::Left => value.map(|v| j(Some(v), other.clone())),
+            JoinSide::Right => Some(j(value, other.clone())),
+            JoinSide::Outer => {
+                (value.is_some() || other.is_some()).then(|| j(value, other.clone()))
+            }
+        };
+        let new = join(change.new);
+        let old = if self.send_old {
+            join(change.old)
+        } else {
+            None
+        };
+        let saved = std::mem::replace(&mut ctx.timestamp, timestamp);
+        let sent = self.forward.send_update(ctx, key, new, old, self.send_old);
+        ctx.timestamp = saved;
+        sent
+    }
+}
+
+/// Where a table–table join's two sides meet (Kafka Streams' `KTableKTableJoinMerger`,
+/// unmaterialized): updates, deletes and, when asked for, old values pass on.
+pub(crate) struct TableMerge<K, V> {
+    pub(crate) forward: Forward<K, V>,
+    pub(crate) send_old: bool,
+}
+
+impl<K: Clone, V: Clone> Node<K, V> for TableMerge<K, V> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        self.forward.send(ctx, key, value)
+    }
+
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        self.forward.send_tombstone(ctx, key)
+    }
+
+    fn process_change(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        change: Change<V>,
+    ) -> Result<()> {
+        self.forward
+            .send_update(ctx, key, change.new, change.old, self.send_old)
     }
 }

@@ -998,6 +998,15 @@ impl BuildCtx<'_> {
             .expect("riffle invariant: the topic table holds every topic the topology names")
     }
 
+    /// The task-local slot of the topology's store `store` (one of this node's).
+    pub(crate) fn slot_of(&self, store: usize) -> usize {
+        self.store_slots
+            .get(store)
+            .copied()
+            .flatten()
+            .expect("riffle invariant: a task creates every store of its sub-topology")
+    }
+
     /// The task-local slot of this node's `i`-th store.
     pub(crate) fn store_slot(&self, i: usize) -> usize {
         self.stores

@@ -8,6 +8,7 @@ mod grouped_table;
 mod options;
 mod stream_join;
 mod table;
+mod table_join;
 mod windowed;
 
 pub use grouped_table::KGroupedTable;

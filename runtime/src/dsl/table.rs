@@ -10,8 +10,10 @@ use crate::StreamsBuilder;
 use crate::node::{FlushRef, NodeRef};
 use crate::processor::StoreSerdes;
 use crate::serdes::SerdeRef;
-use crate::table::{StreamTableJoin, TableMap, TableStore, TableView};
-use crate::topology::{BuiltNode, Erased, NodeFactory, OldValues, StoreDef, TopicRef};
+use crate::table::{Read, StreamTableJoin, TableMap, TableStore, TableView};
+use crate::topology::{
+    BuiltNode, Erased, NodeFactory, NodeKind, OldValues, StoreDef, TopicRef, TypeSig,
+};
 
 /// How the stream side of a stream–table join is repartitioned when its key changed upstream:
 /// the serdes of its repartition topic, and the topic's name (Kafka Streams' `Joined`; the
@@ -83,12 +85,13 @@ impl StreamsBuilder {
             Some(name) => name.clone(),
             None => g.next_name(&format!("{topic}-STATE-STORE")),
         };
+        let name = g.next_name("KTABLE-SOURCE");
         drop(g);
         let identity: MapFn<K, V, V> = Arc::new(|_, v| Some(v));
         let (node, view) = add_table_store(
             &self.graph,
-            "KTABLE-SOURCE",
-            source,
+            name,
+            &[source],
             store_name,
             &materialized,
             key_serde.clone(),
@@ -108,17 +111,17 @@ impl StreamsBuilder {
     }
 }
 
-type MapFn<K, V, V2> = Arc<dyn Fn(&K, V) -> Option<V2> + Send + Sync>;
+pub(super) type MapFn<K, V, V2> = Arc<dyn Fn(&K, V) -> Option<V2> + Send + Sync>;
 
-/// Adds a node below `parent` that keeps the table in a store named `store_name`: the node's
-/// updates (mapped by `map`; `None` is a delete) go to the store's cache, and from it
+/// Adds a node `name` below `parents` that keeps the table in a store named `store_name`: the
+/// node's updates (mapped by `map`; `None` is a delete) go to the store's cache, and from it
 /// downstream at commit. `source_topic`: the table is that topic's, kept in its own bytes,
 /// with the topic as the store's changelog. Returns the node and the table's view.
 #[allow(clippy::too_many_arguments)]
-fn add_table_store<K, VIn, V>(
+pub(super) fn add_table_store<K, VIn, V>(
     graph: &Rc<RefCell<crate::topology::GraphBuilder>>,
-    prefix: &str,
-    parent: usize,
+    name: String,
+    parents: &[usize],
     store_name: String,
     materialized: &Materialized<V>,
     key_serde: SerdeRef<K>,
@@ -152,7 +155,15 @@ where
         }
     });
     let mut g = graph.borrow_mut();
-    let node = g.add_processor_node::<K, VIn, K, V>(prefix, &[parent], factory);
+    let types = (TypeSig::of::<K, VIn>(), TypeSig::of::<K, V>());
+    let node = g.add_node(
+        name,
+        NodeKind::Processor,
+        parents,
+        factory,
+        Some(types.0),
+        Some(types.1),
+    );
     g.nodes[node].old_values = OldValues::FromStore;
     if g.stores.iter().any(|s| s.name == store_name) {
         g.errors
@@ -229,10 +240,11 @@ where
             Some(name) => name.clone(),
             None => self.graph.borrow_mut().next_name("KTABLE-STATE-STORE"),
         };
+        let name = self.graph.borrow_mut().next_name(prefix);
         let (node, view) = add_table_store(
             &self.graph,
-            prefix,
-            self.node,
+            name,
+            &[self.node],
             store_name,
             &materialized,
             self.key_serde.clone(),
@@ -434,11 +446,10 @@ where
         let factory_view = view.clone();
         let factory: NodeFactory = Arc::new(move |ctx| {
             let view = factory_view
-                .clone()
+                .as_ref()
                 .expect("riffle DSL invariant: a topology with an unjoinable table is not built");
             let node: NodeRef<K, V> = Rc::new(RefCell::new(StreamTableJoin {
-                slot: ctx.store_slot(0),
-                view,
+                table: view.bind(ctx, Read::Latest),
                 joiner: joiner.clone(),
                 forward: ctx.forward::<K, VR>(),
             }));
@@ -447,7 +458,7 @@ where
         let mut g = self.graph.borrow_mut();
         let node = g.add_processor_node::<K, V, K, VR>(prefix, &[parent], factory);
         if let Some(view) = &view {
-            g.nodes[node].stores.push(view.store);
+            g.nodes[node].stores.extend(&view.stores);
         }
         g.copartitioned.push((parent, table.node));
         KStream::at(self.graph.clone(), node, false)

@@ -130,6 +130,10 @@ pub(crate) struct CachedStore {
     /// With caching disabled, each entry's write of the same key before it in this commit
     /// (`u32::MAX`: none), as [`link_rewrites`](Self::link_rewrites) last found them.
     prev: Vec<u32>,
+    /// This commit's flush forwarded the cached writes downstream ([`mark_forwarded`]
+    /// (Self::mark_forwarded)); until then, what a table join sees of this store is its
+    /// committed state ([`get_as_forwarded`](Self::get_as_forwarded)).
+    forwarded: bool,
 }
 
 /// What a store read and wrote between two commits ([`CachedStore::take_counts`]).
@@ -199,6 +203,7 @@ impl CachedStore {
             put_nanos: OpTimes::default(),
             memo_key: RefCell::new(Vec::new()),
             prev: Vec::new(),
+            forwarded: false,
         }
     }
 
@@ -532,6 +537,33 @@ impl CachedStore {
         (e.key(&self.arena), e.value(&self.arena), e.timestamp)
     }
 
+    /// The flush of this commit forwards the cached writes now.
+    pub(crate) fn mark_forwarded(&mut self) {
+        self.forwarded = !self.entries.is_empty();
+    }
+
+    /// The value of `key` as the store's table has forwarded it so far: the cache once this
+    /// commit's flush forwarded it, else the committed store. A table–table join reads the
+    /// other side so, at commit, as if each side's updates were applied one side after the
+    /// other (an update never meets one of the other side's not yet forwarded).
+    pub(crate) fn get_as_forwarded(
+        &self,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<i64>, StoreError> {
+        if self.forwarded || self.entries.is_empty() {
+            return self.get_with_timestamp(key, out);
+        }
+        if !self.inner.get_into(key, out)? {
+            return Ok(None);
+        }
+        if self.timestamped {
+            self.strip_timestamp(key, out).map(Some)
+        } else {
+            Ok(Some(NO_TIMESTAMP))
+        }
+    }
+
     /// Before [`dirty_old`](Self::dirty_old) is asked: with caching disabled (several entries
     /// of one key), links each entry to the key's entry before it. A no-op with caching.
     pub(crate) fn link_rewrites(&mut self) {
@@ -832,6 +864,7 @@ impl CachedStore {
     /// Forgets uncommitted writes (the store is untouched by them).
     pub(crate) fn discard(&mut self) {
         self.memo.set(None);
+        self.forwarded = false;
         // Capacity a burst left behind goes back; a steady load keeps its buffers.
         let entry_bytes = std::mem::size_of::<Entry>() + std::mem::size_of::<usize>();
         let used = self.arena.len() + self.entries.len() * entry_bytes;
