@@ -11,6 +11,7 @@ use crate::backend::{Backend, TopicKind};
 use crate::collector::TopicTable;
 use crate::config::{ProcessingGuarantee, StreamsConfig};
 use crate::error::{Error, Result};
+use crate::global::GlobalState;
 use crate::group::{GroupInfo, SubtopologyInfo};
 use crate::metrics::ThreadMetrics;
 use crate::shared::{AppShared, StreamThreadExceptionResponse};
@@ -51,6 +52,8 @@ pub struct RunSummary {
 /// A running (or ready) riffle application: Kafka Streams' `KafkaStreams`.
 pub struct StreamsApp {
     shared: Arc<AppShared>,
+    /// The global tables, until `start` hands them to the global thread.
+    global_state: Option<GlobalState>,
     started: Option<Instant>,
     metrics_server: Option<crate::telemetry::MetricsServer>,
 }
@@ -100,6 +103,7 @@ impl StreamsApp {
                 .transpose()?,
         };
         let coordinator = backend.group_coordinator(&group)?;
+        let global_state = GlobalState::open(&topology, &*backend)?;
         let threads = config.num_stream_threads;
         let shared = Arc::new(AppShared {
             coordinator,
@@ -113,6 +117,8 @@ impl StreamsApp {
             shutdown: AtomicBool::new(false),
             records_processed: AtomicU64::new(0),
             idle_versions: (0..threads).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            globals: global_state.stores().to_vec(),
+            global_idle: AtomicU64::new(u64::MAX),
             thread_metrics: (0..threads)
                 .map(|_| Arc::new(ThreadMetrics::default()))
                 .collect(),
@@ -129,6 +135,7 @@ impl StreamsApp {
         });
         Ok(StreamsApp {
             shared,
+            global_state: Some(global_state),
             started: None,
             metrics_server: None,
         })
@@ -162,6 +169,9 @@ impl StreamsApp {
                 addr,
                 self.shared.clone(),
             )?);
+        }
+        if let Some(state) = self.global_state.take().filter(|s| !s.is_empty()) {
+            start_global_thread(&self.shared, state)?;
         }
         let count = self.shared.config.num_stream_threads;
         let names: Vec<String> = (0..count).map(|_| next_thread_name(&self.shared)).collect();
@@ -281,10 +291,14 @@ impl StreamsApp {
     /// Whether every thread is caught up with every input and has committed.
     pub fn is_idle(&self) -> bool {
         let current = self.shared.backend.data_version();
-        self.shared
-            .idle_versions
-            .iter()
-            .all(|v| v.load(Ordering::Acquire) == current)
+        let global_idle = self.shared.globals.is_empty()
+            || self.shared.global_idle.load(Ordering::Acquire) == current;
+        global_idle
+            && self
+                .shared
+                .idle_versions
+                .iter()
+                .all(|v| v.load(Ordering::Acquire) == current)
     }
 
     /// Starts (if needed), runs until every input is drained and committed, then closes.
@@ -361,6 +375,47 @@ fn join_all(shared: &AppShared) -> Vec<Result<()>> {
                 })
             }));
         }
+    }
+}
+
+/// Starts `<application_id>-GlobalStreamThread` and waits until it restored the global stores
+/// (its error, if it could not). A global thread that fails later stops the application, as
+/// Kafka Streams' does; its error is what `close` returns.
+fn start_global_thread(shared: &Arc<AppShared>, state: GlobalState) -> Result<()> {
+    let (restored, outcome) = std::sync::mpsc::channel();
+    let owned = shared.clone();
+    let name = format!("{}-GlobalStreamThread", shared.config.application_id);
+    let handle = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::global::run_global_thread(owned.clone(), state, restored)
+            }));
+            let result = match run {
+                Ok(result) => result,
+                Err(_) => Err(Error::ThreadPanicked {
+                    thread: name,
+                    message: "the global thread panicked".into(),
+                }),
+            };
+            if let Err(e) = &result {
+                tracing::error!(error = %e, "the global thread failed; stopping the application");
+                owned.shutdown.store(true, Ordering::Release);
+                owned.backend.wake_waiters();
+            }
+            result
+        })
+        .map_err(|e| Error::IllegalState(format!("cannot spawn the global thread: {e}")))?;
+    shared
+        .handles
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(handle);
+    match outcome.recv() {
+        Ok(restored) => restored,
+        Err(_) => Err(Error::IllegalState(
+            "the global thread stopped before it restored the global stores".into(),
+        )),
     }
 }
 

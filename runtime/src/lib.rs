@@ -169,6 +169,7 @@ mod config;
 mod coordinator;
 mod dsl;
 mod error;
+mod global;
 mod group;
 mod handlers;
 mod loop_core;
@@ -204,8 +205,9 @@ pub use config::{
     AutoOffsetReset, FetchStrategy, IdleWakeup, ProcessingGuarantee, RecordingLevel, StreamsConfig,
 };
 pub use dsl::{
-    Consumed, Grouped, Joined, KGroupedStream, KGroupedTable, KStream, KTable, Materialized,
-    Produced, SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream, WindowedBy,
+    Consumed, GlobalKTable, Grouped, Joined, KGroupedStream, KGroupedTable, KStream, KTable,
+    Materialized, Produced, SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream,
+    WindowedBy,
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
 pub use handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};

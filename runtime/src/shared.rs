@@ -50,6 +50,11 @@ pub(crate) struct AppShared {
     pub(crate) records_processed: AtomicU64,
     /// Per thread: the data version at which it was last idle, `u64::MAX` while busy.
     pub(crate) idle_versions: Vec<AtomicU64>,
+    /// The global tables' stores, by the topology's index ([`crate::global`]).
+    pub(crate) globals: Vec<Arc<crate::global::GlobalStore>>,
+    /// The global thread's idle version (as `idle_versions`); `u64::MAX` while busy or when
+    /// there is no global thread... see [`crate::StreamsApp::is_idle`].
+    pub(crate) global_idle: AtomicU64,
     pub(crate) thread_metrics: Vec<Arc<ThreadMetrics>>,
     pub(crate) handles: Mutex<Vec<JoinHandle<Result<()>>>>,
     pub(crate) handler: Mutex<ExceptionHandler>,

@@ -17,6 +17,7 @@ use crate::backend::Backend;
 use crate::collector::{RecordCollector, TopicTable};
 use crate::config::{AutoOffsetReset, StreamsConfig};
 use crate::error::{Error, Result};
+use crate::global::GlobalStore;
 use crate::handlers::{ErrorHandlerContext, HandlerResponse, Handlers};
 use crate::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
 use crate::processor::{PunctuationType, Schedule, TaskSignals};
@@ -458,7 +459,8 @@ pub(crate) struct StreamTask {
 
 impl StreamTask {
     /// Builds the task's nodes over its (restored) stores and positions its inputs at the
-    /// committed offsets.
+    /// committed offsets; its nodes read the application's global stores `globals`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn create(
         mut stores: TaskStores,
         topology: &Topology,
@@ -467,6 +469,7 @@ impl StreamTask {
         application_id: &str,
         backend: &dyn Backend,
         config: &StreamsConfig,
+        globals: &[Arc<GlobalStore>],
     ) -> Result<StreamTask> {
         let id = stores.id;
         let timing = config.metrics_recording_level >= crate::RecordingLevel::Debug;
@@ -477,7 +480,7 @@ impl StreamTask {
         for (slot, &s) in sub.stores.iter().enumerate() {
             store_slots[s] = Some(slot);
         }
-        let instance = topology.instantiate(sub, topics, application_id, &store_slots);
+        let instance = topology.instantiate(sub, topics, application_id, &store_slots, globals);
         let store_metrics = sub
             .stores
             .iter()

@@ -44,6 +44,7 @@ use crate::backend::{Backend, EmbeddedBackend, TopicKind};
 use crate::collector::RecordCollector;
 use crate::config::StreamsConfig;
 use crate::error::{Error, Result};
+use crate::global::GlobalState;
 use crate::node::Scratch;
 use crate::processor::{KeyValueStore, StoreSerdes, system_time_ms};
 use crate::record::Headers;
@@ -90,6 +91,9 @@ struct Inner {
     fetch_max_bytes: usize,
     dropped_records: u64,
     handlers: crate::handlers::Handlers,
+    /// The global tables, caught up before the tasks process (as the global thread restores
+    /// them before the stream threads start, and follows them).
+    globals: GlobalState,
 }
 
 /// Runs a topology without threads, files or a backend, for unit tests.
@@ -129,6 +133,12 @@ impl TopologyTestDriver {
                 }
             }
         }
+        for global in &topology.globals {
+            if backend.partitions(&global.topic)?.is_none() {
+                backend.create_topic(&global.topic, 1, TopicKind::User)?;
+            }
+        }
+        let globals = GlobalState::open(&topology, &*backend)?;
         let (mut topics, _) = resolve_topics(&topology, &app_id, &*backend)?;
         crate::app::add_dead_letter_queue(&mut topics, &config, &*backend)?;
         let topics = Arc::new(topics);
@@ -146,8 +156,16 @@ impl TopologyTestDriver {
         for sub in &topology.subtopologies {
             let id = TaskId::new(sub.id, 0);
             let stores = TaskStores::open(id, &topology, sub, &topics, &app_id, None, None)?;
-            let mut task =
-                StreamTask::create(stores, &topology, sub, &topics, &app_id, &*backend, &config)?;
+            let mut task = StreamTask::create(
+                stores,
+                &topology,
+                sub,
+                &topics,
+                &app_id,
+                &*backend,
+                &config,
+                globals.stores(),
+            )?;
             task.init(&mut collector, &mut scratch, wall_clock_ms)?;
             tasks.push(task);
         }
@@ -164,6 +182,7 @@ impl TopologyTestDriver {
             fetch_max_bytes: config.fetch_max_bytes,
             dropped_records: 0,
             handlers: crate::handlers::Handlers::of(&config),
+            globals,
         };
         let driver = TopologyTestDriver {
             inner: Rc::new(RefCell::new(inner)),
@@ -367,6 +386,8 @@ impl Inner {
     /// `force`: commit every task even if it processed nothing (after `init` or punctuation).
     fn run(&mut self, force: bool) -> Result<()> {
         let mut dirty = vec![force; self.tasks.len()];
+        self.globals
+            .catch_up(&*self.backend, None, self.fetch_max_bytes)?;
         loop {
             loop {
                 let mut round = 0;

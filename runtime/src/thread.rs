@@ -690,6 +690,7 @@ impl StreamThread {
             &shared.config.application_id,
             &*shared.backend,
             &shared.config,
+            &shared.globals,
         )?;
         let now_ms = system_time_ms();
         task.init(&mut self.collector, &mut self.scratch, now_ms)?;

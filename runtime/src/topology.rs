@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::collector::TopicTable;
 use crate::dsl::{Consumed, Produced};
 use crate::error::{Error, Result};
+use crate::global::GlobalStore;
 use crate::node::{FlushRef, Forward, Node, NodeRef, Sink, Source, SourceRef};
 use crate::processor::{
     ConnectedStore, FixedKeyNode, FixedKeyProcessor, Lifecycle, NodeShared, Processor,
@@ -226,11 +227,20 @@ impl StoreDef {
     }
 }
 
+/// A global table: its store and the topic it holds whole (every partition, in every instance,
+/// outside the tasks; [`crate::global`]).
+#[derive(Clone, Debug)]
+pub(crate) struct GlobalDef {
+    pub(crate) store: String,
+    pub(crate) topic: String,
+}
+
 /// The mutable graph behind a [`crate::StreamsBuilder`] and the low-level [`Topology`] API.
 #[derive(Default)]
 pub(crate) struct GraphBuilder {
     pub(crate) nodes: Vec<NodeDef>,
     pub(crate) stores: Vec<StoreDef>,
+    pub(crate) globals: Vec<GlobalDef>,
     counter: usize,
     /// Mistakes found while building (a DSL call cannot return them): reported by `build`.
     pub(crate) errors: Vec<String>,
@@ -536,6 +546,7 @@ pub(crate) struct SubtopologyDef {
 pub struct Topology {
     pub(crate) nodes: Vec<NodeDef>,
     pub(crate) stores: Vec<StoreDef>,
+    pub(crate) globals: Vec<GlobalDef>,
     pub(crate) subtopologies: Vec<SubtopologyDef>,
     /// The DSL's name counter, kept so names stay unique.
     counter: usize,
@@ -571,6 +582,7 @@ impl Topology {
         Ok(Topology {
             nodes: graph.nodes,
             stores: graph.stores,
+            globals: graph.globals,
             subtopologies,
             counter: graph.counter,
             copartitioned: graph.copartitioned,
@@ -603,6 +615,7 @@ impl Topology {
         Topology {
             nodes: Vec::new(),
             stores: Vec::new(),
+            globals: Vec::new(),
             subtopologies: Vec::new(),
             counter: 0,
             copartitioned: Vec::new(),
@@ -617,6 +630,7 @@ impl Topology {
         let mut graph = GraphBuilder {
             nodes: std::mem::take(&mut self.nodes),
             stores: std::mem::take(&mut self.stores),
+            globals: std::mem::take(&mut self.globals),
             counter: self.counter,
             errors: Vec::new(),
             copartitioned: std::mem::take(&mut self.copartitioned),
@@ -640,6 +654,7 @@ impl Topology {
         }
         self.nodes = graph.nodes;
         self.stores = graph.stores;
+        self.globals = graph.globals;
         self.copartitioned = graph.copartitioned;
         result.map(|()| self)
     }
@@ -781,6 +796,7 @@ impl Topology {
         topics: &TopicTable,
         application_id: &str,
         store_slots: &[Option<usize>],
+        globals: &[Arc<GlobalStore>],
     ) -> Instance {
         let mut built: Vec<Option<Erased>> = (0..self.nodes.len()).map(|_| None).collect();
         let mut sources = Vec::new();
@@ -797,6 +813,7 @@ impl Topology {
                 topics,
                 application_id,
                 store_slots,
+                globals,
                 stores: &def.stores,
                 store_defs: &self.stores,
             };
@@ -940,6 +957,7 @@ pub(crate) struct BuildCtx<'a> {
     topics: &'a TopicTable,
     application_id: &'a str,
     store_slots: &'a [Option<usize>],
+    globals: &'a [Arc<GlobalStore>],
     stores: &'a [usize],
 }
 
@@ -996,6 +1014,14 @@ impl BuildCtx<'_> {
         self.topics
             .index_of(&topic.resolve(self.application_id))
             .expect("riffle invariant: the topic table holds every topic the topology names")
+    }
+
+    /// The store of the topology's global table `i`.
+    pub(crate) fn global_store(&self, i: usize) -> Arc<GlobalStore> {
+        self.globals
+            .get(i)
+            .cloned()
+            .expect("riffle invariant: an application opens a store for every global table")
     }
 
     /// The task-local slot of the topology's store `store` (one of this node's).
@@ -1077,6 +1103,13 @@ impl fmt::Display for TopologyDescription<'_> {
                 }
             }
             writeln!(f)?;
+        }
+        for global in &t.globals {
+            writeln!(
+                f,
+                "   Global store: {} (topic: {}; every partition, in every instance, no tasks)",
+                global.store, global.topic
+            )?;
         }
         Ok(())
     }

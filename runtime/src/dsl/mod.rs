@@ -4,6 +4,7 @@
 //! as needing a repartition; a later `group_by_key` then routes it through a repartition topic,
 //! which starts a new sub-topology.
 
+mod global_table;
 mod grouped_table;
 mod options;
 mod stream_join;
@@ -11,6 +12,7 @@ mod table;
 mod table_join;
 mod windowed;
 
+pub use global_table::GlobalKTable;
 pub use grouped_table::KGroupedTable;
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
 pub use table::Joined;

@@ -1,0 +1,249 @@
+//! Global tables (Kafka Streams' `GlobalKTable`): stores that every application instance holds
+//! whole, every partition of their topic, outside task assignment.
+//!
+//! A global store is kept by one thread per instance, `<application_id>-GlobalStreamThread`:
+//! [`StreamsApp::start`](crate::StreamsApp::start) starts it and waits until it has read every
+//! partition of every global topic to the end offsets it found (the restore), then starts the
+//! stream threads; it then follows the topics. The topic is the store's changelog: the store
+//! holds the records' own key and value bytes (the value behind its 8-byte timestamp), a record
+//! without a value deletes its key and one without a key is skipped. Stream threads read the
+//! stores (a stream–global-table join) through a lock per read; the global thread writes a
+//! fetch's records under one lock.
+//!
+//! [`GlobalState`] is the part without threads: the stores and where each partition was read
+//! to, caught up from a backend by [`GlobalState::catch_up`]. The global thread and the test
+//! driver both drive it; the thread loop only adds waiting. It never touches a partition the
+//! backend did not name as changed, when the backend can name them (docs/design.md §3).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use riffle_log::TopicPartition;
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::store::{InMemoryKeyValueStore, KeyValueStore, StoreError};
+use crate::topology::Topology;
+
+/// One global table's store, shared by the global thread (which writes it) and the stream
+/// threads (which read it).
+pub(crate) struct GlobalStore {
+    pub(crate) name: String,
+    pub(crate) topic: String,
+    store: Mutex<Box<dyn KeyValueStore>>,
+}
+
+impl std::fmt::Debug for GlobalStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlobalStore")
+            .field("name", &self.name)
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+impl GlobalStore {
+    /// The value of `key` (into `out`) and its timestamp; `None` if the table has no row.
+    pub(crate) fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<i64>, StoreError> {
+        let store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        if !store.get_into(key, out)? {
+            return Ok(None);
+        }
+        let Some(stamp) = out.get(..8) else {
+            return Err(StoreError::Corrupt {
+                store: self.name.clone(),
+                reason: format!(
+                    "a value of {} bytes, fewer than its 8-byte timestamp",
+                    out.len()
+                ),
+            });
+        };
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(stamp);
+        out.drain(..8);
+        Ok(Some(i64::from_be_bytes(ts)))
+    }
+}
+
+/// The global stores of an application instance and how far each partition of their topics was
+/// read.
+pub(crate) struct GlobalState {
+    stores: Vec<Arc<GlobalStore>>,
+    /// Every partition of every global topic: its store, and the next offset to read.
+    partitions: Vec<(TopicPartition, usize, u64)>,
+    /// Reused per fetch: the writes of one batch of records.
+    writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Records without a key skipped so far.
+    pub(crate) skipped: u64,
+}
+
+impl std::fmt::Debug for GlobalState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlobalState")
+            .field("stores", &self.stores)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GlobalState {
+    /// The (empty) stores of `topology`'s global tables over `backend`'s topics, each to be
+    /// read from offset 0. A global topic that does not exist is
+    /// [`Error::MissingSourceTopic`].
+    pub(crate) fn open(topology: &Topology, backend: &dyn Backend) -> Result<GlobalState> {
+        let mut stores = Vec::new();
+        let mut partitions = Vec::new();
+        for (i, global) in topology.globals.iter().enumerate() {
+            let count =
+                backend
+                    .partitions(&global.topic)?
+                    .ok_or_else(|| Error::MissingSourceTopic {
+                        topic: global.topic.clone(),
+                    })?;
+            for p in 0..count {
+                partitions.push((TopicPartition::new(global.topic.as_str(), p), i, 0));
+            }
+            let store: Box<dyn KeyValueStore> =
+                Box::new(InMemoryKeyValueStore::new(global.store.clone()));
+            stores.push(Arc::new(GlobalStore {
+                name: global.store.clone(),
+                topic: global.topic.clone(),
+                store: Mutex::new(store),
+            }));
+        }
+        Ok(GlobalState {
+            stores,
+            partitions,
+            writes: Vec::new(),
+            skipped: 0,
+        })
+    }
+
+    /// The stores, by the topology's global table index.
+    pub(crate) fn stores(&self) -> &[Arc<GlobalStore>] {
+        &self.stores
+    }
+
+    /// Whether the topology has global tables.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.stores.is_empty()
+    }
+
+    /// Reads the partitions `changed` names (`None`: every partition) from where each was read
+    /// to up to its end, into the stores. Returns the records read.
+    pub(crate) fn catch_up(
+        &mut self,
+        backend: &dyn Backend,
+        changed: Option<&[TopicPartition]>,
+        max_bytes: usize,
+    ) -> Result<u64> {
+        let mut read = 0;
+        for i in 0..self.partitions.len() {
+            if let Some(changed) = changed
+                && !changed.contains(&self.partitions[i].0)
+            {
+                continue;
+            }
+            loop {
+                let n = self.fetch(i, backend, max_bytes)?;
+                if n == 0 {
+                    break;
+                }
+                read += n;
+            }
+        }
+        Ok(read)
+    }
+
+    /// One fetch of partition `i` from its position, applied: the records it read.
+    fn fetch(&mut self, i: usize, backend: &dyn Backend, max_bytes: usize) -> Result<u64> {
+        let (tp, store, position) = &self.partitions[i];
+        let batches = match backend.fetch(tp, *position, max_bytes) {
+            Err(e) if e.is_offset_out_of_range() => {
+                // Records below the partition's start were deleted: what is left is the table.
+                let start = backend.start_offset(tp)?;
+                if start <= *position {
+                    return Err(e);
+                }
+                tracing::warn!(topic = %tp.topic, partition = tp.partition, from = *position, to = start, "a global table's records were deleted below its position: reading from the partition's start");
+                self.partitions[i].2 = start;
+                return self.fetch(i, backend, max_bytes);
+            }
+            fetched => fetched?,
+        };
+        let mut next = *position;
+        self.writes.clear();
+        for batch in &batches {
+            for record in batch.records() {
+                let record = record?;
+                if record.offset() < next {
+                    continue;
+                }
+                next = record.offset() + 1;
+                let Some(key) = record.key() else {
+                    self.skipped += 1;
+                    tracing::warn!(topic = %tp.topic, partition = tp.partition, offset = record.offset(), "a global table's record without a key: skipping it");
+                    continue;
+                };
+                let value = record.value().map(|v| {
+                    let mut stamped = Vec::with_capacity(8 + v.len());
+                    stamped.extend_from_slice(&record.timestamp().to_be_bytes());
+                    stamped.extend_from_slice(v);
+                    stamped
+                });
+                self.writes.push((key.to_vec(), value));
+            }
+        }
+        let read = next - *position;
+        if !self.writes.is_empty() {
+            let global = &self.stores[*store];
+            let mut guard = global.store.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut batch = self.writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+            guard.write_batch(&mut batch)?;
+        }
+        self.partitions[i].2 = next;
+        Ok(read)
+    }
+}
+
+/// The global thread's life: catch up with every global topic (the restore, reported on
+/// `restored`), then follow them until the application stops, waiting for new data when there
+/// is none.
+pub(crate) fn run_global_thread(
+    shared: Arc<crate::shared::AppShared>,
+    mut state: GlobalState,
+    restored: std::sync::mpsc::Sender<Result<()>>,
+) -> Result<()> {
+    let backend = shared.backend.clone();
+    let max_bytes = shared.config.fetch_max_bytes;
+    let started = std::time::Instant::now();
+    let mut seen = backend.data_version();
+    match state.catch_up(&*backend, None, max_bytes) {
+        Ok(records) => {
+            tracing::info!(records, elapsed = ?started.elapsed(), "restored the global stores");
+            let _ = restored.send(Ok(()));
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let _ = restored.send(Err(e));
+            return Err(Error::IllegalState(format!(
+                "the global thread could not restore its stores: {message}"
+            )));
+        }
+    }
+    let mut changed = Vec::new();
+    while !shared.shutdown.load(Ordering::Acquire) {
+        changed.clear();
+        let version = backend.changed_partitions(seen, &mut changed);
+        let which = version.map(|_| &changed[..]);
+        let now = version.unwrap_or_else(|| backend.data_version());
+        let read = state.catch_up(&*backend, which, max_bytes)?;
+        seen = now;
+        if read == 0 {
+            shared.global_idle.store(now, Ordering::Release);
+            backend.wait_for_data(now, shared.config.poll);
+        } else {
+            shared.global_idle.store(u64::MAX, Ordering::Release);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! Global tables and stream–global-table joins against a model: a `HashMap` table replayed in
+//! arrival order, each stream record joined with the row of the key it computes (inner: none
+//! without a row; left: with nothing). Record by record in the test driver by proptest; on
+//! stream threads over the file-backed log, where the global thread restores every partition
+//! before the stream threads start (so records already in the log meet the whole table) and
+//! follows the topic after, across a restart; a global topic needs no co-partitioning.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+use riffle::{
+    Consumed, EmbeddedBackend, Error, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, TestRecord, Topology, TopologyTestDriver,
+};
+
+/// Orders (key: order id, value: a product id as `p<n>`) joined with the products global table
+/// (key: product id, value: a price):
+/// - `priced`: inner, `order * 1000 + price`;
+/// - `all`: left, `-1` for an unknown product;
+/// - `keyed`: inner with the key-aware joiner, the order id's length added.
+fn topology() -> Topology {
+    let builder = StreamsBuilder::new();
+    let products = builder.global_table(
+        "products",
+        Consumed::with(Serdes::string(), Serdes::i64()),
+        Materialized::named("products-store"),
+    );
+    let orders = builder.stream("orders", Consumed::with(Serdes::string(), Serdes::i64()));
+    let product = |_: &String, v: &i64| format!("p{}", v % 10);
+    let out = || Produced::with(Serdes::string(), Serdes::i64());
+    orders
+        .join_global(&products, product, |v, price| v * 1000 + price)
+        .to("priced", out());
+    orders
+        .left_join_global(&products, product, |v, price| {
+            v * 1000 + price.unwrap_or(-1)
+        })
+        .to("all", out());
+    orders
+        .join_global_with_key(&products, product, |k, v, price| {
+            v * 1000 + price + k.len() as i64
+        })
+        .to("keyed", out());
+    builder.build().expect("topology")
+}
+
+#[derive(Clone, Debug)]
+enum Input {
+    /// A product's price (`None`: deleted).
+    Product(u8, Option<i64>),
+    /// An order: its id and value (its product is the value modulo 10).
+    Order(u8, i64),
+}
+
+fn product(p: u8) -> String {
+    format!("p{p}")
+}
+
+fn order(o: u8) -> String {
+    format!("order-{o}")
+}
+
+type Output = (String, i64, i64);
+
+#[derive(Default)]
+struct Model {
+    products: HashMap<String, i64>,
+    outputs: BTreeMap<&'static str, Vec<Output>>,
+}
+
+impl Model {
+    fn apply(&mut self, input: &Input, ts: i64) {
+        match *input {
+            Input::Product(p, price) => {
+                match price {
+                    Some(price) => self.products.insert(product(p), price),
+                    None => self.products.remove(&product(p)),
+                };
+            }
+            Input::Order(o, v) => {
+                let k = order(o);
+                let price = self.products.get(&format!("p{}", v % 10)).copied();
+                let mut emit = |topic, value| {
+                    self.outputs
+                        .entry(topic)
+                        .or_default()
+                        .push((k.clone(), value, ts))
+                };
+                if let Some(price) = price {
+                    emit("priced", v * 1000 + price);
+                    emit("keyed", v * 1000 + price + k.len() as i64);
+                }
+                emit("all", v * 1000 + price.unwrap_or(-1));
+            }
+        }
+    }
+}
+
+const OUTPUTS: [&str; 3] = ["priced", "all", "keyed"];
+
+fn input() -> impl Strategy<Value = Input> {
+    prop_oneof![
+        2 => (0u8..10, prop::option::weighted(0.8, 0i64..100)).prop_map(|(p, v)| Input::Product(p, v)),
+        3 => (0u8..20, 0i64..100).prop_map(|(o, v)| Input::Order(o, v)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Every join, record by record: the outputs in order with their values and timestamps.
+    #[test]
+    fn the_test_driver_joins_the_global_table_as_the_model_does(
+        inputs in prop::collection::vec((input(), 0i64..50), 1..60)
+    ) {
+        let driver = TopologyTestDriver::new(topology(), StreamsConfig::new("global"))
+            .expect("driver");
+        let products = driver.create_input_topic("products", Serdes::string(), Serdes::i64());
+        let orders = driver.create_input_topic("orders", Serdes::string(), Serdes::i64());
+        let mut model = Model::default();
+        for (input, ts) in &inputs {
+            match *input {
+                Input::Product(p, Some(price)) => products.pipe_input_at(product(p), price, *ts).expect("pipe"),
+                Input::Product(p, None) => products.pipe_tombstone_at(product(p), *ts).expect("pipe"),
+                Input::Order(o, v) => orders.pipe_input_at(order(o), v, *ts).expect("pipe"),
+            }
+            model.apply(input, *ts);
+        }
+        for topic in OUTPUTS {
+            let out = driver.create_output_topic(topic, Serdes::string(), Serdes::i64());
+            let got: Vec<Output> = out
+                .read_records_to_list()
+                .expect("read")
+                .into_iter()
+                .map(|r| (r.key, r.value, r.timestamp))
+                .collect();
+            prop_assert_eq!(got, model.outputs.remove(topic).unwrap_or_default(), "topic {}", topic);
+        }
+    }
+}
+
+#[test]
+fn a_global_table_is_described_apart_from_the_tasks() {
+    let description = topology().describe().to_string();
+    assert!(
+        description.contains("Global store: products-store (topic: products"),
+        "{description}"
+    );
+    assert!(!description.contains("topics: [products]"), "{description}");
+}
+
+// ---- on stream threads, over the file-backed log ----
+
+fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, Option<i64>, i64)]) {
+    if log.partitions(topic).is_none() {
+        log.create_topic(topic, partitions).expect("create topic");
+    }
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
+        .map(|_| BatchBuilder::new(Compression::None))
+        .collect();
+    for (k, v, ts) in records {
+        let p = partition_for_key(k.as_bytes(), partitions) as usize;
+        let value = v.map(i64::to_be_bytes);
+        builders[p].push(*ts, Some(k.as_bytes()), value.as_ref().map(|v| &v[..]));
+    }
+    for (p, b) in builders.iter_mut().enumerate() {
+        if !b.is_empty() {
+            log.append(&TopicPartition::new(topic, p as u32), b)
+                .expect("append");
+        }
+    }
+}
+
+/// Each key's values in `topic`, in offset order.
+fn read(log: &Log, topic: &str) -> BTreeMap<String, Vec<i64>> {
+    let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for p in 0..log.partitions(topic).unwrap_or(0) {
+        let tp = TopicPartition::new(topic, p);
+        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
+            for record in batch.records() {
+                let record = record.expect("record");
+                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
+                let value = i64::from_be_bytes(
+                    record.value().expect("value")[..]
+                        .try_into()
+                        .expect("8 bytes"),
+                );
+                out.entry(key).or_default().push(value);
+            }
+        }
+    }
+    out
+}
+
+fn app(log: &Log, state: &std::path::Path) -> StreamsApp {
+    let mut config = StreamsConfig::new("global-threads");
+    config.state_dir = state.to_path_buf();
+    config.num_stream_threads = 2;
+    config.poll = Duration::from_millis(5);
+    config.commit_interval = Some(Duration::from_millis(20));
+    StreamsApp::new(
+        topology(),
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )
+    .expect("app")
+}
+
+fn wait_idle(app: &StreamsApp) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !app.is_idle() {
+        assert!(Instant::now() < deadline, "never idle");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `n` product rows (some deletes) or orders, applied to the model; products on 3 partitions,
+/// orders on 2 (a global table needs no co-partitioning).
+fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, products: bool) {
+    let mut records = Vec::new();
+    for i in 0..n {
+        *ts += 1;
+        let x = i.wrapping_mul(2_654_435_761).wrapping_add(n * 31) % 1_000;
+        let input = if products {
+            Input::Product((x % 10) as u8, (x % 7 != 3).then_some((x % 97) as i64))
+        } else {
+            Input::Order((x % 40) as u8, (x % 100) as i64)
+        };
+        match &input {
+            Input::Product(p, price) => records.push((product(*p), *price, *ts)),
+            Input::Order(o, v) => records.push((order(*o), Some(*v), *ts)),
+        }
+        model.apply(&input, *ts);
+    }
+    if products {
+        produce(log, "products", 3, &records);
+    } else {
+        produce(log, "orders", 2, &records);
+    }
+}
+
+#[test]
+fn stream_threads_join_the_global_table_as_the_model_across_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    let state = dir.path().join("state");
+    let mut model = Model::default();
+    let mut ts = 0;
+    // Products, then orders, all in the log before the start: the global thread restores
+    // every product before any stream thread processes an order.
+    phase(&log, &mut model, &mut ts, 200, true);
+    phase(&log, &mut model, &mut ts, 300, false);
+    let mut keyless = BatchBuilder::new(Compression::None);
+    keyless.push(ts, None, Some(&5i64.to_be_bytes()[..]));
+    log.append(&TopicPartition::new("products", 1), &mut keyless)
+        .expect("append");
+    let mut running = app(&log, &state);
+    running.start().expect("start");
+    wait_idle(&running);
+    // While running: the global thread follows the products, then orders meet them.
+    phase(&log, &mut model, &mut ts, 50, true);
+    wait_idle(&running);
+    phase(&log, &mut model, &mut ts, 300, false);
+    wait_idle(&running);
+    running.close().expect("close");
+    // Down, products change; at the restart they are read again whole before orders.
+    phase(&log, &mut model, &mut ts, 30, true);
+    phase(&log, &mut model, &mut ts, 200, false);
+    let mut running = app(&log, &state);
+    running.start().expect("start");
+    wait_idle(&running);
+    running.close().expect("close");
+    for topic in OUTPUTS {
+        let mut want: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for (k, v, _) in model.outputs.get(topic).into_iter().flatten() {
+            want.entry(k.clone()).or_default().push(*v);
+        }
+        assert_eq!(read(&log, topic), want, "{topic}");
+    }
+}
+
+#[test]
+fn a_missing_global_topic_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    log.create_topic("orders", 1).expect("orders");
+    let mut config = StreamsConfig::new("global-missing");
+    config.state_dir = dir.path().join("state");
+    let error = StreamsApp::new(topology(), config, EmbeddedBackend::new(log).shared())
+        .map(|_| ())
+        .expect_err("no products topic");
+    assert!(
+        matches!(&error, Error::MissingSourceTopic { topic } if topic == "products"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_stream_record_meets_the_global_row_piped_before_it() {
+    let driver = TopologyTestDriver::new(topology(), StreamsConfig::new("order")).expect("driver");
+    let products = driver.create_input_topic("products", Serdes::string(), Serdes::i64());
+    let orders = driver.create_input_topic("orders", Serdes::string(), Serdes::i64());
+    let priced = driver.create_output_topic("priced", Serdes::string(), Serdes::i64());
+    orders.pipe_input_at(order(1), 3, 1).unwrap();
+    products.pipe_input_at(product(3), 7, 2).unwrap();
+    orders.pipe_input_at(order(2), 13, 3).unwrap();
+    products.pipe_tombstone_at(product(3), 4).unwrap();
+    orders.pipe_input_at(order(3), 23, 5).unwrap();
+    assert_eq!(
+        priced.read_records_to_list().unwrap(),
+        vec![TestRecord::new(order(2), 13_007, 3)]
+    );
+}
