@@ -132,12 +132,29 @@ impl Cluster {
     }
 }
 
-/// Whether `topic` is one of `application_id`'s internal topics.
+/// Whether `topic` is one of `application_id`'s internal topics (Kafka's reset tool's rule:
+/// changelogs, repartition topics and a foreign-key join's subscription topics, named
+/// `<name>-subscription-registration-topic` or, unnamed,
+/// `KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-<n>-topic`, and the same for responses).
 fn is_internal(application_id: &str, topic: &str) -> bool {
+    const SUFFIXES: [&str; 4] = [
+        "-changelog",
+        "-repartition",
+        "-subscription-registration-topic",
+        "-subscription-response-topic",
+    ];
+    let generated = |rest: &str| {
+        ["REGISTRATION-", "RESPONSE-"].iter().any(|kind| {
+            rest.rsplit_once("KTABLE-FK-JOIN-SUBSCRIPTION-")
+                .and_then(|(_, tail)| tail.strip_prefix(kind))
+                .and_then(|tail| tail.strip_suffix("-topic"))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    };
     topic
         .strip_prefix(application_id)
         .and_then(|rest| rest.strip_prefix('-'))
-        .is_some_and(|rest| rest.ends_with("-changelog") || rest.ends_with("-repartition"))
+        .is_some_and(|rest| SUFFIXES.iter().any(|s| rest.ends_with(s)) || generated(rest))
 }
 
 fn parse_datetime(text: &str) -> anyhow::Result<i64> {
@@ -298,6 +315,19 @@ mod tests {
         assert!(is_internal(
             "app",
             "app-KSTREAM-AGGREGATE-0000000001-repartition"
+        ));
+        assert!(is_internal(
+            "app",
+            "app-KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-0000000006-topic"
+        ));
+        assert!(is_internal(
+            "app",
+            "app-KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000014-topic"
+        ));
+        assert!(is_internal("app", "app-orders-subscription-response-topic"));
+        assert!(!is_internal(
+            "app",
+            "app-KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-x-topic"
         ));
         assert!(!is_internal("app", "app-input"));
         assert!(!is_internal("app", "other-counts-changelog"));

@@ -169,6 +169,7 @@ mod config;
 mod coordinator;
 mod dsl;
 mod error;
+mod foreign_key;
 mod global;
 mod group;
 mod handlers;

@@ -146,6 +146,7 @@ impl<K: 'static, V: 'static> StoreBuilder<K, V> {
                 value: self.value_serde,
             })),
             kind: self.kind,
+            ordered_cache: false,
             source_topic: None,
         }
     }

@@ -163,7 +163,7 @@ impl TaskStores {
                 });
             }
             let ordered = match def.kind {
-                StoreKind::KeyValue => false,
+                StoreKind::KeyValue => def.ordered_cache,
                 StoreKind::Window { ordered, .. } => ordered,
                 StoreKind::Session { .. } => true,
             };

@@ -31,15 +31,22 @@ use crate::timestamp::TimestampExtractorRef;
 pub(crate) enum TopicRef {
     /// A user topic, named as is.
     External(String),
-    /// A repartition topic: `<application_id>-<name>-repartition`.
+    /// An internal topic the application writes and reads itself: `<application_id>-<name>`,
+    /// the name ending in `-repartition` ([`TopicRef::repartition`]) or, for a foreign-key
+    /// join's subscription topics, `-topic` (Kafka Streams' names).
     Repartition(String),
 }
 
 impl TopicRef {
+    /// The repartition topic `<application_id>-<name>-repartition`.
+    pub(crate) fn repartition(name: impl std::fmt::Display) -> TopicRef {
+        TopicRef::Repartition(format!("{name}-repartition"))
+    }
+
     pub(crate) fn resolve(&self, application_id: &str) -> String {
         match self {
             TopicRef::External(name) => name.clone(),
-            TopicRef::Repartition(name) => format!("{application_id}-{name}-repartition"),
+            TopicRef::Repartition(name) => format!("{application_id}-{name}"),
         }
     }
 }
@@ -48,7 +55,7 @@ impl fmt::Display for TopicRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TopicRef::External(name) => f.write_str(name),
-            TopicRef::Repartition(name) => write!(f, "{name}-repartition"),
+            TopicRef::Repartition(name) => f.write_str(name),
         }
     }
 }
@@ -164,6 +171,9 @@ pub(crate) struct StoreDef {
     pub(crate) serdes: Option<Arc<dyn Any + Send + Sync>>,
     /// Key-value, window or session store.
     pub(crate) kind: StoreKind,
+    /// A key-value store read by key prefix between commits (a foreign-key join's subscription
+    /// store): its cache keeps an ordered index of its keys.
+    pub(crate) ordered_cache: bool,
     /// A table's store whose changelog is the table's source topic (Kafka Streams' source-topic
     /// changelog): nothing is written to a changelog at commit, the store's position is the
     /// input's consumed offset, and it is restored from the source topic up to the committed
@@ -222,6 +232,7 @@ impl StoreDef {
             timestamped: true,
             serdes: None,
             kind: StoreKind::KeyValue,
+            ordered_cache: false,
             source_topic: None,
         }
     }
@@ -979,6 +990,22 @@ impl BuildCtx<'_> {
                     .and_then(|b| b.downcast_ref::<NodeRef<K, V>>())
                     .cloned()
                     .expect("riffle DSL invariant: a child is built before its parent and takes its parent's output types")
+            })
+            .collect();
+        Forward { children }
+    }
+
+    /// The node's children that take `(K, V)`, typed: for a node whose children take different
+    /// types (a foreign-key join's subscription side).
+    pub(crate) fn forward_some<K: 'static, V: 'static>(&self) -> Forward<K, V> {
+        let children = self
+            .children
+            .iter()
+            .filter_map(|&c| {
+                self.built[c]
+                    .as_ref()
+                    .and_then(|b| b.downcast_ref::<NodeRef<K, V>>())
+                    .cloned()
             })
             .collect();
         Forward { children }

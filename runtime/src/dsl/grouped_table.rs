@@ -187,7 +187,7 @@ where
             .name
             .clone()
             .unwrap_or_else(|| store_name.clone());
-        let topic = TopicRef::Repartition(topic_name);
+        let topic = TopicRef::repartition(topic_name);
         let change_serde: SerdeRef<Change<V>> = Arc::new(ChangeSerde {
             inner: self.grouped.value.clone(),
         });

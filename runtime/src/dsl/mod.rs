@@ -4,6 +4,7 @@
 //! as needing a repartition; a later `group_by_key` then routes it through a repartition topic,
 //! which starts a new sub-topology.
 
+mod foreign_key_join;
 mod global_table;
 mod grouped_table;
 mod options;
@@ -537,7 +538,7 @@ where
             .name
             .clone()
             .unwrap_or_else(|| store_name.to_owned());
-        let topic = TopicRef::Repartition(topic_name);
+        let topic = TopicRef::repartition(topic_name);
         add_sink(
             &self.graph,
             self.node,

@@ -325,7 +325,7 @@ where
             format!("{name}-{side}")
         }
     };
-    let topic = TopicRef::Repartition(name);
+    let topic = TopicRef::repartition(name);
     add_sink(
         &stream.graph,
         stream.node,

@@ -416,7 +416,7 @@ where
                             .borrow_mut()
                             .next_name("KSTREAM-JOIN-REPARTITION"),
                     };
-                    let topic = TopicRef::Repartition(topic_name);
+                    let topic = TopicRef::repartition(topic_name);
                     add_sink(
                         &self.graph,
                         self.node,

@@ -669,6 +669,67 @@ impl CachedStore {
             .collect())
     }
 
+    /// The entries whose key starts with `prefix` as processing sees them, in key order. The
+    /// cache's writes are found through its ordered index when it keeps one, so a scan costs
+    /// the keys it returns, not the cache's size.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let skip = if self.timestamped { 8 } else { 0 };
+        let mut short = None;
+        let mut visit = |k: &[u8], v: &[u8]| {
+            if k.starts_with(prefix) {
+                match v.get(skip..) {
+                    Some(v) => {
+                        merged.insert(k.to_vec(), Some(v.to_vec()));
+                    }
+                    None => short = Some(v.len()),
+                }
+            }
+        };
+        // The smallest key above every key with the prefix: the prefix with its last byte
+        // below 0xff incremented and what follows dropped (none if it is all 0xff).
+        let end = prefix.iter().rposition(|&b| b != 0xff).map(|i| {
+            let mut end = prefix[..=i].to_vec();
+            end[i] += 1;
+            end
+        });
+        match &end {
+            Some(end) => self.inner.range(prefix, end, &mut visit)?,
+            None => self.inner.for_each(&mut visit)?,
+        }
+        if let Some(len) = short {
+            return Err(self.corrupt(format!(
+                "a value has {len} bytes, fewer than its 8-byte timestamp"
+            )));
+        }
+        match &self.ordered {
+            Some(ordered) => {
+                for (key, &i) in ordered.range(prefix.to_vec()..) {
+                    if !key.starts_with(prefix) {
+                        break;
+                    }
+                    let value = self.entries[i].value(&self.arena).map(<[u8]>::to_vec);
+                    merged.insert(key.clone(), value);
+                }
+            }
+            None => {
+                // In write order: with caching disabled a key's later entries replace its
+                // earlier.
+                for e in &self.entries {
+                    let key = e.key(&self.arena);
+                    if key.starts_with(prefix) {
+                        merged.insert(key.to_vec(), e.value(&self.arena).map(<[u8]>::to_vec));
+                    }
+                }
+            }
+        }
+        Ok(merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+
     /// The entries of a window or session store with `from <= key < to` (an empty `to`: no
     /// upper bound) and entry time (a
     /// window's start, a session's end) in `[time_from, time_to]`, as processing sees them (the

@@ -1,0 +1,454 @@
+//! Foreign-key table joins (KIP-213) against a model: two `HashMap` tables replayed in arrival
+//! order and, for each left key, its joined row: the left row joined with the right row of the
+//! foreign key it names (inner: none without one; left: with nothing). In the test driver, by
+//! proptest, after every record: the result (each key's last output, a delete removing it, and
+//! the materialized join's store) is the model's, and the record emitted only for the keys it
+//! could change (its own key; for a right row, the left keys naming its key before or after).
+//! On stream threads over the file-backed log, with the tables on different partition counts,
+//! across a restart: the result at the end. Kafka Streams' own scenario of a foreign key
+//! changing is checked record by record.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+use riffle::{
+    Consumed, EmbeddedBackend, KTable, Materialized, Produced, QueryableStoreTypes, Serdes,
+    StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TestRecord,
+    Topology, TopologyTestDriver,
+};
+
+/// A left row: an order's amount, whose foreign key is the customer `c<amount % 10>`, or none
+/// when the amount is negative.
+fn foreign_key(amount: i64) -> Option<String> {
+    (amount >= 0).then(|| format!("c{}", amount % 10))
+}
+
+const JOINS: [(&str, bool, bool); 4] = [
+    // (output topic, left join, materialized)
+    ("inner", false, false),
+    ("left", true, false),
+    ("inner-materialized", false, true),
+    ("left-materialized", true, true),
+];
+
+fn joined(amount: i64, customer: Option<i64>) -> i64 {
+    amount * 1000 + customer.unwrap_or(-1)
+}
+
+/// Orders (key `o<n>`, an amount) joined by foreign key with customers (key `c<n>`, a number):
+/// each join of [`JOINS`] to its topic, deletes as nulls; a materialized join in store
+/// `<topic>-store`.
+fn topology(store_type: StoreType) -> Topology {
+    let builder = StreamsBuilder::new();
+    let orders = builder.table(
+        "orders",
+        Consumed::with(Serdes::string(), Serdes::i64()),
+        Materialized::named("orders-rows").with_store_type(store_type),
+    );
+    let customers = builder.table(
+        "customers",
+        Consumed::with(Serdes::string(), Serdes::i64()),
+        Materialized::named("customers-rows").with_store_type(store_type),
+    );
+    let fk = |_: &String, amount: &i64| foreign_key(*amount);
+    for (topic, left, materialized) in JOINS {
+        let m = || Materialized::named(format!("{topic}-store")).with_store_type(store_type);
+        let table: KTable<String, i64> = match (left, materialized) {
+            (false, false) => {
+                orders.join_foreign(&customers, fk, |a, c| joined(a, Some(c)), Serdes::i64())
+            }
+            (false, true) => orders.join_foreign_with(
+                &customers,
+                fk,
+                |a, c| joined(a, Some(c)),
+                Serdes::i64(),
+                m(),
+            ),
+            (true, false) => orders.left_join_foreign(&customers, fk, joined, Serdes::i64()),
+            (true, true) => {
+                orders.left_join_foreign_with(&customers, fk, joined, Serdes::i64(), m())
+            }
+        };
+        table
+            .map_values(Some, Serdes::optional(Serdes::i64()))
+            .to_stream()
+            .to(
+                topic,
+                Produced::with(Serdes::string(), Serdes::optional(Serdes::i64())),
+            );
+    }
+    builder.build().expect("topology")
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Input {
+    /// An order's amount (`None`: deleted).
+    Order(u8, Option<i64>),
+    /// A customer's number (`None`: deleted).
+    Customer(u8, Option<i64>),
+}
+
+fn order(o: u8) -> String {
+    format!("o{o}")
+}
+
+fn customer(c: u8) -> String {
+    format!("c{c}")
+}
+
+#[derive(Default)]
+struct Model {
+    orders: HashMap<String, i64>,
+    customers: HashMap<String, i64>,
+}
+
+impl Model {
+    /// The joined rows of the left or inner join.
+    fn result(&self, left: bool) -> BTreeMap<String, i64> {
+        self.orders
+            .iter()
+            .filter_map(|(k, &amount)| {
+                let c = foreign_key(amount).and_then(|fk| self.customers.get(&fk).copied());
+                (left || c.is_some()).then(|| (k.clone(), joined(amount, c)))
+            })
+            .collect()
+    }
+
+    /// Applies `input`; returns the left keys it may change.
+    fn apply(&mut self, input: Input) -> BTreeSet<String> {
+        match input {
+            Input::Order(o, amount) => {
+                match amount {
+                    Some(a) => self.orders.insert(order(o), a),
+                    None => self.orders.remove(&order(o)),
+                };
+                BTreeSet::from([order(o)])
+            }
+            Input::Customer(c, number) => {
+                let naming = |m: &Self| -> BTreeSet<String> {
+                    m.orders
+                        .iter()
+                        .filter(|(_, a)| foreign_key(**a) == Some(customer(c)))
+                        .map(|(k, _)| k.clone())
+                        .collect()
+                };
+                match number {
+                    Some(n) => self.customers.insert(customer(c), n),
+                    None => self.customers.remove(&customer(c)),
+                };
+                naming(self)
+            }
+        }
+    }
+}
+
+fn input() -> impl Strategy<Value = Input> {
+    prop_oneof![
+        3 => (0u8..6, prop::option::weighted(0.8, -3i64..30)).prop_map(|(o, a)| Input::Order(o, a)),
+        2 => (0u8..10, prop::option::weighted(0.8, 0i64..9)).prop_map(|(c, n)| Input::Customer(c, n)),
+    ]
+}
+
+/// Applies output records to a result table: a value sets its key, a null deletes it.
+fn apply_outputs(
+    result: &mut BTreeMap<String, i64>,
+    records: &[TestRecord<String, Option<i64>>],
+) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for r in records {
+        keys.insert(r.key.clone());
+        match r.value {
+            Some(v) => result.insert(r.key.clone(), v),
+            None => result.remove(&r.key),
+        };
+    }
+    keys
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn the_test_driver_joins_by_foreign_key_as_the_model_does(
+        inputs in prop::collection::vec((input(), 0i64..40), 1..60)
+    ) {
+        let driver = TopologyTestDriver::new(topology(StoreType::InMemory), StreamsConfig::new("fk"))
+            .expect("driver");
+        let orders = driver.create_input_topic("orders", Serdes::string(), Serdes::i64());
+        let customers = driver.create_input_topic("customers", Serdes::string(), Serdes::i64());
+        let outs: Vec<_> = JOINS
+            .iter()
+            .map(|(t, _, _)| driver.create_output_topic(t, Serdes::string(), Serdes::optional(Serdes::i64())))
+            .collect();
+        let mut results = vec![BTreeMap::new(); JOINS.len()];
+        let mut model = Model::default();
+        for (i, (input, ts)) in inputs.iter().enumerate() {
+            match *input {
+                Input::Order(o, Some(a)) => orders.pipe_input_at(order(o), a, *ts).expect("pipe"),
+                Input::Order(o, None) => orders.pipe_tombstone_at(order(o), *ts).expect("pipe"),
+                Input::Customer(c, Some(n)) => customers.pipe_input_at(customer(c), n, *ts).expect("pipe"),
+                Input::Customer(c, None) => customers.pipe_tombstone_at(customer(c), *ts).expect("pipe"),
+            }
+            let affected = model.apply(*input);
+            for (j, (topic, left, _)) in JOINS.iter().enumerate() {
+                let records = outs[j].read_records_to_list().expect("read");
+                let keys = apply_outputs(&mut results[j], &records);
+                prop_assert_eq!(&results[j], &model.result(*left), "{} after input {}: {:?}", topic, i, input);
+                prop_assert!(keys.is_subset(&affected), "{} emitted for {:?}, not only {:?}", topic, keys, affected);
+            }
+        }
+        // Each subscription store holds one subscription per order with a foreign key, under
+        // its current one (Kafka's CombinedKey: the key's length, the key, the order): one left
+        // under an old foreign key would be a leak.
+        let mut want: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for (o, amount) in &model.orders {
+            if let Some(fk) = foreign_key(*amount) {
+                let mut key = (fk.len() as u32).to_be_bytes().to_vec();
+                key.extend(fk.as_bytes());
+                key.extend(o.as_bytes());
+                want.insert(key);
+            }
+        }
+        let stores = topology(StoreType::InMemory).store_names();
+        let subscriptions: Vec<&String> = stores.iter().filter(|s| s.contains("SUBSCRIPTION-STATE-STORE")).collect();
+        prop_assert_eq!(subscriptions.len(), JOINS.len());
+        for store in subscriptions {
+            let mut kept = BTreeSet::new();
+            for record in driver.read_raw(&format!("fk-{store}-changelog"), 0).expect("changelog") {
+                let key = record.key().expect("key").to_vec();
+                match record.value() {
+                    Some(_) => kept.insert(key),
+                    None => kept.remove(&key),
+                };
+            }
+            prop_assert_eq!(&kept, &want, "{}", store);
+        }
+        for (topic, left, materialized) in JOINS {
+            if materialized {
+                let stored: BTreeMap<String, i64> = driver
+                    .get_key_value_store::<String, i64>(&format!("{topic}-store"))
+                    .expect("store")
+                    .all()
+                    .expect("all")
+                    .into_iter()
+                    .collect();
+                prop_assert_eq!(stored, model.result(left), "store of {}", topic);
+            }
+        }
+    }
+}
+
+/// Kafka Streams' scenario (`KTableKTableForeignKeyJoinIntegrationTest`, in spirit): a left row
+/// whose foreign key changes leaves its old right row; updates of that row no longer reach it,
+/// and its new right row's do.
+#[test]
+fn a_row_whose_foreign_key_changes_follows_its_new_right_row_only() {
+    let driver = TopologyTestDriver::new(
+        topology(StoreType::InMemory),
+        StreamsConfig::new("fk-change"),
+    )
+    .expect("driver");
+    let orders = driver.create_input_topic("orders", Serdes::string(), Serdes::i64());
+    let customers = driver.create_input_topic("customers", Serdes::string(), Serdes::i64());
+    let inner =
+        driver.create_output_topic("inner", Serdes::string(), Serdes::optional(Serdes::i64()));
+    let left =
+        driver.create_output_topic("left", Serdes::string(), Serdes::optional(Serdes::i64()));
+    customers.pipe_input_at(customer(1), 7, 1).unwrap();
+    customers.pipe_input_at(customer(2), 8, 2).unwrap();
+    orders.pipe_input_at(order(0), 11, 3).unwrap(); // -> c1
+    orders.pipe_input_at(order(0), 12, 4).unwrap(); // -> c2
+    customers.pipe_input_at(customer(1), 70, 5).unwrap(); // no longer o0's
+    customers.pipe_input_at(customer(2), 80, 6).unwrap();
+    orders.pipe_input_at(order(0), 13, 7).unwrap(); // -> c3, which does not exist
+    orders.pipe_input_at(order(0), -1, 8).unwrap(); // no foreign key
+    orders.pipe_tombstone_at(order(0), 9).unwrap();
+    let r = |v: Option<i64>, ts| TestRecord::new(order(0), v, ts);
+    assert_eq!(
+        inner.read_records_to_list().unwrap(),
+        vec![
+            r(Some(11_007), 3),
+            r(Some(12_008), 4),
+            r(Some(12_080), 6),
+            // The new foreign key has no row: the inner join's row goes.
+            r(None, 7),
+            // No foreign key: the old one's subscription is deleted and answers with nothing
+            // (Kafka's DELETE_KEY_AND_PROPAGATE), which deletes the row again.
+            r(None, 8),
+        ]
+    );
+    assert_eq!(
+        left.read_records_to_list().unwrap(),
+        vec![
+            r(Some(11_007), 3),
+            r(Some(12_008), 4),
+            r(Some(12_080), 6),
+            r(Some(13_000 - 1), 7),
+            r(Some(-1_001), 8),
+            r(None, 9),
+        ]
+    );
+}
+
+#[test]
+fn a_foreign_key_join_is_named_as_kafka_names_it() {
+    let builder = StreamsBuilder::new();
+    let t = |topic: &str| {
+        builder.table(
+            topic,
+            Consumed::with(Serdes::string(), Serdes::i64()),
+            Materialized::new(),
+        )
+    };
+    let (a, b) = (t("a"), t("b"));
+    a.join_foreign(&b, |_, v| Some(v.to_string()), |x, y| x + y, Serdes::i64())
+        .to_stream()
+        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+    let description = builder.build().expect("topology").describe().to_string();
+    for name in [
+        "Processor: KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-0000000007",
+        "topic: KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-0000000006-topic",
+        "Processor: KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-0000000011 (stores: [KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE-0000000010, b-STATE-STORE-0000000004])",
+        "Processor: KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-0000000013 (stores: [KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE-0000000010])",
+        "topic: KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000014-topic",
+        "Processor: KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR-0000000017",
+        "Processor: KTABLE-FK-JOIN-OUTPUT-0000000018",
+    ] {
+        assert!(description.contains(name), "{name} in\n{description}");
+    }
+}
+
+// ---- on stream threads, over the file-backed log ----
+
+fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, Option<i64>, i64)]) {
+    if log.partitions(topic).is_none() {
+        log.create_topic(topic, partitions).expect("create topic");
+    }
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
+        .map(|_| BatchBuilder::new(Compression::None))
+        .collect();
+    for (k, v, ts) in records {
+        let p = partition_for_key(k.as_bytes(), partitions) as usize;
+        let value = v.map(i64::to_be_bytes);
+        builders[p].push(*ts, Some(k.as_bytes()), value.as_ref().map(|v| &v[..]));
+    }
+    for (p, b) in builders.iter_mut().enumerate() {
+        if !b.is_empty() {
+            log.append(&TopicPartition::new(topic, p as u32), b)
+                .expect("append");
+        }
+    }
+}
+
+/// Each key's last value in `topic`, a null deleting it.
+fn result_of(log: &Log, topic: &str) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for p in 0..log.partitions(topic).unwrap_or(0) {
+        let tp = TopicPartition::new(topic, p);
+        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
+            for record in batch.records() {
+                let record = record.expect("record");
+                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
+                match record.value() {
+                    Some(v) => {
+                        out.insert(key, i64::from_be_bytes(v[..].try_into().expect("8 bytes")))
+                    }
+                    None => out.remove(&key),
+                };
+            }
+        }
+    }
+    out
+}
+
+fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
+    let mut config = StreamsConfig::new("fk-threads");
+    config.state_dir = state.to_path_buf();
+    config.num_stream_threads = 2;
+    config.poll = Duration::from_millis(5);
+    config.commit_interval = Some(Duration::from_millis(20));
+    StreamsApp::new(
+        topology(store_type),
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )
+    .expect("app")
+}
+
+fn wait_idle(app: &StreamsApp) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !app.is_idle() {
+        assert!(Instant::now() < deadline, "never idle");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `n` orders (3 partitions) and customers (2 partitions), updates and deletes.
+fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, seed: u64) {
+    let (mut orders, mut customers) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        *ts += 1;
+        let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed * 7_919) % 10_007;
+        let input = if x % 3 == 0 {
+            Input::Customer((x % 10) as u8, (x % 11 != 4).then_some((x % 9) as i64))
+        } else {
+            Input::Order((x % 60) as u8, (x % 13 != 5).then_some((x % 40) as i64 - 4))
+        };
+        match input {
+            Input::Order(o, a) => orders.push((order(o), a, *ts)),
+            Input::Customer(c, n) => customers.push((customer(c), n, *ts)),
+        }
+        model.apply(input);
+    }
+    produce(log, "orders", 3, &orders);
+    produce(log, "customers", 2, &customers);
+}
+
+fn foreign_key_joins_on_threads(store_type: StoreType) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    let state = dir.path().join("state");
+    let mut model = Model::default();
+    let mut ts = 0;
+    phase(&log, &mut model, &mut ts, 1_500, 1);
+    let mut running = app(&log, &state, store_type);
+    running.start().expect("start");
+    phase(&log, &mut model, &mut ts, 1_500, 2);
+    wait_idle(&running);
+    running.close().expect("close");
+    phase(&log, &mut model, &mut ts, 1_000, 3);
+    let mut running = app(&log, &state, store_type);
+    running.start().expect("start");
+    wait_idle(&running);
+    for (topic, left, materialized) in JOINS {
+        let want = model.result(left);
+        assert_eq!(result_of(&log, topic), want, "{topic} ({store_type:?})");
+        if materialized {
+            let queried: BTreeMap<String, i64> = running
+                .store(StoreQueryParameters::from_name_and_type(
+                    format!("{topic}-store"),
+                    QueryableStoreTypes::key_value::<String, i64>(),
+                ))
+                .expect("store")
+                .all()
+                .expect("all")
+                .into_iter()
+                .collect();
+            assert_eq!(queried, want, "{topic}-store ({store_type:?})");
+        }
+    }
+    running.close().expect("close");
+}
+
+#[test]
+fn stream_threads_join_by_foreign_key_as_the_model_across_a_restart_in_memory() {
+    foreign_key_joins_on_threads(StoreType::InMemory);
+}
+
+#[test]
+fn stream_threads_join_by_foreign_key_as_the_model_across_a_restart_persistent() {
+    foreign_key_joins_on_threads(StoreType::Persistent);
+}
