@@ -151,7 +151,7 @@ fn foreign_key_and_global_table_joins_converge_to_the_model_on_kafka() {
     let description = topology.describe().to_string();
     let internal = |kind: &str| -> Vec<String> {
         let mut names: Vec<String> = description
-            .split(|c| c == '[' || c == ']' || c == ' ' || c == ')' || c == '\n')
+            .split(['[', ']', ' ', ')', '\n'])
             .filter(|w| w.contains(kind) && w.ends_with("-topic"))
             .map(|w| format!("fk-kafka-{w}"))
             .collect();
@@ -174,7 +174,7 @@ fn foreign_key_and_global_table_joins_converge_to_the_model_on_kafka() {
         let mut records = Vec::new();
         for c in 0..8u32 {
             let key = format!("c{c}");
-            let value = ((c + round) % 5 != 0).then(|| format!("name-{c}-{round}"));
+            let value = (!(c + round).is_multiple_of(5)).then(|| format!("name-{c}-{round}"));
             match &value {
                 Some(v) => model.customers.insert(key.clone(), v.clone()),
                 None => model.customers.remove(&key),
@@ -187,8 +187,8 @@ fn foreign_key_and_global_table_joins_converge_to_the_model_on_kafka() {
         let mut records = Vec::new();
         for o in 0..40u32 {
             let key = format!("o{o}");
-            let value =
-                ((o + round) % 7 != 0).then(|| format!("c{}:{}", (o * 3 + round) % 9, o + round));
+            let value = (!(o + round).is_multiple_of(7))
+                .then(|| format!("c{}:{}", (o * 3 + round) % 9, o + round));
             match &value {
                 Some(v) => model.orders.insert(key.clone(), v.clone()),
                 None => model.orders.remove(&key),
