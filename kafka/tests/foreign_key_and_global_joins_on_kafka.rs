@@ -16,7 +16,7 @@ use std::time::Duration;
 use common::{config, for_each_batch, wait_for};
 use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{Consumed, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder};
+use riffle::{Consumed, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder, TableJoined};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 
@@ -125,6 +125,7 @@ fn foreign_key_and_global_table_joins_converge_to_the_model_on_kafka() {
             fk,
             |o, name| joined(&o, name.as_deref()),
             Serdes::string(),
+            TableJoined::new(),
             Materialized::named("orders-left"),
         )
         .map_values(Some, Serdes::optional(Serdes::string()))

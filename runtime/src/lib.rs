@@ -207,8 +207,8 @@ pub use config::{
 };
 pub use dsl::{
     Consumed, GlobalKTable, Grouped, Joined, KGroupedStream, KGroupedTable, KStream, KTable,
-    Materialized, Produced, SessionWindowedKStream, StoreType, StreamsBuilder, TimeWindowedKStream,
-    WindowedBy,
+    Materialized, Produced, SessionWindowedKStream, StoreType, StreamsBuilder, TableJoined,
+    TimeWindowedKStream, WindowedBy,
 };
 pub use error::{BackendErrorKind, Error, Result, SerdeError};
 pub use handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};

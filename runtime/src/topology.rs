@@ -304,6 +304,16 @@ impl GraphBuilder {
         factory: NodeFactory,
     ) -> usize {
         let name = self.next_name(prefix);
+        self.add_named_processor::<KIn, VIn, KOut, VOut>(name, parents, factory)
+    }
+
+    /// [`add_processor_node`](Self::add_processor_node) with the name given.
+    pub(crate) fn add_named_processor<KIn: 'static, VIn: 'static, KOut: 'static, VOut: 'static>(
+        &mut self,
+        name: String,
+        parents: &[usize],
+        factory: NodeFactory,
+    ) -> usize {
         let (input, output) = (TypeSig::of::<KIn, VIn>(), TypeSig::of::<KOut, VOut>());
         self.add_node(
             name,

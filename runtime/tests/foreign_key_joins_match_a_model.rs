@@ -16,8 +16,8 @@ use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
     Consumed, EmbeddedBackend, KTable, Materialized, Produced, QueryableStoreTypes, Serdes,
-    StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TestRecord,
-    Topology, TopologyTestDriver,
+    StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TableJoined,
+    TestRecord, Topology, TopologyTestDriver,
 };
 
 /// A left row: an order's amount, whose foreign key is the customer `c<amount % 10>`, or none
@@ -65,12 +65,19 @@ fn topology(store_type: StoreType) -> Topology {
                 fk,
                 |a, c| joined(a, Some(c)),
                 Serdes::i64(),
+                TableJoined::new(),
                 m(),
             ),
             (true, false) => orders.left_join_foreign(&customers, fk, joined, Serdes::i64()),
-            (true, true) => {
-                orders.left_join_foreign_with(&customers, fk, joined, Serdes::i64(), m())
-            }
+            // Named: its topics and subscription store are `fk-left-…`.
+            (true, true) => orders.left_join_foreign_with(
+                &customers,
+                fk,
+                joined,
+                Serdes::i64(),
+                TableJoined::named("fk-left"),
+                m(),
+            ),
         };
         table
             .map_values(Some, Serdes::optional(Serdes::i64()))
@@ -213,7 +220,7 @@ proptest! {
             }
         }
         let stores = topology(StoreType::InMemory).store_names();
-        let subscriptions: Vec<&String> = stores.iter().filter(|s| s.contains("SUBSCRIPTION-STATE-STORE")).collect();
+        let subscriptions: Vec<&String> = stores.iter().filter(|s| s.contains("SUBSCRIPTION-STATE-STORE") || s.ends_with("-subscription-store")).collect();
         prop_assert_eq!(subscriptions.len(), JOINS.len());
         for store in subscriptions {
             let mut kept = BTreeSet::new();
@@ -316,6 +323,20 @@ fn a_foreign_key_join_is_named_as_kafka_names_it() {
         "topic: KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000014-topic",
         "Processor: KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR-0000000017",
         "Processor: KTABLE-FK-JOIN-OUTPUT-0000000018",
+    ] {
+        assert!(description.contains(name), "{name} in\n{description}");
+    }
+    // Named, the join's parts are named after it (and the generated indexes still taken).
+    let description = topology(StoreType::InMemory).describe().to_string();
+    for name in [
+        "Processor: fk-left-subscription-registration-processor",
+        "Sink: fk-left-subscription-registration-sink (topic: fk-left-subscription-registration-topic)",
+        "Source: fk-left-subscription-registration-source (topics: [fk-left-subscription-registration-topic])",
+        "Processor: fk-left-subscription-receive (stores: [customers-rows, fk-left-subscription-store])",
+        "Processor: fk-left-foreign-join-subscription (stores: [fk-left-subscription-store])",
+        "Sink: fk-left-subscription-response-sink (topic: fk-left-subscription-response-topic)",
+        "Processor: fk-left-subscription-response-resolver",
+        "Processor: fk-left-result (stores: [left-materialized-store])",
     ] {
         assert!(description.contains(name), "{name} in\n{description}");
     }

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::table::{MapFn, add_table_store};
-use super::{Consumed, KTable, Materialized, StoreType, add_source};
+use super::{Consumed, KTable, Materialized, StoreType};
 use crate::foreign_key::{
     ForeignJoinKind, ForeignTableJoin, Response, ResponseJoin, ResponseSink, Subscription,
     SubscriptionJoin, SubscriptionSend, SubscriptionSerde,
@@ -17,6 +17,34 @@ use crate::node::NodeRef;
 use crate::serdes::SerdeRef;
 use crate::table::{Read, TableMerge};
 use crate::topology::{BuiltNode, Erased, NodeFactory, NodeKind, StoreDef, TopicRef, TypeSig};
+
+/// How a foreign-key join's processors, topics and subscription store are named (Kafka
+/// Streams' `TableJoined`, KIP-775). riffle partitions the subscription topics with Kafka's
+/// default partitioner and routes answers to the subscribing partition, so there are no
+/// partitioners to give.
+#[derive(Clone, Debug, Default)]
+pub struct TableJoined {
+    name: Option<String>,
+}
+
+impl TableJoined {
+    /// Generated names (`KTABLE-FK-JOIN-…-<n>`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the join's parts after `name`, as Kafka does: the topics
+    /// `<application_id>-<name>-subscription-registration-topic` and
+    /// `…-<name>-subscription-response-topic`, the store `<name>-subscription-store`, the
+    /// processors `<name>-subscription-registration-processor`, `-subscription-receive`,
+    /// `-foreign-join-subscription`, `-subscription-response-resolver`, `-result` and their
+    /// sinks and sources. Names stay the same when the topology around the join changes.
+    pub fn named(name: impl Into<String>) -> Self {
+        TableJoined {
+            name: Some(name.into()),
+        }
+    }
+}
 
 type Extractor<K, V, KO> = Arc<dyn Fn(&K, &V) -> Option<KO> + Send + Sync>;
 type Joiner<V, VO, VR> = Arc<dyn Fn(V, Option<VO>) -> VR + Send + Sync>;
@@ -59,24 +87,21 @@ where
         VO: Clone + 'static,
         VR: Clone + 'static,
     {
-        let kind = ForeignJoinKind::Inner;
-        self.foreign_join(
-            other,
-            kind,
-            Arc::new(foreign_key),
-            inner(joiner),
-            value_serde,
-            None,
-        )
+        let (kind, named) = (ForeignJoinKind::Inner, TableJoined::new());
+        let (fk, j) = (Arc::new(foreign_key), inner(joiner));
+        self.foreign_join(other, kind, fk, j, value_serde, named, None)
     }
 
-    /// [`KTable::join_foreign`], kept in a store of its own that `materialized` describes.
+    /// [`KTable::join_foreign`], its parts named as `table_joined` says and its result kept in
+    /// a store of its own that `materialized` describes.
+    #[allow(clippy::too_many_arguments)]
     pub fn join_foreign_with<KO, VO, VR>(
         &self,
         other: &KTable<KO, VO>,
         foreign_key: impl Fn(&K, &V) -> Option<KO> + Send + Sync + 'static,
         joiner: impl Fn(V, VO) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
+        table_joined: TableJoined,
         materialized: Materialized<VR>,
     ) -> KTable<K, VR>
     where
@@ -85,14 +110,8 @@ where
         VR: Clone + 'static,
     {
         let (kind, j) = (ForeignJoinKind::Inner, inner(joiner));
-        self.foreign_join(
-            other,
-            kind,
-            Arc::new(foreign_key),
-            j,
-            value_serde,
-            Some(materialized),
-        )
+        let (fk, m) = (Arc::new(foreign_key), Some(materialized));
+        self.foreign_join(other, kind, fk, j, value_serde, table_joined, m)
     }
 
     /// Every row of this table, joined with the other table's row for its foreign key, or with
@@ -110,19 +129,29 @@ where
         VO: Clone + 'static,
         VR: Clone + 'static,
     {
-        let kind = ForeignJoinKind::Left;
+        let (kind, named) = (ForeignJoinKind::Left, TableJoined::new());
         let j: Joiner<V, VO, VR> = Arc::new(joiner);
-        self.foreign_join(other, kind, Arc::new(foreign_key), j, value_serde, None)
+        self.foreign_join(
+            other,
+            kind,
+            Arc::new(foreign_key),
+            j,
+            value_serde,
+            named,
+            None,
+        )
     }
 
-    /// [`KTable::left_join_foreign`], kept in a store of its own that `materialized`
-    /// describes.
+    /// [`KTable::left_join_foreign`], its parts named as `table_joined` says and its result
+    /// kept in a store of its own that `materialized` describes.
+    #[allow(clippy::too_many_arguments)]
     pub fn left_join_foreign_with<KO, VO, VR>(
         &self,
         other: &KTable<KO, VO>,
         foreign_key: impl Fn(&K, &V) -> Option<KO> + Send + Sync + 'static,
         joiner: impl Fn(V, Option<VO>) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
+        table_joined: TableJoined,
         materialized: Materialized<VR>,
     ) -> KTable<K, VR>
     where
@@ -131,17 +160,12 @@ where
         VR: Clone + 'static,
     {
         let (kind, j): (_, Joiner<V, VO, VR>) = (ForeignJoinKind::Left, Arc::new(joiner));
-        self.foreign_join(
-            other,
-            kind,
-            Arc::new(foreign_key),
-            j,
-            value_serde,
-            Some(materialized),
-        )
+        let (fk, m) = (Arc::new(foreign_key), Some(materialized));
+        self.foreign_join(other, kind, fk, j, value_serde, table_joined, m)
     }
 
     /// Adds the protocol's nodes, topics and subscription store, named in Kafka Streams' order.
+    #[allow(clippy::too_many_arguments)]
     fn foreign_join<KO, VO, VR>(
         &self,
         other: &KTable<KO, VO>,
@@ -149,6 +173,7 @@ where
         extractor: Extractor<K, V, KO>,
         joiner: Joiner<V, VO, VR>,
         value_serde: SerdeRef<VR>,
+        table_joined: TableJoined,
         materialized: Option<Materialized<VR>>,
     ) -> KTable<K, VR>
     where
@@ -180,10 +205,24 @@ where
         if let Err(e) = g.send_old_values(self.node) {
             g.errors.push(e);
         }
+        // `<name><suffix>` when the join is named, else a generated name (whose index is taken
+        // either way, as Kafka's `NamedInternal.suffixWithOrElseGet` does).
+        let named = table_joined.name;
+        let name = move |g: &mut crate::topology::GraphBuilder, suffix: &str, prefix: &str| {
+            let generated = g.next_name(prefix);
+            match &named {
+                Some(name) => format!("{name}{suffix}"),
+                None => generated,
+            }
+        };
         // 1. The left side's subscriptions, to the registration topic.
         let registration = TopicRef::Repartition(format!(
             "{}-topic",
-            g.next_name("KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION")
+            name(
+                &mut g,
+                "-subscription-registration",
+                "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION"
+            )
         ));
         let factory: NodeFactory = {
             let (key_serde, left_serde, fk_serde) =
@@ -201,13 +240,15 @@ where
                 BuiltNode::plain(Box::new(node) as Erased)
             })
         };
-        let send = g.add_processor_node::<K, V, KO, Subscription>(
+        let send_name = name(
+            &mut g,
+            "-subscription-registration-processor",
             "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION",
-            &[self.node],
-            factory,
         );
+        let send =
+            g.add_named_processor::<K, V, KO, Subscription>(send_name, &[self.node], factory);
         let subscriptions: SerdeRef<Subscription> = Arc::new(SubscriptionSerde);
-        let sink = g.next_name("KTABLE-SINK");
+        let sink = name(&mut g, "-subscription-registration-sink", "KTABLE-SINK");
         g.sink(
             sink,
             registration.clone(),
@@ -215,13 +256,20 @@ where
             subscriptions.clone(),
             &[send],
         );
-        drop(g);
         let consumed = Consumed::with(fk_serde.clone(), subscriptions);
-        let source = add_source::<KO, Subscription>(&graph, vec![registration], consumed, false);
+        let source_name = name(
+            &mut g,
+            "-subscription-registration-source",
+            "KSTREAM-SOURCE",
+        );
+        let source = g.source::<KO, Subscription>(source_name, vec![registration], consumed);
         // 2. The right side: the subscription store, answers to subscriptions and to right-row
         // updates, to the response topic.
-        let mut g = graph.borrow_mut();
-        let store_name = g.next_name("KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE");
+        let store_name = name(
+            &mut g,
+            "-subscription-store",
+            "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE",
+        );
         let persistent = materialized
             .as_ref()
             .is_some_and(|m| m.store_type == StoreType::Persistent);
@@ -242,18 +290,27 @@ where
                 BuiltNode::plain(Box::new(node) as Erased)
             })
         };
-        let join = g.add_processor_node::<KO, Subscription, Vec<u8>, Response>(
+        let join_name = name(
+            &mut g,
+            "-subscription-receive",
             "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR",
-            &[source.node],
+        );
+        let join = g.add_named_processor::<KO, Subscription, Vec<u8>, Response>(
+            join_name,
+            &[source],
             factory,
         );
         let store = g.add_store(join, def);
         // The registration topic has the right table's partitions (Kafka's co-partition group).
-        g.copartitioned.push((source.node, other.node));
+        g.copartitioned.push((source, other.node));
         g.nodes[join].stores.extend(&other_view.stores);
         // Kafka's receive and join processors are one node here; the name of the second is
         // taken so the rest are numbered as Kafka numbers them.
-        g.next_name("KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR");
+        name(
+            &mut g,
+            "-subscription-join-foreign",
+            "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR",
+        );
         let factory: NodeFactory = {
             let (fk_serde, right_serde) = (fk_serde.clone(), right_serde.clone());
             Arc::new(move |ctx| {
@@ -266,15 +323,24 @@ where
                 BuiltNode::plain(Box::new(node) as Erased)
             })
         };
-        let foreign = g.add_processor_node::<KO, VO, Vec<u8>, Response>(
+        let foreign_name = name(
+            &mut g,
+            "-foreign-join-subscription",
             "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR",
+        );
+        let foreign = g.add_named_processor::<KO, VO, Vec<u8>, Response>(
+            foreign_name,
             &[other.node],
             factory,
         );
         g.nodes[foreign].stores.push(store);
         let response = TopicRef::Repartition(format!(
             "{}-topic",
-            g.next_name("KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE")
+            name(
+                &mut g,
+                "-subscription-response",
+                "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE"
+            )
         ));
         let sink_topic = response.clone();
         let factory: NodeFactory = Arc::new(move |ctx| {
@@ -283,22 +349,21 @@ where
             }));
             BuiltNode::plain(Box::new(node) as Erased)
         });
-        let sink = g.next_name("KTABLE-SINK");
+        let sink = name(&mut g, "-subscription-response-sink", "KTABLE-SINK");
         let input = Some(TypeSig::of::<Vec<u8>, Response>());
         let kind_sink = NodeKind::Sink {
             topic: response.clone(),
         };
         g.add_node(sink, kind_sink, &[join, foreign], factory, input, None);
-        drop(g);
         // 3. The left side again: answers joined with the left rows they were asked for.
         let consumed = Consumed::with(
             key_serde.clone(),
             Arc::new(crate::foreign_key::ResponseSerde),
         );
-        let source = add_source::<K, Response>(&graph, vec![response], consumed, false);
-        let mut g = graph.borrow_mut();
+        let source_name = name(&mut g, "-subscription-response-source", "KSTREAM-SOURCE");
+        let source = g.source::<K, Response>(source_name, vec![response], consumed);
         // The response topic has the left table's partitions.
-        g.copartitioned.push((source.node, self.node));
+        g.copartitioned.push((source, self.node));
         let factory: NodeFactory = {
             let (left_serde, right_serde, view) =
                 (left_serde.clone(), right_serde.clone(), this_view.clone());
@@ -314,13 +379,15 @@ where
                 BuiltNode::plain(Box::new(node) as Erased)
             })
         };
-        let resolver = g.add_processor_node::<K, Response, K, VR>(
+        let resolver_name = name(
+            &mut g,
+            "-subscription-response-resolver",
             "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR",
-            &[source.node, send],
-            factory,
         );
+        let resolver =
+            g.add_named_processor::<K, Response, K, VR>(resolver_name, &[source, send], factory);
         g.nodes[resolver].stores.extend(&this_view.stores);
-        let output = g.next_name("KTABLE-FK-JOIN-OUTPUT");
+        let output = name(&mut g, "-result", "KTABLE-FK-JOIN-OUTPUT");
         let (node, view) = match materialized {
             Some(materialized) => {
                 let store_name = match &materialized.name {

@@ -13,6 +13,7 @@ mod table;
 mod table_join;
 mod windowed;
 
+pub use foreign_key_join::TableJoined;
 pub use global_table::GlobalKTable;
 pub use grouped_table::KGroupedTable;
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
