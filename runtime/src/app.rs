@@ -103,7 +103,7 @@ impl StreamsApp {
                 .transpose()?,
         };
         let coordinator = backend.group_coordinator(&group)?;
-        let global_state = GlobalState::open(&topology, &*backend)?;
+        let global_state = GlobalState::open(&topology, &*backend, store_db.as_ref())?;
         let threads = config.num_stream_threads;
         let shared = Arc::new(AppShared {
             coordinator,
@@ -119,6 +119,7 @@ impl StreamsApp {
             idle_versions: (0..threads).map(|_| AtomicU64::new(u64::MAX)).collect(),
             globals: global_state.stores().to_vec(),
             global_idle: AtomicU64::new(u64::MAX),
+            global_records_restored: AtomicU64::new(0),
             thread_metrics: (0..threads)
                 .map(|_| Arc::new(ThreadMetrics::default()))
                 .collect(),
@@ -264,13 +265,15 @@ impl StreamsApp {
         self.shared.threads_replaced.load(Ordering::Relaxed)
     }
 
-    /// Changelog records restored into stores so far, by all threads.
+    /// Changelog records restored into stores so far, by all threads (the global thread's
+    /// restore of the global tables included).
     pub fn records_restored(&self) -> u64 {
         self.shared
             .thread_metrics
             .iter()
             .map(|m| m.records_restored.load(Ordering::Relaxed))
-            .sum()
+            .sum::<u64>()
+            + self.shared.global_records_restored.load(Ordering::Relaxed)
     }
 
     /// Records processed so far by all threads.
@@ -707,7 +710,9 @@ fn open_store_database(
     config: &StreamsConfig,
     state_dir: &StateDirectory,
 ) -> Result<Option<Arc<StoreDatabase>>> {
-    if !topology.stores.iter().any(|s| s.persistent) {
+    if !topology.stores.iter().any(|s| s.persistent)
+        && !topology.globals.iter().any(|g| g.persistent)
+    {
         return Ok(None);
     }
     let db = StoreDatabase::open(&state_dir.app_dir().join("stores"), config.memory_budget())?;

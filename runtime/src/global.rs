@@ -22,8 +22,12 @@ use riffle_log::TopicPartition;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::store::{InMemoryKeyValueStore, KeyValueStore, StoreError};
+use crate::store::{
+    InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, StoreDatabase, StoreError,
+    StorePosition,
+};
 use crate::topology::Topology;
+use riffle_state_dir::ChangelogPartition;
 
 /// One global table's store, shared by the global thread (which writes it) and the stream
 /// threads (which read it).
@@ -86,10 +90,15 @@ impl std::fmt::Debug for GlobalState {
 }
 
 impl GlobalState {
-    /// The (empty) stores of `topology`'s global tables over `backend`'s topics, each to be
-    /// read from offset 0. A global topic that does not exist is
+    /// The stores of `topology`'s global tables over `backend`'s topics: an in-memory store
+    /// empty, to be read from offset 0; a persistent one (in `db`) as it was, to be read on from
+    /// the positions it recorded. A global topic that does not exist is
     /// [`Error::MissingSourceTopic`].
-    pub(crate) fn open(topology: &Topology, backend: &dyn Backend) -> Result<GlobalState> {
+    pub(crate) fn open(
+        topology: &Topology,
+        backend: &dyn Backend,
+        db: Option<&Arc<StoreDatabase>>,
+    ) -> Result<GlobalState> {
         let mut stores = Vec::new();
         let mut partitions = Vec::new();
         for (i, global) in topology.globals.iter().enumerate() {
@@ -99,11 +108,19 @@ impl GlobalState {
                     .ok_or_else(|| Error::MissingSourceTopic {
                         topic: global.topic.clone(),
                     })?;
-            for p in 0..count {
-                partitions.push((TopicPartition::new(global.topic.as_str(), p), i, 0));
+            let mut store: Box<dyn KeyValueStore> = match (global.persistent, db) {
+                (true, Some(db)) => Box::new(PersistentKeyValueStore::open_global(
+                    db,
+                    "kv-ts",
+                    global.store.clone(),
+                )?),
+                _ => Box::new(InMemoryKeyValueStore::new(global.store.clone())),
+            };
+            let starts = start_offsets(&mut *store, &global.topic, count, backend)?;
+            for (p, start) in starts.into_iter().enumerate() {
+                let tp = TopicPartition::new(global.topic.as_str(), p as u32);
+                partitions.push((tp, i, start));
             }
-            let store: Box<dyn KeyValueStore> =
-                Box::new(InMemoryKeyValueStore::new(global.store.clone()));
             stores.push(Arc::new(GlobalStore {
                 name: global.store.clone(),
                 topic: global.topic.clone(),
@@ -121,6 +138,15 @@ impl GlobalState {
     /// The stores, by the topology's global table index.
     pub(crate) fn stores(&self) -> &[Arc<GlobalStore>] {
         &self.stores
+    }
+
+    /// Makes what was written to the stores durable (a persistent store's data and positions).
+    pub(crate) fn flush(&self) -> Result<()> {
+        for global in &self.stores {
+            let mut store = global.store.lock().unwrap_or_else(PoisonError::into_inner);
+            store.flush()?;
+        }
+        Ok(())
     }
 
     /// Whether the topology has global tables.
@@ -194,15 +220,60 @@ impl GlobalState {
             }
         }
         let read = next - *position;
-        if !self.writes.is_empty() {
+        if read > 0 {
+            // With the position the records cover, in one batch (a persistent store reads on
+            // from it after a restart).
+            let at = StorePosition {
+                changelog: ChangelogPartition::new(tp.topic.to_string(), tp.partition),
+                offset: next,
+            };
             let global = &self.stores[*store];
             let mut guard = global.store.lock().unwrap_or_else(PoisonError::into_inner);
             let mut batch = self.writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
-            guard.write_batch(&mut batch)?;
+            guard.write_batch_at_partition(&mut batch, &at)?;
         }
         self.partitions[i].2 = next;
         Ok(read)
     }
+}
+
+/// Where to read each of `topic`'s `count` partitions from into `store`: the positions it
+/// recorded (none: from 0). Positions of another topic, or past a partition's end (the topic
+/// was recreated), mean the store is not the topic's: it is wiped, with a warning, and read
+/// again from 0.
+fn start_offsets(
+    store: &mut dyn KeyValueStore,
+    topic: &str,
+    count: u32,
+    backend: &dyn Backend,
+) -> Result<Vec<u64>> {
+    let mut starts = vec![0u64; count as usize];
+    let recorded = store.partition_positions()?;
+    let mut wrong = None;
+    for p in &recorded {
+        let ours = p.changelog.partition < count && p.changelog.topic == topic;
+        let end = match ours {
+            true => backend.end_offset(&TopicPartition::new(topic, p.changelog.partition))?,
+            false => 0,
+        };
+        if !ours || p.offset > end {
+            wrong = Some((p.clone(), end));
+            break;
+        }
+        starts[p.changelog.partition as usize] = p.offset;
+    }
+    if let Some((position, end)) = wrong {
+        tracing::warn!(store = store.name(), recorded = %position, end, topic, "a global store's recorded position is not in its topic (recreated, or another topic's): wiping it and reading the topic again from the start");
+        store.wipe()?;
+        starts.iter_mut().for_each(|s| *s = 0);
+    } else if !recorded.is_empty() {
+        tracing::info!(
+            store = store.name(),
+            topic,
+            "reading a global store on from its recorded positions"
+        );
+    }
+    Ok(starts)
 }
 
 /// The global thread's life: catch up with every global topic (the restore, reported on
@@ -220,6 +291,9 @@ pub(crate) fn run_global_thread(
     match state.catch_up(&*backend, None, max_bytes) {
         Ok(records) => {
             tracing::info!(records, elapsed = ?started.elapsed(), "restored the global stores");
+            shared
+                .global_records_restored
+                .store(records, Ordering::Relaxed);
             let _ = restored.send(Ok(()));
         }
         Err(e) => {
@@ -245,5 +319,5 @@ pub(crate) fn run_global_thread(
             shared.global_idle.store(u64::MAX, Ordering::Release);
         }
     }
-    Ok(())
+    state.flush()
 }

@@ -52,9 +52,11 @@ pub(crate) struct AppShared {
     pub(crate) idle_versions: Vec<AtomicU64>,
     /// The global tables' stores, by the topology's index ([`crate::global`]).
     pub(crate) globals: Vec<Arc<crate::global::GlobalStore>>,
-    /// The global thread's idle version (as `idle_versions`); `u64::MAX` while busy or when
-    /// there is no global thread... see [`crate::StreamsApp::is_idle`].
+    /// The global thread's idle version (as `idle_versions`; `u64::MAX` while busy), counted
+    /// by [`crate::StreamsApp::is_idle`] when there are global tables.
     pub(crate) global_idle: AtomicU64,
+    /// Records the global thread read restoring the global stores at start.
+    pub(crate) global_records_restored: AtomicU64,
     pub(crate) thread_metrics: Vec<Arc<ThreadMetrics>>,
     pub(crate) handles: Mutex<Vec<JoinHandle<Result<()>>>>,
     pub(crate) handler: Mutex<ExceptionHandler>,

@@ -138,7 +138,7 @@ impl TopologyTestDriver {
                 backend.create_topic(&global.topic, 1, TopicKind::User)?;
             }
         }
-        let globals = GlobalState::open(&topology, &*backend)?;
+        let globals = GlobalState::open(&topology, &*backend, None)?;
         let (mut topics, _) = resolve_topics(&topology, &app_id, &*backend)?;
         crate::app::add_dead_letter_queue(&mut topics, &config, &*backend)?;
         let topics = Arc::new(topics);

@@ -244,6 +244,9 @@ impl StoreDef {
 pub(crate) struct GlobalDef {
     pub(crate) store: String,
     pub(crate) topic: String,
+    /// Kept in the store database, with its position in each partition (else in memory, read
+    /// again at each start).
+    pub(crate) persistent: bool,
 }
 
 /// The mutable graph behind a [`crate::StreamsBuilder`] and the low-level [`Topology`] API.

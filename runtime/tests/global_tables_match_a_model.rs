@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
-    Consumed, EmbeddedBackend, Error, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
-    StreamsConfig, TestRecord, Topology, TopologyTestDriver,
+    Consumed, EmbeddedBackend, Error, Materialized, Produced, Serdes, StoreType, StreamsApp,
+    StreamsBuilder, StreamsConfig, TestRecord, Topology, TopologyTestDriver,
 };
 
 /// Orders (key: order id, value: a product id as `p<n>`) joined with the products global table
@@ -22,11 +22,15 @@ use riffle::{
 /// - `all`: left, `-1` for an unknown product;
 /// - `keyed`: inner with the key-aware joiner, the order id's length added.
 fn topology() -> Topology {
+    topology_with(StoreType::InMemory)
+}
+
+fn topology_with(store_type: StoreType) -> Topology {
     let builder = StreamsBuilder::new();
     let products = builder.global_table(
         "products",
         Consumed::with(Serdes::string(), Serdes::i64()),
-        Materialized::named("products-store"),
+        Materialized::named("products-store").with_store_type(store_type),
     );
     let orders = builder.stream("orders", Consumed::with(Serdes::string(), Serdes::i64()));
     let product = |_: &String, v: &i64| format!("p{}", v % 10);
@@ -195,14 +199,14 @@ fn read(log: &Log, topic: &str) -> BTreeMap<String, Vec<i64>> {
     out
 }
 
-fn app(log: &Log, state: &std::path::Path) -> StreamsApp {
+fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
     let mut config = StreamsConfig::new("global-threads");
     config.state_dir = state.to_path_buf();
     config.num_stream_threads = 2;
     config.poll = Duration::from_millis(5);
     config.commit_interval = Some(Duration::from_millis(20));
     StreamsApp::new(
-        topology(),
+        topology_with(store_type),
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )
@@ -242,8 +246,11 @@ fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, products: bool) {
     }
 }
 
-#[test]
-fn stream_threads_join_the_global_table_as_the_model_across_a_restart() {
+/// Runs: products then orders before the start, products then orders while running, then a
+/// restart with products changed while down; the persistent store reads on from where it was,
+/// the in-memory one reads the topic again. Then the topic is recreated with a few rows: the
+/// persistent store's positions are past its end, so it is wiped and read again.
+fn global_joins_on_threads(store_type: StoreType) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
     let state = dir.path().join("state");
@@ -257,8 +264,9 @@ fn stream_threads_join_the_global_table_as_the_model_across_a_restart() {
     keyless.push(ts, None, Some(&5i64.to_be_bytes()[..]));
     log.append(&TopicPartition::new("products", 1), &mut keyless)
         .expect("append");
-    let mut running = app(&log, &state);
+    let mut running = app(&log, &state, store_type);
     running.start().expect("start");
+    assert_eq!(running.records_restored(), 201, "every product record read");
     wait_idle(&running);
     // While running: the global thread follows the products, then orders meet them.
     phase(&log, &mut model, &mut ts, 50, true);
@@ -266,11 +274,16 @@ fn stream_threads_join_the_global_table_as_the_model_across_a_restart() {
     phase(&log, &mut model, &mut ts, 300, false);
     wait_idle(&running);
     running.close().expect("close");
-    // Down, products change; at the restart they are read again whole before orders.
+    // Down, products change; at the restart they are read before orders.
     phase(&log, &mut model, &mut ts, 30, true);
     phase(&log, &mut model, &mut ts, 200, false);
-    let mut running = app(&log, &state);
+    let mut running = app(&log, &state, store_type);
     running.start().expect("start");
+    let restored = running.records_restored();
+    match store_type {
+        StoreType::Persistent => assert_eq!(restored, 30, "only the products since the last run"),
+        _ => assert_eq!(restored, 281, "every product record again"),
+    }
     wait_idle(&running);
     running.close().expect("close");
     for topic in OUTPUTS {
@@ -278,8 +291,43 @@ fn stream_threads_join_the_global_table_as_the_model_across_a_restart() {
         for (k, v, _) in model.outputs.get(topic).into_iter().flatten() {
             want.entry(k.clone()).or_default().push(*v);
         }
-        assert_eq!(read(&log, topic), want, "{topic}");
+        assert_eq!(read(&log, topic), want, "{topic} ({store_type:?})");
     }
+    // The topic recreated with 3 rows: whatever the store kept is not its table any more.
+    log.delete_topic("products").expect("delete");
+    model.products.clear();
+    phase(&log, &mut model, &mut ts, 3, true);
+    phase(&log, &mut model, &mut ts, 100, false);
+    let mut running = app(&log, &state, store_type);
+    running.start().expect("start");
+    assert_eq!(
+        running.records_restored(),
+        3,
+        "the recreated topic's records"
+    );
+    wait_idle(&running);
+    running.close().expect("close");
+    for topic in OUTPUTS {
+        let mut want: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for (k, v, _) in model.outputs.get(topic).into_iter().flatten() {
+            want.entry(k.clone()).or_default().push(*v);
+        }
+        assert_eq!(
+            read(&log, topic),
+            want,
+            "{topic} after the topic was recreated ({store_type:?})"
+        );
+    }
+}
+
+#[test]
+fn stream_threads_join_the_global_table_as_the_model_across_restarts_in_memory() {
+    global_joins_on_threads(StoreType::InMemory);
+}
+
+#[test]
+fn stream_threads_join_a_persistent_global_table_that_reads_on_from_its_positions() {
+    global_joins_on_threads(StoreType::Persistent);
 }
 
 #[test]

@@ -49,8 +49,9 @@ impl StreamsBuilder {
     /// application's global thread reads the topic to its end into the store `materialized`
     /// names (or `<topic>-STATE-STORE-<n>`), and it follows the topic while the application
     /// runs. A record without a value deletes its key; one without a key is skipped. The topic
-    /// is the store's changelog (no `-changelog` topic), and the store is in memory, read again
-    /// from the topic at each start.
+    /// is the store's changelog (no `-changelog` topic). An in-memory store (the default) is
+    /// read again from the topic at each start; a persistent one records how far it read each
+    /// partition with its data, and reads on from there.
     ///
     /// ```
     /// use riffle::{Consumed, Materialized, Produced, Serdes, StreamsBuilder};
@@ -90,15 +91,10 @@ impl StreamsBuilder {
             g.errors
                 .push(format!("topic {topic:?} is read by two global tables"));
         }
-        if materialized.store_type == StoreType::Persistent {
-            g.errors.push(format!(
-                "global table {store}: riffle keeps global tables in memory (read again from \
-                 {topic} at each start); use StoreType::InMemory"
-            ));
-        }
         g.globals.push(GlobalDef {
             store,
             topic: topic.to_owned(),
+            persistent: materialized.store_type == StoreType::Persistent,
         });
         GlobalKTable {
             index: g.globals.len() - 1,

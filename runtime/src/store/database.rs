@@ -110,6 +110,8 @@ const REGISTRY_KEYSPACE: &str = "registry";
 const ID_PREFIX: &str = "id/";
 const POSITION_PREFIX: &[u8] = b"pos/";
 const NEXT_KEY: &[u8] = b"next";
+/// The owner of global stores in the registry, in place of a task (`id/global/<format>/<store>`).
+const GLOBAL_OWNER: &str = "global";
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -231,12 +233,14 @@ impl StoreDatabase {
                         value.len()
                     ))
                 })?;
-            let task = name
-                .split('/')
-                .next()
-                .and_then(|t| t.parse::<TaskId>().ok())
-                .ok_or_else(|| err(&format!("store {name:?} names no task")))?;
-            state.by_task.entry(task).or_default().push(id);
+            let owner = name.split('/').next().unwrap_or_default();
+            // A global store belongs to no task: it is never deleted with one.
+            if owner != GLOBAL_OWNER {
+                let task = owner
+                    .parse::<TaskId>()
+                    .map_err(|_| err(&format!("store {name:?} names no task")))?;
+                state.by_task.entry(task).or_default().push(id);
+            }
             state.ids.insert(name, id);
         }
         for name in db.list_keyspace_names() {
@@ -308,7 +312,18 @@ impl StoreDatabase {
         format: &str,
         name: &str,
     ) -> Result<u32, StoreError> {
-        let full = format!("{task}/{format}/{name}");
+        self.register(Some(task), format, name)
+    }
+
+    /// The id of the global store `name` in `format` (a global table's, which no task owns),
+    /// assigned and recorded on first use.
+    pub(crate) fn global_store_id(&self, format: &str, name: &str) -> Result<u32, StoreError> {
+        self.register(None, format, name)
+    }
+
+    fn register(&self, task: Option<TaskId>, format: &str, name: &str) -> Result<u32, StoreError> {
+        let owner = task.map_or_else(|| GLOBAL_OWNER.to_owned(), |t| t.to_string());
+        let full = format!("{owner}/{format}/{name}");
         let mut state = lock(&self.state);
         if let Some(&id) = state.ids.get(&full) {
             return Ok(id);
@@ -329,7 +344,9 @@ impl StoreDatabase {
         batch.commit().map_err(|e| self.err(name, e))?;
         state.next_id = next;
         state.ids.insert(full, id);
-        state.by_task.entry(task).or_default().push(id);
+        if let Some(task) = task {
+            state.by_task.entry(task).or_default().push(id);
+        }
         Ok(id)
     }
 

@@ -151,6 +151,21 @@ pub(crate) trait KeyValueStore: Send {
         let _ = position;
         self.write_batch(batch)
     }
+    /// As [`write_batch_at`](Self::write_batch_at), for a store that several partitions feed
+    /// (a global table's): `position` is recorded under its partition, beside the other
+    /// partitions' (persistent stores; the others ignore it).
+    fn write_batch_at_partition(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        position: &StorePosition,
+    ) -> Result<(), StoreError> {
+        let _ = position;
+        self.write_batch(batch)
+    }
+    /// The positions [`write_batch_at_partition`](Self::write_batch_at_partition) recorded.
+    fn partition_positions(&self) -> Result<Vec<StorePosition>, StoreError> {
+        Ok(Vec::new())
+    }
     /// Records `position` for data already written (restoration records it after each chunk:
     /// a position behind the data only replays records, one ahead of it would lose them).
     fn record_position(&mut self, position: &StorePosition) -> Result<(), StoreError> {

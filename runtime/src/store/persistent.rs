@@ -74,6 +74,34 @@ impl PersistentKeyValueStore {
         })
     }
 
+    /// Opens (creating if needed) the global store `name` in `format`: a global table's, which
+    /// no task owns and whose positions are recorded per partition of its topic
+    /// ([`KeyValueStore::write_batch_at_partition`]).
+    pub(crate) fn open_global(
+        db: &Arc<StoreDatabase>,
+        format: &str,
+        name: impl Into<String>,
+    ) -> Result<Self, StoreError> {
+        let name = name.into();
+        let id = db.global_store_id(format, &name)?;
+        Ok(PersistentKeyValueStore {
+            name,
+            db: db.clone(),
+            prefix: id.to_be_bytes(),
+            position_key: StoreDatabase::position_key(id),
+            scratch: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// The registry key of the position of `partition` (a global store's): the store's
+    /// position key, then the partition (4 bytes big-endian).
+    fn partition_position_key(&self, partition: u32) -> [u8; 12] {
+        let mut key = [0u8; 12];
+        key[..8].copy_from_slice(&self.position_key);
+        key[8..].copy_from_slice(&partition.to_be_bytes());
+        key
+    }
+
     /// A store alone in a database of its own in `dir` (tests).
     #[cfg(test)]
     pub(crate) fn open_in(name: impl Into<String>, dir: &Path) -> Result<Self, StoreError> {
@@ -103,11 +131,13 @@ impl PersistentKeyValueStore {
         self.with_key(key, |key| fjall::UserKey::from(key))
     }
 
-    /// One fjall batch: the writes, and the position if given.
+    /// One fjall batch: the writes, and the position if given (under its partition's key when
+    /// `per_partition`).
     fn write(
         &mut self,
         batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
         position: Option<&StorePosition>,
+        per_partition: bool,
     ) -> Result<(), StoreError> {
         // In key order (stably: a key written twice still ends as its last write): each
         // skip-list insert into the memtable then lands next to the one before.
@@ -121,8 +151,13 @@ impl PersistentKeyValueStore {
                 None => writes.remove(self.kv(), key),
             }
         }
-        if let Some(position) = position {
-            writes.insert(self.db.registry(), self.position_key, position.encode());
+        match position {
+            Some(p) if per_partition => {
+                let key = self.partition_position_key(p.changelog.partition);
+                writes.insert(self.db.registry(), key, p.encode());
+            }
+            Some(p) => writes.insert(self.db.registry(), self.position_key, p.encode()),
+            None => {}
         }
         writes.commit().map_err(|e| self.err(e))
     }
@@ -194,14 +229,31 @@ impl KeyValueStore for PersistentKeyValueStore {
         &mut self,
         batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
     ) -> Result<(), StoreError> {
-        self.write(batch, None)
+        self.write(batch, None, false)
     }
     fn write_batch_at(
         &mut self,
         batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
         position: &StorePosition,
     ) -> Result<(), StoreError> {
-        self.write(batch, Some(position))
+        self.write(batch, Some(position), false)
+    }
+    fn write_batch_at_partition(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        position: &StorePosition,
+    ) -> Result<(), StoreError> {
+        self.write(batch, Some(position), true)
+    }
+    fn partition_positions(&self) -> Result<Vec<StorePosition>, StoreError> {
+        let mut positions = Vec::new();
+        for guard in self.db.registry().prefix(self.position_key) {
+            let (key, value) = guard.into_inner().map_err(|e| self.err(e))?;
+            if key.len() == 12 {
+                positions.push(StorePosition::decode(&self.name, &value)?);
+            }
+        }
+        Ok(positions)
     }
     fn record_position(&mut self, position: &StorePosition) -> Result<(), StoreError> {
         self.db
@@ -230,7 +282,7 @@ impl KeyValueStore for PersistentKeyValueStore {
         // goes through the memtable: an ingestion flushes the memtable every store shares.
         let entries: Vec<(&[u8], Option<&[u8]>)> = batch.collect();
         if entries.len() < INGESTION_MIN_ENTRIES {
-            return self.write(&mut entries.into_iter(), None);
+            return self.write(&mut entries.into_iter(), None, false);
         }
         let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
         for (key, value) in entries {
@@ -260,9 +312,8 @@ impl KeyValueStore for PersistentKeyValueStore {
     fn wipe(&mut self) -> Result<(), StoreError> {
         // The position first, durably: a crash before the data is gone leaves data without a
         // position, which the next open wipes again.
-        self.db
-            .registry()
-            .remove(self.position_key)
+        // Every position: the store's, and a global store's per partition.
+        delete_prefix(self.db.db(), self.db.registry(), &self.position_key)
             .and_then(|()| self.db.db().persist(fjall::PersistMode::SyncAll))
             .and_then(|()| delete_prefix(self.db.db(), self.kv(), &self.prefix))
             .map_err(|e| self.err(e))
