@@ -140,8 +140,10 @@
 //! - `windows`: window definitions and [`Windowed`] keys; `windowed`: the windowed
 //!   aggregations; `suppress`: [`Suppressed`] tables; `window_store`: typed [`WindowStore`] and
 //!   [`SessionStore`] handles.
-//! - `table`: tables' stores and the stream–table join; `stream_join`: stream–stream windowed
-//!   joins ([`JoinWindows`], [`StreamJoined`]).
+//! - `table`: tables' stores, views, old values, grouping, and the stream–table, table–table
+//!   and stream–global-table joins; `foreign_key`: foreign-key table joins (KIP-213);
+//!   `global`: global tables' stores and the global thread ([`GlobalKTable`]);
+//!   `stream_join`: stream–stream windowed joins ([`JoinWindows`], [`StreamJoined`]).
 //! - `processor`: the processor API ([`Processor`], [`ProcessorContext`], punctuation, the typed
 //!   [`KeyValueStore`]); `record`: [`Record`] and [`Headers`]; `stores`: [`Stores`] builders;
 //!   `timestamp`: [`TimestampExtractor`]s.
