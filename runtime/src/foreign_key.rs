@@ -275,14 +275,23 @@ impl<K: Clone + 'static, V: 'static, KO: Clone + 'static> Node<K, V>
     ) -> Result<()> {
         let new_fk = change.new.as_ref().and_then(|v| (self.extractor)(&key, v));
         let old_fk = change.old.as_ref().and_then(|v| (self.extractor)(&key, v));
-        let hash = change
-            .new
-            .as_ref()
-            .map(|v| row_hash(&Self::bytes(&self.value_serde, v)));
+        // The row's hash and the foreign keys' bytes in the thread's scratch buffers.
+        let scratch = &mut *ctx.scratch;
+        let hash = change.new.as_ref().map(|v| {
+            scratch.value.clear();
+            self.value_serde.serialize(v, &mut scratch.value);
+            row_hash(&scratch.value)
+        });
         let pk = Self::bytes(&self.key_serde, &key);
         // Foreign keys compare by their bytes, as Kafka compares them.
-        let fk_bytes = |fk: &Option<KO>| fk.as_ref().map(|k| Self::bytes(&self.fk_serde, k));
-        let changed = fk_bytes(&new_fk) != fk_bytes(&old_fk);
+        let fk_bytes = |fk: &Option<KO>, out: &mut Vec<u8>| {
+            out.clear();
+            fk.as_ref()
+                .map(|k| self.fk_serde.serialize(k, out))
+                .is_some()
+        };
+        let changed = fk_bytes(&new_fk, &mut scratch.key) != fk_bytes(&old_fk, &mut scratch.old)
+            || scratch.key != scratch.old;
         match self.kind {
             ForeignJoinKind::Left => {
                 if change.new.is_none() && change.old.is_none() {
@@ -345,20 +354,24 @@ impl<KO: 'static, VO: 'static> Node<KO, Subscription> for SubscriptionJoin<KO, V
         fk: KO,
         subscription: Subscription,
     ) -> Result<()> {
-        let mut key = Vec::new();
-        let mut fk_bytes = Vec::new();
-        self.fk_serde.serialize(&fk, &mut fk_bytes);
-        key_prefix(&fk_bytes, &mut key);
-        key.extend_from_slice(&subscription.primary_key);
+        // The subscription store's key (Kafka's CombinedKey) and value, in the thread's scratch
+        // buffers.
+        let scratch = &mut *ctx.scratch;
+        scratch.old.clear();
+        self.fk_serde.serialize(&fk, &mut scratch.old);
+        scratch.key.clear();
+        key_prefix(&scratch.old, &mut scratch.key);
+        scratch.key.extend_from_slice(&subscription.primary_key);
         let kept = match subscription.instruction {
-            Instruction::DeleteKeyNoPropagate | Instruction::DeleteKeyAndPropagate => None,
+            Instruction::DeleteKeyNoPropagate | Instruction::DeleteKeyAndPropagate => false,
             _ => {
-                let mut value = Vec::new();
-                SubscriptionSerde.serialize(&subscription, &mut value);
-                Some(value)
+                scratch.value.clear();
+                SubscriptionSerde.serialize(&subscription, &mut scratch.value);
+                true
             }
         };
-        ctx.stores[self.store].put(&key, kept.as_deref(), ctx.timestamp, &ctx.headers);
+        let value = kept.then_some(&scratch.value[..]);
+        ctx.stores[self.store].put(&scratch.key, value, ctx.timestamp, &ctx.headers);
         let row = match subscription.instruction {
             Instruction::DeleteKeyNoPropagate => return Ok(()),
             Instruction::DeleteKeyAndPropagate => None,
@@ -399,11 +412,12 @@ pub(crate) struct ForeignTableJoin<KO, VO> {
 
 impl<KO: 'static, VO: 'static> ForeignTableJoin<KO, VO> {
     fn answer(&mut self, ctx: &mut ProcessingContext<'_>, fk: &KO, row: Option<&VO>) -> Result<()> {
-        let mut prefix = Vec::new();
-        let mut fk_bytes = Vec::new();
-        self.fk_serde.serialize(fk, &mut fk_bytes);
-        key_prefix(&fk_bytes, &mut prefix);
-        let subscriptions = ctx.stores[self.store].scan_prefix(&prefix)?;
+        let scratch = &mut *ctx.scratch;
+        scratch.old.clear();
+        self.fk_serde.serialize(fk, &mut scratch.old);
+        scratch.key.clear();
+        key_prefix(&scratch.old, &mut scratch.key);
+        let subscriptions = ctx.stores[self.store].scan_prefix(&scratch.key)?;
         if subscriptions.is_empty() {
             return Ok(());
         }
@@ -497,10 +511,11 @@ impl<K: Clone + 'static, V: 'static, VO: 'static, VR: Clone> Node<K, Response>
         response: Response,
     ) -> Result<()> {
         let row = (self.primary)(&key, ctx)?.map(|(v, _)| v);
+        let scratch = &mut *ctx.scratch;
         let hash = row.as_ref().map(|v| {
-            let mut bytes = Vec::new();
-            self.value_serde.serialize(v, &mut bytes);
-            row_hash(&bytes)
+            scratch.value.clear();
+            self.value_serde.serialize(v, &mut scratch.value);
+            row_hash(&scratch.value)
         });
         if hash != response.hash {
             return Ok(());

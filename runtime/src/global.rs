@@ -7,8 +7,8 @@
 //! stream threads; it then follows the topics. The topic is the store's changelog: the store
 //! holds the records' own key and value bytes (the value behind its 8-byte timestamp), a record
 //! without a value deletes its key and one without a key is skipped. Stream threads read the
-//! stores (a stream–global-table join) through a lock per read; the global thread writes a
-//! fetch's records under one lock.
+//! stores (a stream–global-table join) under a shared read lock, all at once; the global thread
+//! writes a fetch's records under the write lock.
 //!
 //! [`GlobalState`] is the part without threads: the stores and where each partition was read
 //! to, caught up from a backend by [`GlobalState::catch_up`]. The global thread and the test
@@ -16,7 +16,7 @@
 //! backend did not name as changed, when the backend can name them (docs/design.md §3).
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use riffle_log::TopicPartition;
 
@@ -34,7 +34,8 @@ use riffle_state_dir::ChangelogPartition;
 pub(crate) struct GlobalStore {
     pub(crate) name: String,
     pub(crate) topic: String,
-    store: Mutex<Box<dyn KeyValueStore>>,
+    /// Read by every stream thread at once; written by the global thread a fetch at a time.
+    store: RwLock<Box<dyn KeyValueStore + Sync>>,
 }
 
 impl std::fmt::Debug for GlobalStore {
@@ -49,7 +50,7 @@ impl std::fmt::Debug for GlobalStore {
 impl GlobalStore {
     /// The value of `key` (into `out`) and its timestamp; `None` if the table has no row.
     pub(crate) fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<i64>, StoreError> {
-        let store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let store = self.store.read().unwrap_or_else(PoisonError::into_inner);
         if !store.get_into(key, out)? {
             return Ok(None);
         }
@@ -108,7 +109,7 @@ impl GlobalState {
                     .ok_or_else(|| Error::MissingSourceTopic {
                         topic: global.topic.clone(),
                     })?;
-            let mut store: Box<dyn KeyValueStore> = match (global.persistent, db) {
+            let mut store: Box<dyn KeyValueStore + Sync> = match (global.persistent, db) {
                 (true, Some(db)) => Box::new(PersistentKeyValueStore::open_global(
                     db,
                     "kv-ts",
@@ -124,7 +125,7 @@ impl GlobalState {
             stores.push(Arc::new(GlobalStore {
                 name: global.store.clone(),
                 topic: global.topic.clone(),
-                store: Mutex::new(store),
+                store: RwLock::new(store),
             }));
         }
         Ok(GlobalState {
@@ -143,7 +144,7 @@ impl GlobalState {
     /// Makes what was written to the stores durable (a persistent store's data and positions).
     pub(crate) fn flush(&self) -> Result<()> {
         for global in &self.stores {
-            let mut store = global.store.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut store = global.store.write().unwrap_or_else(PoisonError::into_inner);
             store.flush()?;
         }
         Ok(())
@@ -228,7 +229,7 @@ impl GlobalState {
                 offset: next,
             };
             let global = &self.stores[*store];
-            let mut guard = global.store.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut guard = global.store.write().unwrap_or_else(PoisonError::into_inner);
             let mut batch = self.writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
             guard.write_batch_at_partition(&mut batch, &at)?;
         }

@@ -9,6 +9,13 @@
 //! Every output record is checked against the join computed independently from the generated
 //! rows.
 //!
+//! `--kinds stream-global` runs the same stream against the customers as a global table
+//! (`join_global`, the stream's key as lookup key). `--kinds foreign-key` makes the orders a
+//! table keyed by order id (`--records` updates of `--records / 2` orders, so half of them
+//! change an order, its customer too) joined by foreign key with the customers
+//! (`join_foreign`), beside the same table through a `map_values` (its baseline); each order's
+//! last output is checked against the join of its last update.
+//!
 //! Then a stream–stream windowed join (`--kinds stream-stream`): `--records` records, half
 //! impressions and half clicks alternately, one per ms of event time, each for one of
 //! `--window-keys` ads, joined within ±`--window-ms` (an inner join), beside a `map_values` of
@@ -54,7 +61,7 @@ pub(crate) struct Args {
     /// Rounds (each measures the baseline and the join in turn).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// Which joins to measure: stream-table, stream-stream.
+    /// Which joins to measure: stream-table, stream-global, foreign-key, stream-stream.
     #[arg(
         long,
         value_delimiter = ',',
@@ -87,28 +94,73 @@ struct Row {
     bytes_per_record: f64,
 }
 
-/// The join: `orders ⋈ customers`, amount * 1000 + region, to `joined`.
-fn join_topology(store: Store) -> riffle::Result<Topology> {
-    let builder = StreamsBuilder::new();
-    let customers = builder.table(
-        "customers",
-        Consumed::with(Serdes::string(), Serdes::i64()),
-        Materialized::named("customers").with_store_type(store_type(store)),
-    );
-    builder
-        .stream("orders", Consumed::with(Serdes::string(), Serdes::i64()))
-        .join(&customers, |amount, region| amount * 1000 + region)
-        .to("joined", Produced::with(Serdes::string(), Serdes::i64()));
-    builder.build()
+/// What a run of the table joins measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `orders ⋈ customers` (a table), or its baseline.
+    StreamTable,
+    /// `orders ⋈ customers` (a global table).
+    StreamGlobal,
+    /// The orders table joined by foreign key with the customers, or its baseline.
+    ForeignKey,
 }
 
-/// The baseline: the same stream and output without the table lookup (and no table).
-fn baseline_topology() -> riffle::Result<Topology> {
+/// The join of `kind` (`store`: the tables' stores), or its baseline (`None`): the same input
+/// and output without the join. Outputs are `amount * 1000 + region`, to `joined`.
+fn join_topology(kind: Kind, store: Option<Store>) -> riffle::Result<Topology> {
     let builder = StreamsBuilder::new();
-    builder
-        .stream("orders", Consumed::with(Serdes::string(), Serdes::i64()))
-        .map_values(|amount| amount * 1000)
-        .to("joined", Produced::with(Serdes::string(), Serdes::i64()));
+    let longs = || Consumed::with(Serdes::string(), Serdes::i64());
+    let out = || Produced::with(Serdes::string(), Serdes::i64());
+    let materialized = |name: &str| match store {
+        Some(store) => Materialized::named(name).with_store_type(store_type(store)),
+        None => Materialized::named(name),
+    };
+    match (kind, store) {
+        (Kind::StreamTable | Kind::StreamGlobal, None) => {
+            builder
+                .stream("orders", longs())
+                .map_values(|amount| amount * 1000)
+                .to("joined", out());
+        }
+        (Kind::StreamTable, Some(_)) => {
+            let customers = builder.table("customers", longs(), materialized("customers"));
+            builder
+                .stream("orders", longs())
+                .join(&customers, |amount, region| amount * 1000 + region)
+                .to("joined", out());
+        }
+        (Kind::StreamGlobal, Some(_)) => {
+            let customers = builder.global_table("customers", longs(), materialized("customers"));
+            builder
+                .stream("orders", longs())
+                .join_global(
+                    &customers,
+                    |k, _| k.clone(),
+                    |amount, region| amount * 1000 + region,
+                )
+                .to("joined", out());
+        }
+        (Kind::ForeignKey, None) => {
+            builder
+                .table("orders", longs(), materialized("orders"))
+                .map_values(|v| (v % 1000) * 1000, Serdes::i64())
+                .to_stream()
+                .to("joined", out());
+        }
+        (Kind::ForeignKey, Some(_)) => {
+            let customers = builder.table("customers", longs(), materialized("customers"));
+            builder
+                .table("orders", longs(), materialized("orders"))
+                .join_foreign(
+                    &customers,
+                    |_, v| Some(format!("customer-{}", v / 1000)),
+                    |v, region| (v % 1000) * 1000 + region,
+                    Serdes::i64(),
+                )
+                .to_stream()
+                .to("joined", out());
+        }
+    }
     builder.build()
 }
 
@@ -163,9 +215,10 @@ fn wait_idle(app: &StreamsApp) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One run: (seconds, allocations, bytes) of processing the stream.
+/// One run: (seconds, allocations, bytes) of processing the orders.
 fn run_once(
     args: &Args,
+    kind: Kind,
     store: Option<Store>,
     count_allocations: bool,
 ) -> anyhow::Result<(f64, u64, u64, u64)> {
@@ -189,10 +242,7 @@ fn run_once(
     config.state_dir = dir.path().join("state");
     config.poll = Duration::from_millis(10);
     config.commit_interval = Some(Duration::from_millis(1_000));
-    let topology = || match store {
-        Some(store) => join_topology(store),
-        None => baseline_topology(),
-    };
+    let topology = || join_topology(kind, store);
     // Run 1 loads the table and commits it.
     let mut app = StreamsApp::new(
         topology()?,
@@ -205,15 +255,33 @@ fn run_once(
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut p = producer(&log);
+    // Stream joins: per customer, the sum of its outputs. The foreign-key join: per order, its
+    // last output.
     let mut expected: HashMap<String, i64> = HashMap::new();
+    let orders = (args.records / 2).max(1);
     for i in 0..args.records {
-        let key = format!("customer-{}", rng.random_range(0..args.table_keys.max(1)));
+        let customer = rng.random_range(0..args.table_keys.max(1));
         let amount = (i % 1000) as i64;
-        let region = if store.is_some() { rows[&key] } else { 0 };
-        *expected.entry(key.clone()).or_default() += amount * 1000 + region;
+        let region = if store.is_some() {
+            rows[&format!("customer-{customer}")]
+        } else {
+            0
+        };
+        let (key, value) = match kind {
+            Kind::ForeignKey => {
+                let key = format!("order-{}", rng.random_range(0..orders));
+                expected.insert(key.clone(), amount * 1000 + region);
+                (key, customer as i64 * 1000 + amount)
+            }
+            _ => {
+                let key = format!("customer-{customer}");
+                *expected.entry(key.clone()).or_default() += amount * 1000 + region;
+                (key, amount)
+            }
+        };
         p.send_record(
             "orders",
-            ProducerRecord::new(&key, &amount).with_timestamp((args.table_keys + i) as i64),
+            ProducerRecord::new(&key, &value).with_timestamp((args.table_keys + i) as i64),
         )?;
     }
     p.close()?;
@@ -238,12 +306,16 @@ fn run_once(
                 let key = String::from_utf8(record.key().context("a keyless output")?.to_vec())?;
                 let value = record.value().context("a null output")?;
                 let value = i64::from_be_bytes(value[..].try_into()?);
-                *got.entry(key).or_default() += value;
+                match kind {
+                    Kind::ForeignKey => got.insert(key, value),
+                    _ => Some(*got.entry(key).and_modify(|v| *v += value).or_insert(value)),
+                };
                 outputs += 1;
             }
         }
     }
-    if outputs != args.records || got != expected {
+    let all = kind == Kind::ForeignKey || outputs == args.records;
+    if !all || got != expected {
         bail!(
             "{outputs} outputs for {} orders, or their values differ from the independent join",
             args.records
@@ -383,23 +455,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     for round in 0..args.rounds {
         let mut measure =
             |topology: &'static str, label: String, store: Option<Store>, windowed| {
-                let once = if windowed {
-                    run_windowed_once
-                } else {
-                    run_once
+                let once = |count| match windowed {
+                    None => run_windowed_once(&args, store, count),
+                    Some(kind) => run_once(&args, kind, store, count),
                 };
-                let (seconds, _, _, outputs) = once(&args, store, false)?;
-                let (_, allocs, bytes, _) = once(&args, store, true)?;
+                let (seconds, _, _, outputs) = once(false)?;
+                let (_, allocs, bytes, _) = once(true)?;
                 rows.push(Row {
                     topology,
                     store: label,
                     round,
                     records: args.records,
                     outputs,
-                    table_keys: if windowed {
-                        args.window_keys
-                    } else {
-                        args.table_keys
+                    table_keys: match windowed {
+                        None => args.window_keys,
+                        Some(_) => args.table_keys,
                     },
                     seconds,
                     records_per_sec: n / seconds,
@@ -408,16 +478,32 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 });
                 anyhow::Ok(())
             };
-        if args.kinds.iter().any(|k| k == "stream-table") {
-            measure("map_values", "-".into(), None, false)?;
-            for (label, store) in args.stores.iter().zip(&stores) {
-                measure("stream-table join", label.clone(), Some(*store), false)?;
+        let kinds = |k: &str| args.kinds.iter().any(|a| a == k);
+        let table = Some(Kind::StreamTable);
+        if kinds("stream-table") || kinds("stream-global") {
+            measure("map_values", "-".into(), None, table)?;
+        }
+        for (name, topology, kind) in [
+            ("stream-table", "stream-table join", Kind::StreamTable),
+            ("stream-global", "stream-global join", Kind::StreamGlobal),
+        ] {
+            if kinds(name) {
+                for (label, store) in args.stores.iter().zip(&stores) {
+                    measure(topology, label.clone(), Some(*store), Some(kind))?;
+                }
             }
         }
-        if args.kinds.iter().any(|k| k == "stream-stream") {
-            measure("merge+map_values", "-".into(), None, true)?;
+        if kinds("foreign-key") {
+            let fk = Some(Kind::ForeignKey);
+            measure("table map_values", "-".into(), None, fk)?;
             for (label, store) in args.stores.iter().zip(&stores) {
-                measure("stream-stream join", label.clone(), Some(*store), true)?;
+                measure("foreign-key join", label.clone(), Some(*store), fk)?;
+            }
+        }
+        if kinds("stream-stream") {
+            measure("merge+map_values", "-".into(), None, None)?;
+            for (label, store) in args.stores.iter().zip(&stores) {
+                measure("stream-stream join", label.clone(), Some(*store), None)?;
             }
         }
     }

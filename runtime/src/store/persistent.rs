@@ -5,7 +5,6 @@
 //! key-value store shares, each key prefixed with the store's id; its changelog position in the
 //! registry keyspace, written in the same fjall batch as the data it covers.
 
-use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -24,8 +23,6 @@ pub(crate) struct PersistentKeyValueStore {
     /// The store's id: the prefix of its keys.
     prefix: [u8; 4],
     position_key: [u8; 8],
-    /// A key with its prefix, for reads (`&self`).
-    scratch: RefCell<Vec<u8>>,
 }
 
 impl std::fmt::Debug for PersistentKeyValueStore {
@@ -70,7 +67,6 @@ impl PersistentKeyValueStore {
             db: db.clone(),
             prefix: id.to_be_bytes(),
             position_key: StoreDatabase::position_key(id),
-            scratch: RefCell::new(Vec::new()),
         })
     }
 
@@ -89,7 +85,6 @@ impl PersistentKeyValueStore {
             db: db.clone(),
             prefix: id.to_be_bytes(),
             position_key: StoreDatabase::position_key(id),
-            scratch: RefCell::new(Vec::new()),
         })
     }
 
@@ -117,13 +112,23 @@ impl PersistentKeyValueStore {
         backend_error(&self.name, self.db.path(), e)
     }
 
-    /// `key` with the store's prefix, in the scratch buffer.
+    /// `key` with the store's prefix: on the stack when short (no allocation, and no shared
+    /// buffer, so a store can be read from several threads: a global store), else in a new
+    /// vector.
     fn with_key<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> T {
-        let mut scratch = self.scratch.borrow_mut();
-        scratch.clear();
-        scratch.extend_from_slice(&self.prefix);
-        scratch.extend_from_slice(key);
-        f(&scratch)
+        const INLINE: usize = 128;
+        let len = self.prefix.len() + key.len();
+        if len <= INLINE {
+            let mut buf = [0u8; INLINE];
+            buf[..4].copy_from_slice(&self.prefix);
+            buf[4..len].copy_from_slice(key);
+            f(&buf[..len])
+        } else {
+            let mut full = Vec::with_capacity(len);
+            full.extend_from_slice(&self.prefix);
+            full.extend_from_slice(key);
+            f(&full)
+        }
     }
 
     /// `key` with the store's prefix, as fjall's key type.
