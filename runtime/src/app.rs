@@ -103,7 +103,12 @@ impl StreamsApp {
                 .transpose()?,
         };
         let coordinator = backend.group_coordinator(&group)?;
-        let global_state = GlobalState::open(&topology, &*backend, store_db.as_ref())?;
+        let global_state = GlobalState::open(
+            &topology,
+            &*backend,
+            store_db.as_ref(),
+            config.deserialization_exception_handler.clone(),
+        )?;
         let threads = config.num_stream_threads;
         let shared = Arc::new(AppShared {
             coordinator,

@@ -372,17 +372,19 @@ impl<KO: 'static, VO: 'static> Node<KO, Subscription> for SubscriptionJoin<KO, V
         };
         let value = kept.then_some(&scratch.value[..]);
         ctx.stores[self.store].put(&scratch.key, value, ctx.timestamp, &ctx.headers);
-        let row = match subscription.instruction {
-            Instruction::DeleteKeyNoPropagate => return Ok(()),
-            Instruction::DeleteKeyAndPropagate => None,
-            _ => (self.foreign)(&fk, ctx)?,
-        };
+        if subscription.instruction == Instruction::DeleteKeyNoPropagate {
+            return Ok(());
+        }
+        // The right row is read for every answer: its timestamp counts even when the answer is
+        // "none" (Kafka's SubscriptionJoinProcessorSupplier).
+        let row = (self.foreign)(&fk, ctx)?;
         if row.is_none() && subscription.instruction == Instruction::PropagateOnlyIfFkValAvailable {
             return Ok(());
         }
         let timestamp = row
             .as_ref()
             .map_or(ctx.timestamp, |(_, ts)| ctx.timestamp.max(*ts));
+        let row = row.filter(|_| subscription.instruction != Instruction::DeleteKeyAndPropagate);
         let foreign = row.map(|(v, _)| {
             let mut out = Vec::new();
             self.foreign_serde.serialize(&v, &mut out);
@@ -472,8 +474,15 @@ impl Node<Vec<u8>, Response> for ResponseSink {
         let scratch = &mut *ctx.scratch;
         scratch.value.clear();
         ResponseSerde.serialize(&response, &mut scratch.value);
-        let partitions = ctx.collector.topics().partitions(self.topic).max(1);
-        let partition = response.primary_partition % partitions;
+        let partitions = ctx.collector.topics().partitions(self.topic);
+        let partition = response.primary_partition;
+        if partition >= partitions {
+            let topic = ctx.collector.topics().name(self.topic).to_string();
+            return Err(Error::IllegalState(format!(
+                "a foreign-key join's answer is for partition {partition} of {topic}, which has \
+                 {partitions}: the response topic must have the left table's partition count"
+            )));
+        }
         match ctx.collector.send(
             self.topic,
             partition,

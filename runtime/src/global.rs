@@ -6,28 +6,42 @@
 //! partition of every global topic to the end offsets it found (the restore), then starts the
 //! stream threads; it then follows the topics. The topic is the store's changelog: the store
 //! holds the records' own key and value bytes (the value behind its 8-byte timestamp), a record
-//! without a value deletes its key and one without a key is skipped. Stream threads read the
+//! without a value deletes its key and one without a key is skipped. Every record is checked
+//! with the table's serdes first: one that does not decode goes to the deserialization
+//! exception handler (skipped under `continue`; under `fail`, the default, the global thread
+//! fails and the application stops), as Kafka's global thread does. Stream threads read the
 //! stores (a stream–global-table join) under a shared read lock, all at once; the global thread
-//! writes a fetch's records under the write lock.
+//! writes at most [`WRITE_CHUNK`] records at a time under the write lock.
 //!
 //! [`GlobalState`] is the part without threads: the stores and where each partition was read
-//! to, caught up from a backend by [`GlobalState::catch_up`]. The global thread and the test
-//! driver both drive it; the thread loop only adds waiting. It never touches a partition the
-//! backend did not name as changed, when the backend can name them (docs/design.md §3).
+//! to, restored to the end offsets found at start ([`GlobalState::restore`]) and caught up one
+//! fetch per partition per round ([`GlobalState::catch_up`], so no partition waits on a busy
+//! one). The global thread and the test driver both drive it; the thread loop only adds
+//! waiting. A round touches only the partitions the backend named as changed and those whose
+//! last fetch found records, when the backend can name them (docs/design.md §3).
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use riffle_log::TopicPartition;
+use riffle_state_dir::TaskId;
 
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SerdeError};
+use crate::handlers::{ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};
 use crate::store::{
     InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, StoreDatabase, StoreError,
     StorePosition,
 };
 use crate::topology::Topology;
 use riffle_state_dir::ChangelogPartition;
+
+/// Records written to a global store under one hold of its write lock.
+const WRITE_CHUNK: usize = 1_024;
+
+/// The task id an exception handler is given for a global table's record (Kafka's `-1_-1`).
+pub(crate) const GLOBAL_TASK: TaskId = TaskId::new(u32::MAX, u32::MAX);
 
 /// One global table's store, shared by the global thread (which writes it) and the stream
 /// threads (which read it).
@@ -70,15 +84,34 @@ impl GlobalStore {
     }
 }
 
+/// Checks that a global record's key and value decode with the table's serdes: which part
+/// does not, and why.
+pub(crate) type CheckFn =
+    Arc<dyn Fn(&[u8], Option<&[u8]>) -> Result<(), (&'static str, SerdeError)> + Send + Sync>;
+
+/// One partition of a global topic: its store, and the next offset to read.
+struct Partition {
+    tp: TopicPartition,
+    store: usize,
+    position: u64,
+}
+
 /// The global stores of an application instance and how far each partition of their topics was
 /// read.
 pub(crate) struct GlobalState {
     stores: Vec<Arc<GlobalStore>>,
-    /// Every partition of every global topic: its store, and the next offset to read.
-    partitions: Vec<(TopicPartition, usize, u64)>,
-    /// Reused per fetch: the writes of one batch of records.
-    writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// Records without a key skipped so far.
+    checks: Vec<CheckFn>,
+    partitions: Vec<Partition>,
+    /// Each partition's index in `partitions`.
+    index: HashMap<TopicPartition, usize>,
+    /// The partitions whose last fetch found records (they may have more), for the next round.
+    pending: Vec<usize>,
+    /// Reused per round: the partitions to fetch.
+    round: Vec<usize>,
+    /// Reused per fetch: each record's key and value (`None`: delete) and the offset after it.
+    writes: Vec<(Vec<u8>, Option<Vec<u8>>, u64)>,
+    deserialization: ExceptionHandlerRef,
+    /// Records skipped: without a key, or not decoding under a `continue` handler.
     pub(crate) skipped: u64,
 }
 
@@ -94,11 +127,12 @@ impl GlobalState {
     /// The stores of `topology`'s global tables over `backend`'s topics: an in-memory store
     /// empty, to be read from offset 0; a persistent one (in `db`) as it was, to be read on from
     /// the positions it recorded. A global topic that does not exist is
-    /// [`Error::MissingSourceTopic`].
+    /// [`Error::MissingSourceTopic`]. Records that do not decode go to `deserialization`.
     pub(crate) fn open(
         topology: &Topology,
         backend: &dyn Backend,
         db: Option<&Arc<StoreDatabase>>,
+        deserialization: ExceptionHandlerRef,
     ) -> Result<GlobalState> {
         let mut stores = Vec::new();
         let mut partitions = Vec::new();
@@ -118,9 +152,13 @@ impl GlobalState {
                 _ => Box::new(InMemoryKeyValueStore::new(global.store.clone())),
             };
             let starts = start_offsets(&mut *store, &global.topic, count, backend)?;
-            for (p, start) in starts.into_iter().enumerate() {
+            for (p, position) in starts.into_iter().enumerate() {
                 let tp = TopicPartition::new(global.topic.as_str(), p as u32);
-                partitions.push((tp, i, start));
+                partitions.push(Partition {
+                    tp,
+                    store: i,
+                    position,
+                });
             }
             stores.push(Arc::new(GlobalStore {
                 name: global.store.clone(),
@@ -128,10 +166,20 @@ impl GlobalState {
                 store: RwLock::new(store),
             }));
         }
+        let index = partitions
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.tp.clone(), i))
+            .collect();
         Ok(GlobalState {
             stores,
+            checks: topology.globals.iter().map(|g| g.check.clone()).collect(),
             partitions,
+            index,
+            pending: Vec::new(),
+            round: Vec::new(),
             writes: Vec::new(),
+            deserialization,
             skipped: 0,
         })
     }
@@ -155,49 +203,99 @@ impl GlobalState {
         self.stores.is_empty()
     }
 
-    /// Reads the partitions `changed` names (`None`: every partition) from where each was read
-    /// to up to its end, into the stores. Returns the records read.
+    /// Reads every partition up to the end offset it had when this began (records appended
+    /// meanwhile are left to [`GlobalState::catch_up`]), a fetch per partition per round.
+    /// Returns the records read. Stops early, with what it read, once `stop` is set.
+    pub(crate) fn restore(
+        &mut self,
+        backend: &dyn Backend,
+        max_bytes: usize,
+        stop: &AtomicBool,
+    ) -> Result<u64> {
+        let mut ends = Vec::with_capacity(self.partitions.len());
+        for p in &self.partitions {
+            ends.push(backend.end_offset(&p.tp)?);
+        }
+        let mut read = 0;
+        loop {
+            let behind: Vec<usize> = (0..self.partitions.len())
+                .filter(|&i| self.partitions[i].position < ends[i])
+                .collect();
+            if behind.is_empty() || stop.load(Ordering::Acquire) {
+                return Ok(read);
+            }
+            for i in behind {
+                read += self.fetch(i, backend, max_bytes)?;
+            }
+        }
+    }
+
+    /// One round: a fetch of each partition `changed` names (`None`: every partition) and of
+    /// each whose last fetch found records. Returns the records read; 0 means caught up with
+    /// what the backend named.
     pub(crate) fn catch_up(
         &mut self,
         backend: &dyn Backend,
         changed: Option<&[TopicPartition]>,
         max_bytes: usize,
     ) -> Result<u64> {
+        let mut round = std::mem::take(&mut self.round);
+        round.clear();
+        round.append(&mut self.pending);
+        match changed {
+            Some(changed) => round.extend(changed.iter().filter_map(|tp| self.index.get(tp))),
+            None => round.extend(0..self.partitions.len()),
+        }
+        round.sort_unstable();
+        round.dedup();
         let mut read = 0;
-        for i in 0..self.partitions.len() {
-            if let Some(changed) = changed
-                && !changed.contains(&self.partitions[i].0)
-            {
-                continue;
-            }
-            loop {
-                let n = self.fetch(i, backend, max_bytes)?;
-                if n == 0 {
+        let mut result = Ok(());
+        for &i in &round {
+            match self.fetch(i, backend, max_bytes) {
+                Ok(0) => {}
+                Ok(n) => {
+                    read += n;
+                    self.pending.push(i);
+                }
+                Err(e) => {
+                    result = Err(e);
                     break;
                 }
-                read += n;
             }
         }
-        Ok(read)
+        self.round = round;
+        result.map(|()| read)
     }
 
-    /// One fetch of partition `i` from its position, applied: the records it read.
+    /// Reads every partition to its end, round after round (the test driver, between records).
+    pub(crate) fn catch_up_fully(&mut self, backend: &dyn Backend, max_bytes: usize) -> Result<()> {
+        while self.catch_up(backend, None, max_bytes)? > 0 {}
+        Ok(())
+    }
+
+    /// One fetch of partition `i` from its position, checked and applied: the records it read.
     fn fetch(&mut self, i: usize, backend: &dyn Backend, max_bytes: usize) -> Result<u64> {
-        let (tp, store, position) = &self.partitions[i];
-        let batches = match backend.fetch(tp, *position, max_bytes) {
+        let Partition {
+            tp,
+            store,
+            position,
+        } = &self.partitions[i];
+        let (store, position) = (*store, *position);
+        let batches = match backend.fetch(tp, position, max_bytes) {
             Err(e) if e.is_offset_out_of_range() => {
                 // Records below the partition's start were deleted: what is left is the table.
                 let start = backend.start_offset(tp)?;
-                if start <= *position {
+                if start <= position {
                     return Err(e);
                 }
-                tracing::warn!(topic = %tp.topic, partition = tp.partition, from = *position, to = start, "a global table's records were deleted below its position: reading from the partition's start");
-                self.partitions[i].2 = start;
+                tracing::warn!(topic = %tp.topic, partition = tp.partition, from = position, to = start, "a global table's records were deleted below its position: reading from the partition's start");
+                self.partitions[i].position = start;
                 return self.fetch(i, backend, max_bytes);
             }
             fetched => fetched?,
         };
-        let mut next = *position;
+        let mut next = position;
+        let mut read = 0;
         self.writes.clear();
         for batch in &batches {
             for record in batch.records() {
@@ -206,41 +304,95 @@ impl GlobalState {
                     continue;
                 }
                 next = record.offset() + 1;
+                read += 1;
                 let Some(key) = record.key() else {
                     self.skipped += 1;
                     tracing::warn!(topic = %tp.topic, partition = tp.partition, offset = record.offset(), "a global table's record without a key: skipping it");
                     continue;
                 };
-                let value = record.value().map(|v| {
+                let value = record.value();
+                if let Err((part, source)) = (self.checks[store])(key, value.map(|v| &v[..])) {
+                    let error = Error::Deserialize {
+                        part,
+                        topic: tp.topic.to_string(),
+                        partition: tp.partition,
+                        offset: record.offset(),
+                        source,
+                    };
+                    let context = ErrorHandlerContext {
+                        topic: Some(&tp.topic),
+                        partition: Some(tp.partition),
+                        offset: Some(record.offset()),
+                        timestamp: record.timestamp(),
+                        processor_node_id: None,
+                        task_id: GLOBAL_TASK,
+                        source_raw_key: Some(key),
+                        source_raw_value: value.map(|v| &v[..]),
+                    };
+                    if self.deserialization.handle(&context, &error) == HandlerResponse::Fail {
+                        tracing::error!(error = %error, "a global table's record does not deserialize; the exception handler says fail");
+                        return Err(error);
+                    }
+                    tracing::warn!(error = %error, "a global table's record does not deserialize; the exception handler says continue: skipping it");
+                    self.skipped += 1;
+                    continue;
+                }
+                let value = value.map(|v| {
                     let mut stamped = Vec::with_capacity(8 + v.len());
                     stamped.extend_from_slice(&record.timestamp().to_be_bytes());
                     stamped.extend_from_slice(v);
                     stamped
                 });
-                self.writes.push((key.to_vec(), value));
+                self.writes.push((key.to_vec(), value, next));
             }
         }
-        let read = next - *position;
-        if read > 0 {
-            // With the position the records cover, in one batch (a persistent store reads on
-            // from it after a restart).
-            let at = StorePosition {
-                changelog: ChangelogPartition::new(tp.topic.to_string(), tp.partition),
-                offset: next,
-            };
-            let global = &self.stores[*store];
-            let mut guard = global.store.write().unwrap_or_else(PoisonError::into_inner);
-            let mut batch = self.writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
-            guard.write_batch_at_partition(&mut batch, &at)?;
+        if next > position {
+            self.apply(i, next)?;
         }
-        self.partitions[i].2 = next;
+        self.partitions[i].position = next;
         Ok(read)
+    }
+
+    /// Writes the fetched records to partition `i`'s store, [`WRITE_CHUNK`] at a time, each
+    /// chunk with the position it covers (`next`, after the last chunk: skipped records at the
+    /// end are covered too).
+    fn apply(&mut self, i: usize, next: u64) -> Result<()> {
+        let tp = &self.partitions[i].tp;
+        let global = &self.stores[self.partitions[i].store];
+        let mut chunks = self.writes.chunks(WRITE_CHUNK).peekable();
+        if chunks.peek().is_none() {
+            // Only skipped records: their position still moves.
+            let at = position_of(tp, next);
+            let mut store = global.store.write().unwrap_or_else(PoisonError::into_inner);
+            store.write_batch_at_partition(&mut std::iter::empty(), &at)?;
+            return Ok(());
+        }
+        while let Some(chunk) = chunks.next() {
+            let end = match chunks.peek() {
+                Some(_) => chunk.last().map_or(next, |(_, _, after)| *after),
+                None => next,
+            };
+            let at = position_of(tp, end);
+            let mut batch = chunk.iter().map(|(k, v, _)| (&k[..], v.as_deref()));
+            let mut store = global.store.write().unwrap_or_else(PoisonError::into_inner);
+            store.write_batch_at_partition(&mut batch, &at)?;
+        }
+        Ok(())
+    }
+}
+
+/// The position after offset `next - 1` of `tp`, as a global store records it.
+fn position_of(tp: &TopicPartition, next: u64) -> StorePosition {
+    StorePosition {
+        changelog: ChangelogPartition::new(tp.topic.to_string(), tp.partition),
+        offset: next,
     }
 }
 
 /// Where to read each of `topic`'s `count` partitions from into `store`: the positions it
 /// recorded (none: from 0). Positions of another topic, or past a partition's end (the topic
-/// was recreated), mean the store is not the topic's: it is wiped, with a warning, and read
+/// was recreated), mean the store is not the topic's; data without any position is what a wipe
+/// a crash interrupted leaves. Either way the store is wiped, with a warning, and the topic read
 /// again from 0.
 fn start_offsets(
     store: &mut dyn KeyValueStore,
@@ -258,13 +410,22 @@ fn start_offsets(
             false => 0,
         };
         if !ours || p.offset > end {
-            wrong = Some((p.clone(), end));
+            wrong = Some(format!(
+                "its position {p} is not within {topic} (ending at {end})"
+            ));
             break;
         }
         starts[p.changelog.partition as usize] = p.offset;
     }
-    if let Some((position, end)) = wrong {
-        tracing::warn!(store = store.name(), recorded = %position, end, topic, "a global store's recorded position is not in its topic (recreated, or another topic's): wiping it and reading the topic again from the start");
+    if recorded.is_empty() && !store.is_empty()? {
+        wrong = Some("it holds data without a position".into());
+    }
+    if let Some(why) = wrong {
+        tracing::warn!(
+            store = store.name(),
+            topic,
+            "a global store is not its topic's: {why}; wiping it and reading the topic again from the start"
+        );
         store.wipe()?;
         starts.iter_mut().for_each(|s| *s = 0);
     } else if !recorded.is_empty() {
@@ -277,9 +438,8 @@ fn start_offsets(
     Ok(starts)
 }
 
-/// The global thread's life: catch up with every global topic (the restore, reported on
-/// `restored`), then follow them until the application stops, waiting for new data when there
-/// is none.
+/// The global thread's life: restore every global store (reported on `restored`), then follow
+/// the topics until the application stops, waiting for new data when a round read nothing.
 pub(crate) fn run_global_thread(
     shared: Arc<crate::shared::AppShared>,
     mut state: GlobalState,
@@ -289,7 +449,7 @@ pub(crate) fn run_global_thread(
     let max_bytes = shared.config.fetch_max_bytes;
     let started = std::time::Instant::now();
     let mut seen = backend.data_version();
-    match state.catch_up(&*backend, None, max_bytes) {
+    match state.restore(&*backend, max_bytes, &shared.shutdown) {
         Ok(records) => {
             tracing::info!(records, elapsed = ?started.elapsed(), "restored the global stores");
             shared
@@ -305,11 +465,17 @@ pub(crate) fn run_global_thread(
             )));
         }
     }
+    // What was appended since the restore began: everything, once.
     let mut changed = Vec::new();
+    let mut everything = true;
     while !shared.shutdown.load(Ordering::Acquire) {
         changed.clear();
         let version = backend.changed_partitions(seen, &mut changed);
-        let which = version.map(|_| &changed[..]);
+        let which = match (everything, version) {
+            (false, Some(_)) => Some(&changed[..]),
+            _ => None,
+        };
+        everything = false;
         let now = version.unwrap_or_else(|| backend.data_version());
         let read = state.catch_up(&*backend, which, max_bytes)?;
         seen = now;
@@ -321,4 +487,56 @@ pub(crate) fn run_global_thread(
         }
     }
     state.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::EmbeddedBackend;
+    use crate::store::MemoryBudget;
+
+    /// A persistent global store reads on from the positions it recorded with its data; one
+    /// holding data without any position (a wipe a crash interrupted: positions go first) is
+    /// wiped and read again from the start, so no row of another life survives.
+    #[test]
+    fn a_global_store_with_data_but_no_position_is_wiped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = riffle_log::Log::in_memory();
+        log.create_topic("t", 2).expect("topic");
+        let mut batch = riffle_log::BatchBuilder::new(riffle_log::Compression::None);
+        for i in 0..5u8 {
+            batch.push(0, Some(&[i]), Some(&[i]));
+        }
+        log.append(&TopicPartition::new("t", 1), &mut batch)
+            .expect("append");
+        let backend = EmbeddedBackend::new(log);
+        let db = StoreDatabase::open(dir.path(), MemoryBudget::split(0, 0)).expect("db");
+        let mut store = PersistentKeyValueStore::open_global(&db, "kv-ts", "g").expect("open");
+        let at = position_of(&TopicPartition::new("t", 1), 3);
+        store
+            .write_batch_at_partition(&mut std::iter::once((&b"k"[..], Some(&b"v"[..]))), &at)
+            .expect("write");
+        let starts = start_offsets(&mut store, "t", 2, &backend).expect("starts");
+        assert_eq!(starts, vec![0, 3], "read on from the recorded position");
+        assert!(!store.is_empty().expect("empty?"), "kept");
+        // Past the partition's end (5): another topic's store.
+        let past = position_of(&TopicPartition::new("t", 1), 9);
+        store
+            .write_batch_at_partition(&mut std::iter::empty(), &past)
+            .expect("write");
+        assert_eq!(
+            start_offsets(&mut store, "t", 2, &backend).expect("starts"),
+            vec![0, 0]
+        );
+        assert!(store.is_empty().expect("empty?"), "wiped");
+        // Data without a position.
+        store
+            .write_batch(&mut std::iter::once((&b"stale"[..], Some(&b"v"[..]))))
+            .expect("write");
+        assert_eq!(
+            start_offsets(&mut store, "t", 2, &backend).expect("starts"),
+            vec![0, 0]
+        );
+        assert!(store.is_empty().expect("empty?"), "wiped");
+    }
 }

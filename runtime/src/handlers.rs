@@ -47,7 +47,8 @@ pub struct ErrorHandlerContext<'a> {
     /// The processor that failed, for a processor's error (`None` for a serde or a DSL
     /// function: their nodes have no names at run time).
     pub processor_node_id: Option<&'a str>,
-    /// The task processing it.
+    /// The task processing it; for a global table's record, `TaskId::new(u32::MAX,
+    /// u32::MAX)` (Kafka's `-1_-1`: the global thread runs no task).
     pub task_id: TaskId,
     /// The record's key as read.
     pub source_raw_key: Option<&'a [u8]>,

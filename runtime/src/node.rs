@@ -445,7 +445,8 @@ impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for Aggregate<K, V, A>
 /// write (as Kafka's cache flushes; this store's entries may have been written by an upstream
 /// node's flush just now): the latest value or a tombstone, with the value the store held
 /// before (the last committed one, or with caching disabled the key's write before) when
-/// `send_old`.
+/// `send_old`. A tombstone for a key the store did not hold is not forwarded when writes are
+/// cached.
 pub(crate) fn flush_table_store<K: Clone + 'static, V: Clone + 'static>(
     ctx: &mut ProcessingContext<'_>,
     store: usize,
@@ -465,6 +466,16 @@ pub(crate) fn flush_table_store<K: Clone + 'static, V: Clone + 'static>(
         ctx.stores[store].link_rewrites();
     }
     for i in 0..ctx.stores[store].dirty_len() {
+        let deleted = ctx.stores[store].dirty(i).1.is_none();
+        // A delete of a key the store did not hold goes nowhere when its writes collapse (as
+        // Kafka's caching store skips it); with caching disabled every write goes on, as in
+        // Kafka without a cache.
+        let skip_absent = deleted && ctx.stores[store].caches_writes();
+        let had_old =
+            (send_old || skip_absent) && ctx.stores[store].dirty_old(i, &mut ctx.scratch.old)?;
+        if skip_absent && !had_old {
+            continue;
+        }
         let (key, value, timestamp) = ctx.stores[store].dirty(i);
         let key = key_serde.deserialize(Some(key));
         let value = value.map(|v| value_serde.deserialize(Some(v))).transpose();
@@ -472,7 +483,7 @@ pub(crate) fn flush_table_store<K: Clone + 'static, V: Clone + 'static>(
             (Ok(k), Ok(v)) => (k, v),
             (Err(e), _) | (_, Err(e)) => return Err(corrupt(ctx, e)),
         };
-        let old = if send_old && ctx.stores[store].dirty_old(i, &mut ctx.scratch.old)? {
+        let old = if send_old && had_old {
             let old = value_serde.deserialize(Some(&ctx.scratch.old));
             Some(old.map_err(|e| corrupt(ctx, e))?)
         } else {

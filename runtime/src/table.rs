@@ -215,12 +215,16 @@ impl<K: Clone + 'static, VIn, V: Clone + 'static> FlushNode for TableStore<K, VI
 /// `KTable::filter`, `filter_not` and `map_values` without a store: each update is mapped, and
 /// an update the function drops becomes a tombstone (Kafka Streams forwards a delete for a
 /// filtered-out update, since the key may have passed before). Asked for old values, it maps
-/// the old value too, and forwards nothing when both come out empty (Kafka's `KTableFilter`).
+/// the old value too; a filter forwards nothing when both come out empty (Kafka's
+/// `KTableFilter`).
 pub(crate) struct TableMap<K, V, V2> {
     #[allow(clippy::type_complexity)]
     pub(crate) f: Arc<dyn Fn(&K, V) -> Option<V2> + Send + Sync>,
     pub(crate) forward: Forward<K, V2>,
     pub(crate) send_old: bool,
+    /// A filter (Kafka's `KTableFilter`), which drops an update whose new and old values both
+    /// come out empty; a `map_values` passes it on (`KTableMapValues`).
+    pub(crate) filter: bool,
 }
 
 impl<K: Clone, V, V2: Clone> Node<K, V> for TableMap<K, V, V2> {
@@ -249,7 +253,7 @@ impl<K: Clone, V, V2: Clone> Node<K, V> for TableMap<K, V, V2> {
         }
         let new = change.new.and_then(|v| (self.f)(&key, v));
         let old = change.old.and_then(|v| (self.f)(&key, v));
-        if new.is_none() && old.is_none() {
+        if self.filter && new.is_none() && old.is_none() {
             return Ok(());
         }
         self.forward.send_change(ctx, key, Change { new, old })

@@ -138,7 +138,12 @@ impl TopologyTestDriver {
                 backend.create_topic(&global.topic, 1, TopicKind::User)?;
             }
         }
-        let globals = GlobalState::open(&topology, &*backend, None)?;
+        let globals = GlobalState::open(
+            &topology,
+            &*backend,
+            None,
+            config.deserialization_exception_handler.clone(),
+        )?;
         let (mut topics, _) = resolve_topics(&topology, &app_id, &*backend)?;
         crate::app::add_dead_letter_queue(&mut topics, &config, &*backend)?;
         let topics = Arc::new(topics);
@@ -387,7 +392,7 @@ impl Inner {
     fn run(&mut self, force: bool) -> Result<()> {
         let mut dirty = vec![force; self.tasks.len()];
         self.globals
-            .catch_up(&*self.backend, None, self.fetch_max_bytes)?;
+            .catch_up_fully(&*self.backend, self.fetch_max_bytes)?;
         loop {
             loop {
                 let mut round = 0;

@@ -240,13 +240,25 @@ impl StoreDef {
 
 /// A global table: its store and the topic it holds whole (every partition, in every instance,
 /// outside the tasks; [`crate::global`]).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct GlobalDef {
     pub(crate) store: String,
     pub(crate) topic: String,
     /// Kept in the store database, with its position in each partition (else in memory, read
     /// again at each start).
     pub(crate) persistent: bool,
+    /// Whether a record's key and value decode with the table's serdes.
+    pub(crate) check: crate::global::CheckFn,
+}
+
+impl fmt::Debug for GlobalDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GlobalDef")
+            .field("store", &self.store)
+            .field("topic", &self.topic)
+            .field("persistent", &self.persistent)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The mutable graph behind a [`crate::StreamsBuilder`] and the low-level [`Topology`] API.
@@ -261,6 +273,10 @@ pub(crate) struct GraphBuilder {
     /// Pairs of nodes joined to each other: the source topics above each must have as many
     /// partitions as those above the other (co-partitioned), checked when topics resolve.
     pub(crate) copartitioned: Vec<(usize, usize)>,
+    /// Each repartition topic the DSL made: the node writing it and the source reading it, so a
+    /// second operation through the same topic from the same node reads the same source
+    /// (Kafka reuses a named grouping's repartition topic).
+    pub(crate) repartitions: Vec<(TopicRef, usize, usize)>,
 }
 
 impl GraphBuilder {
@@ -337,8 +353,9 @@ impl GraphBuilder {
         }
         match def.old_values {
             OldValues::Unavailable => Err(format!(
-                "{} cannot send old values: riffle's windowed and suppressed tables cannot be \
-                 grouped or joined as tables",
+                "{} cannot send old values: windowed and suppressed tables, and the results of \
+                 foreign-key joins not materialized (join_foreign_with, left_join_foreign_with), \
+                 cannot be grouped or joined as tables",
                 def.name
             )),
             OldValues::FromStore => {
@@ -658,6 +675,7 @@ impl Topology {
             counter: self.counter,
             errors: Vec::new(),
             copartitioned: std::mem::take(&mut self.copartitioned),
+            repartitions: Vec::new(),
         };
         let (node_count, store_count) = (graph.nodes.len(), graph.stores.len());
         let mut result = change(&mut graph).map_err(Error::Topology);

@@ -362,3 +362,93 @@ fn a_stream_record_meets_the_global_row_piped_before_it() {
         vec![TestRecord::new(order(2), 13_007, 3)]
     );
 }
+
+/// A global record whose value does not decode (3 bytes for an `i64`): under `continue` it is
+/// skipped and the rest of the table is read; under `fail`, the default, the application does
+/// not start, with an error naming the record (Kafka's global thread hands such records to the
+/// deserialization exception handler too).
+#[test]
+fn a_global_record_that_does_not_decode_meets_the_deserialization_handler() {
+    for continue_ in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+        let mut model = Model::default();
+        let mut ts = 0;
+        phase(&log, &mut model, &mut ts, 20, true);
+        let mut bad = BatchBuilder::new(Compression::None);
+        bad.push(ts, Some(b"p-bad"), Some(&b"xyz"[..]));
+        log.append(&TopicPartition::new("products", 2), &mut bad)
+            .expect("append");
+        phase(&log, &mut model, &mut ts, 20, true);
+        phase(&log, &mut model, &mut ts, 50, false);
+        let mut config = StreamsConfig::new("global-poison");
+        config.state_dir = dir.path().join("state");
+        config.poll = Duration::from_millis(5);
+        if continue_ {
+            config.deserialization_exception_handler =
+                riffle::ExceptionHandlerRef::log_and_continue();
+        }
+        let mut running = StreamsApp::new(
+            topology(),
+            config,
+            EmbeddedBackend::new(log.clone()).shared(),
+        )
+        .expect("app");
+        let started = running.start();
+        if !continue_ {
+            let error = started.expect_err("the default handler fails the restore");
+            let message = error.to_string();
+            assert!(
+                message.contains("products-2") && message.contains("offset"),
+                "{message}"
+            );
+            continue;
+        }
+        started.expect("start");
+        wait_idle(&running);
+        running.close().expect("close");
+        let mut want: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for (k, v, _) in model.outputs.get("all").into_iter().flatten() {
+            want.entry(k.clone()).or_default().push(*v);
+        }
+        assert_eq!(read(&log, "all"), want, "every good product was read");
+    }
+}
+
+/// The restore reads up to the end offsets the global thread found when it began: products
+/// appended without pause meanwhile do not keep `start` from returning (they are followed
+/// after).
+#[test]
+fn start_returns_while_the_global_topic_keeps_growing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    log.create_topic("orders", 2).expect("orders");
+    let mut model = Model::default();
+    let mut ts = 0;
+    phase(&log, &mut model, &mut ts, 2_000, true);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (log, stop) = (log.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let records: Vec<_> = (0..200)
+                    .map(|i| (product((i % 10) as u8), Some(i64::from(i)), 1))
+                    .collect();
+                produce(&log, "products", 3, &records);
+                n += 1;
+            }
+            n
+        })
+    };
+    let mut running = app(&log, &dir.path().join("state"), StoreType::InMemory);
+    let started = Instant::now();
+    running.start().expect("start");
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let batches = writer.join().expect("writer");
+    assert!(batches > 0, "the writer ran");
+    assert!(took < Duration::from_secs(30), "start took {took:?}");
+    wait_idle(&running);
+    running.close().expect("close");
+}

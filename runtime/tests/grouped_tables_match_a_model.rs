@@ -531,3 +531,76 @@ fn stream_threads_aggregate_grouped_tables_as_the_model_with_the_rows_cache_disa
 fn stream_threads_aggregate_grouped_tables_as_the_model_across_a_restart_persistent() {
     grouped_on_threads(StoreType::Persistent, true);
 }
+
+/// Two aggregations of one named grouping (a table's and a stream's) read its repartition
+/// topic once each, as Kafka reuses it: every update is counted once, not once per aggregation.
+#[test]
+fn two_aggregations_of_a_named_grouping_share_its_repartition_topic() {
+    let builder = StreamsBuilder::new();
+    let by_group = builder
+        .table(
+            "rows",
+            Consumed::with(Serdes::string(), Serdes::i64()),
+            Materialized::new(),
+        )
+        .group_by(
+            |_, v| (group(v), v),
+            Grouped::with(Serdes::string(), Serdes::i64()).named("by-group"),
+        );
+    by_group
+        .count()
+        .to_stream()
+        .to("counts", Produced::with(Serdes::string(), Serdes::i64()));
+    by_group
+        .reduce(|a, v| a + v, |a, v| a - v, Materialized::new())
+        .to_stream()
+        .to("sums", Produced::with(Serdes::string(), Serdes::i64()));
+    let by_word = builder
+        .stream("words", Consumed::with(Serdes::string(), Serdes::string()))
+        .group_by(
+            |_, w| w.clone(),
+            Grouped::with(Serdes::string(), Serdes::string()).named("by-word"),
+        );
+    by_word.count().to_stream().to(
+        "word-counts",
+        Produced::with(Serdes::string(), Serdes::i64()),
+    );
+    by_word
+        .reduce(|a, w| format!("{a}{w}"), Materialized::new())
+        .to_stream()
+        .to(
+            "word-concat",
+            Produced::with(Serdes::string(), Serdes::string()),
+        );
+    let topology = builder.build().expect("topology");
+    let description = topology.describe().to_string();
+    assert_eq!(
+        description.matches("Sink: KSTREAM-SINK").count() - 4,
+        2,
+        "one sink per named grouping:\n{description}"
+    );
+    let driver = TopologyTestDriver::new(topology, StreamsConfig::new("shared")).expect("driver");
+    let rows = driver.create_input_topic("rows", Serdes::string(), Serdes::i64());
+    let words = driver.create_input_topic("words", Serdes::string(), Serdes::string());
+    rows.pipe_input_at("a".into(), 1, 1).unwrap();
+    rows.pipe_input_at("b".into(), 4, 2).unwrap();
+    rows.pipe_input_at("a".into(), 7, 3).unwrap();
+    words.pipe_input_at("x".into(), "w".into(), 4).unwrap();
+    words.pipe_input_at("y".into(), "w".into(), 5).unwrap();
+    let latest = |topic: &str| -> BTreeMap<String, i64> {
+        driver
+            .create_output_topic(topic, Serdes::string(), Serdes::i64())
+            .read_key_values_to_map()
+            .unwrap()
+            .into_iter()
+            .collect()
+    };
+    assert_eq!(latest("counts"), BTreeMap::from([("g1".to_owned(), 2)]));
+    assert_eq!(latest("sums"), BTreeMap::from([("g1".to_owned(), 11)]));
+    assert_eq!(latest("word-counts"), BTreeMap::from([("w".to_owned(), 2)]));
+    let concat = driver
+        .create_output_topic("word-concat", Serdes::string(), Serdes::string())
+        .read_key_values_to_map()
+        .unwrap();
+    assert_eq!(concat.get("w").map(String::as_str), Some("ww"));
+}

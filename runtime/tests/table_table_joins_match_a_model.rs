@@ -160,6 +160,11 @@ impl Model {
             Some(v) => this.insert(k.clone(), (v, ts)),
             None => this.remove(&k),
         };
+        // A delete of a key the table did not hold goes nowhere (Kafka's caching store skips
+        // it).
+        if row.is_none() && old.is_none() {
+            return;
+        }
         let other = other.get(&k).copied();
         for (i, (topic, kind, grouped, _)) in JOINS.into_iter().enumerate() {
             let grouped = grouped && self.grouping;
@@ -316,8 +321,8 @@ fn a_table_join_is_named_as_kafka_names_it() {
         .to("out", Produced::with(Serdes::string(), Serdes::i64()));
     let description = builder.build().expect("topology").describe().to_string();
     for name in [
-        "Processor: KTABLE-JOINTHIS-0000000008 (stores: [b-STATE-STORE-0000000004])",
-        "Processor: KTABLE-JOINOTHER-0000000009 (stores: [a-STATE-STORE-0000000001])",
+        "Processor: KTABLE-JOINTHIS-0000000008 (stores: [b-STATE-STORE-0000000003])",
+        "Processor: KTABLE-JOINOTHER-0000000009 (stores: [a-STATE-STORE-0000000000])",
         "Processor: KTABLE-MERGE-0000000007 (stores: [KTABLE-MERGE-STATE-STORE-0000000006])",
     ] {
         assert!(description.contains(name), "{name} in\n{description}");

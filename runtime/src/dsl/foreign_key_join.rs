@@ -192,8 +192,9 @@ where
         };
         let (Some(this_view), Some(other_view)) = (self.view.clone(), other.view.clone()) else {
             self.graph.borrow_mut().errors.push(
-                "a windowed or suppressed table cannot be joined by foreign key (riffle joins \
-                 tables read from a topic, aggregated, or derived from those)"
+                "a windowed or suppressed table, or a foreign-key join's result not materialized, \
+                 cannot be joined by foreign key (materialize a foreign-key join with \
+                 join_foreign_with or left_join_foreign_with)"
                     .into(),
             );
             return unjoinable(self);
@@ -257,11 +258,7 @@ where
             &[send],
         );
         let consumed = Consumed::with(fk_serde.clone(), subscriptions);
-        let source_name = name(
-            &mut g,
-            "-subscription-registration-source",
-            "KSTREAM-SOURCE",
-        );
+        let source_name = name(&mut g, "-subscription-registration-source", "KTABLE-SOURCE");
         let source = g.source::<KO, Subscription>(source_name, vec![registration], consumed);
         // 2. The right side: the subscription store, answers to subscriptions and to right-row
         // updates, to the response topic.
@@ -360,7 +357,7 @@ where
             key_serde.clone(),
             Arc::new(crate::foreign_key::ResponseSerde),
         );
-        let source_name = name(&mut g, "-subscription-response-source", "KSTREAM-SOURCE");
+        let source_name = name(&mut g, "-subscription-response-source", "KTABLE-SOURCE");
         let source = g.source::<K, Response>(source_name, vec![response], consumed);
         // The response topic has the left table's partitions.
         g.copartitioned.push((source, self.node));

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::{Consumed, KStream, Materialized, StoreType};
 use crate::StreamsBuilder;
+use crate::global::CheckFn;
 use crate::node::NodeRef;
 use crate::serdes::SerdeRef;
 use crate::table::StreamGlobalJoin;
@@ -48,7 +49,9 @@ impl StreamsBuilder {
     /// (Kafka Streams' `StreamsBuilder.globalTable`): before the stream threads start, the
     /// application's global thread reads the topic to its end into the store `materialized`
     /// names (or `<topic>-STATE-STORE-<n>`), and it follows the topic while the application
-    /// runs. A record without a value deletes its key; one without a key is skipped. The topic
+    /// runs. A record without a value deletes its key; one without a key is skipped; one that
+    /// does not decode goes to the deserialization exception handler (under `fail`, the
+    /// default, the application stops). The topic
     /// is the store's changelog (no `-changelog` topic). An in-memory store (the default) is
     /// read again from the topic at each start; a persistent one records how far it read each
     /// partition with its data, and reads on from there.
@@ -91,10 +94,25 @@ impl StreamsBuilder {
             g.errors
                 .push(format!("topic {topic:?} is read by two global tables"));
         }
+        // Kafka's globalTable takes a source's and a table source's names after the store's:
+        // taken here too, so later names are numbered as Kafka numbers them.
+        g.next_name("KSTREAM-SOURCE");
+        g.next_name("KTABLE-SOURCE");
+        let (key_serde, value_serde) = (consumed.key.clone(), consumed.value.clone());
+        let check: CheckFn = Arc::new(move |key, value| {
+            key_serde.deserialize(Some(key)).map_err(|e| ("key", e))?;
+            if let Some(value) = value {
+                value_serde
+                    .deserialize(Some(value))
+                    .map_err(|e| ("value", e))?;
+            }
+            Ok(())
+        });
         g.globals.push(GlobalDef {
             store,
             topic: topic.to_owned(),
             persistent: materialized.store_type == StoreType::Persistent,
+            check,
         });
         GlobalKTable {
             index: g.globals.len() - 1,

@@ -7,9 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{
-    Consumed, FoldFn, Grouped, KTable, Materialized, add_sink, add_source, aggregate_table,
-};
+use super::{FoldFn, Grouped, KTable, Materialized, aggregate_table, repartition};
 use crate::node::{Change, NodeRef};
 use crate::serdes::{SerdeRef, Serdes};
 use crate::table::{ChangeSerde, TableGroupBy};
@@ -191,19 +189,12 @@ where
         let change_serde: SerdeRef<Change<V>> = Arc::new(ChangeSerde {
             inner: self.grouped.value.clone(),
         });
-        add_sink(
-            &self.graph,
-            self.node,
-            topic.clone(),
-            self.grouped.key.clone(),
-            change_serde.clone(),
-        );
-        let consumed = Consumed::with(self.grouped.key.clone(), change_serde);
-        let source = add_source::<K, Change<V>>(&self.graph, vec![topic], consumed, false);
+        let key = self.grouped.key.clone();
+        let source = repartition::<K, Change<V>>(&self.graph, self.node, topic, key, change_serde);
         aggregate_table(
             &self.graph,
             prefix,
-            source.node,
+            source,
             store_name,
             &materialized,
             self.grouped.key.clone(),

@@ -447,6 +447,51 @@ fn add_sink<K, V>(
     g.sink(name, topic, key_serde, value_serde, &[parent]);
 }
 
+/// The source of repartition topic `topic` written by `parent` with these serdes: made (a sink
+/// below `parent`, a source of the topic) the first time, and the same source again for the
+/// same topic from the same node, so two aggregations of one named grouping read its topic once
+/// (as Kafka Streams reuses it). Another node writing a topic of the same name is an error at
+/// `build` (two writers would interleave their records).
+fn repartition<K, V>(
+    graph: &Rc<RefCell<GraphBuilder>>,
+    parent: usize,
+    topic: TopicRef,
+    key_serde: SerdeRef<K>,
+    value_serde: SerdeRef<V>,
+) -> usize
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    {
+        let mut g = graph.borrow_mut();
+        if let Some(&(_, writer, source)) = g.repartitions.iter().find(|(t, ..)| *t == topic) {
+            let same = writer == parent && g.nodes[source].output == Some(TypeSig::of::<K, V>());
+            if same {
+                return source;
+            }
+            g.errors.push(format!(
+                "repartition topic {topic} is already written by another operation: name \
+                 the groupings or joins apart"
+            ));
+        }
+    }
+    add_sink(
+        graph,
+        parent,
+        topic.clone(),
+        key_serde.clone(),
+        value_serde.clone(),
+    );
+    let consumed = Consumed::with(key_serde, value_serde);
+    let source = add_source::<K, V>(graph, vec![topic.clone()], consumed, false).node;
+    graph
+        .borrow_mut()
+        .repartitions
+        .push((topic, parent, source));
+    source
+}
+
 /// A stream grouped by key, ready to aggregate.
 pub struct KGroupedStream<K, V> {
     graph: Rc<RefCell<GraphBuilder>>,
@@ -540,20 +585,8 @@ where
             .clone()
             .unwrap_or_else(|| store_name.to_owned());
         let topic = TopicRef::repartition(topic_name);
-        add_sink(
-            &self.graph,
-            self.node,
-            topic.clone(),
-            self.grouped.key.clone(),
-            self.grouped.value.clone(),
-        );
-        let source = add_source::<K, V>(
-            &self.graph,
-            vec![topic],
-            Consumed::with(self.grouped.key.clone(), self.grouped.value.clone()),
-            false,
-        );
-        source.node
+        let (key, value) = (self.grouped.key.clone(), self.grouped.value.clone());
+        repartition(&self.graph, self.node, topic, key, value)
     }
 
     fn fold<A>(

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Consumed, KStream, StoreType, add_sink, add_source};
+use super::{KStream, StoreType};
 use crate::serdes::{SerdeRef, Serdes};
 use crate::stores::Stores;
 use crate::stream_join::{JoinSide, JoinSpec, JoinWindows, Side, SideJoiner, StreamJoined};
@@ -326,13 +326,11 @@ where
         }
     };
     let topic = TopicRef::repartition(name);
-    add_sink(
+    super::repartition(
         &stream.graph,
         stream.node,
-        topic.clone(),
+        topic,
         key.clone(),
         value.clone(),
-    );
-    let consumed = Consumed::with(key.clone(), value.clone());
-    add_source::<K, V>(&stream.graph, vec![topic], consumed, false).node
+    )
 }

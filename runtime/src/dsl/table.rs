@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{Consumed, KStream, KTable, Materialized, StoreType, add_sink, add_source};
+use super::{Consumed, KStream, KTable, Materialized, StoreType};
 use crate::StreamsBuilder;
 use crate::node::{FlushRef, NodeRef};
 use crate::processor::StoreSerdes;
@@ -78,13 +78,14 @@ impl StreamsBuilder {
     {
         let (key_serde, value_serde) = (consumed.key.clone(), consumed.value.clone());
         let mut g = self.graph.borrow_mut();
-        let source_name = g.next_name("KSTREAM-SOURCE");
-        let topics = vec![TopicRef::External(topic.to_owned())];
-        let source = g.source_of(source_name, topics, consumed, true);
+        // Named in Kafka's order: the store (when unnamed), the source, the table's node.
         let store_name = match &materialized.name {
             Some(name) => name.clone(),
             None => g.next_name(&format!("{topic}-STATE-STORE")),
         };
+        let source_name = g.next_name("KSTREAM-SOURCE");
+        let topics = vec![TopicRef::External(topic.to_owned())];
+        let source = g.source_of(source_name, topics, consumed, true);
         let name = g.next_name("KTABLE-SOURCE");
         drop(g);
         let identity: MapFn<K, V, V> = Arc::new(|_, v| Some(v));
@@ -194,6 +195,7 @@ where
         prefix: &str,
         f: MapFn<K, V, V2>,
         value_serde: SerdeRef<V2>,
+        filter: bool,
     ) -> KTable<K, V2>
     where
         V2: Clone + 'static,
@@ -204,6 +206,7 @@ where
                 f: g2.clone(),
                 forward: ctx.forward::<K, V2>(),
                 send_old: ctx.sends_old_values(),
+                filter,
             }));
             BuiltNode::plain(Box::new(node) as Erased)
         });
@@ -267,13 +270,13 @@ where
     /// key goes downstream (Kafka Streams' `KTable.filter`).
     pub fn filter(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
         let f: MapFn<K, V, V> = Arc::new(move |k, v| predicate(k, &v).then_some(v));
-        self.map_node("KTABLE-FILTER", f, self.value_serde.clone())
+        self.map_node("KTABLE-FILTER", f, self.value_serde.clone(), true)
     }
 
     /// The rows for which `predicate` does not hold.
     pub fn filter_not(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
         let f: MapFn<K, V, V> = Arc::new(move |k, v| (!predicate(k, &v)).then_some(v));
-        self.map_node("KTABLE-FILTER", f, self.value_serde.clone())
+        self.map_node("KTABLE-FILTER", f, self.value_serde.clone(), true)
     }
 
     /// [`KTable::filter`], kept in a store of its own that `materialized` describes (so it
@@ -302,7 +305,7 @@ where
         V2: Clone + 'static,
     {
         let f: MapFn<K, V, V2> = Arc::new(move |_, v| Some(f(v)));
-        self.map_node("KTABLE-MAPVALUES", f, value_serde)
+        self.map_node("KTABLE-MAPVALUES", f, value_serde, false)
     }
 
     /// [`KTable::map_values`], kept in a store of its own that `materialized` describes; its
@@ -417,15 +420,8 @@ where
                             .next_name("KSTREAM-JOIN-REPARTITION"),
                     };
                     let topic = TopicRef::repartition(topic_name);
-                    add_sink(
-                        &self.graph,
-                        self.node,
-                        topic.clone(),
-                        joined.key.clone(),
-                        joined.value.clone(),
-                    );
-                    let consumed = Consumed::with(joined.key.clone(), joined.value.clone());
-                    parent = add_source::<K, V>(&self.graph, vec![topic], consumed, false).node;
+                    let (key, value) = (joined.key.clone(), joined.value.clone());
+                    parent = super::repartition(&self.graph, self.node, topic, key, value);
                 }
                 None => self.graph.borrow_mut().errors.push(
                     "a stream whose key changed is joined with a table: it must be \
@@ -438,8 +434,9 @@ where
         let view = table.view.clone();
         if view.is_none() {
             self.graph.borrow_mut().errors.push(
-                "a windowed or suppressed table cannot be joined with a stream (riffle joins \
-                 tables read from a topic, aggregated, or derived from those)"
+                "a windowed or suppressed table, or a foreign-key join's result not materialized, \
+                 cannot be joined with a stream (materialize a foreign-key join with \
+                 join_foreign_with or left_join_foreign_with)"
                     .into(),
             );
         }

@@ -147,8 +147,9 @@ where
     {
         let (Some(this_view), Some(other_view)) = (self.view.clone(), other.view.clone()) else {
             self.graph.borrow_mut().errors.push(
-                "a windowed or suppressed table cannot be joined with a table (riffle joins \
-                 tables read from a topic, aggregated, or derived from those)"
+                "a windowed or suppressed table, or a foreign-key join's result not materialized, \
+                 cannot be joined with a table (materialize a foreign-key join with \
+                 join_foreign_with or left_join_foreign_with)"
                     .into(),
             );
             return self.unjoinable(value_serde);

@@ -537,6 +537,11 @@ impl CachedStore {
         (e.key(&self.arena), e.value(&self.arena), e.timestamp)
     }
 
+    /// Whether a key's writes between commits collapse into one (caching enabled).
+    pub(crate) fn caches_writes(&self) -> bool {
+        !self.every_write
+    }
+
     /// The flush of this commit forwards the cached writes now.
     pub(crate) fn mark_forwarded(&mut self) {
         self.forwarded = !self.entries.is_empty();
@@ -919,6 +924,7 @@ impl CachedStore {
             self.arena = Vec::new();
             self.entries = Vec::new();
             self.index = HashTable::new();
+            self.prev = Vec::new();
         }
     }
 

@@ -210,6 +210,10 @@ pub(crate) trait KeyValueStore: Send {
     fn is_persistent(&self) -> bool;
     /// The number of entries (approximate for persistent stores).
     fn approximate_len(&self) -> usize;
+    /// Whether the store holds no entry (exact, and cheap for every store).
+    fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.approximate_len() == 0)
+    }
     /// The store as a window or session store, if it is one (what windowed operators scan by
     /// time).
     fn as_segmented(&self) -> Option<&SegmentedStore> {

@@ -326,6 +326,12 @@ impl KeyValueStore for PersistentKeyValueStore {
     fn is_persistent(&self) -> bool {
         true
     }
+    fn is_empty(&self) -> Result<bool, StoreError> {
+        match self.kv().prefix(self.prefix).next() {
+            None => Ok(true),
+            Some(guard) => guard.into_inner().map(|_| false).map_err(|e| self.err(e)),
+        }
+    }
     fn approximate_len(&self) -> usize {
         // The shared keyspace keeps no count per store: counted (tests, and a store opened
         // without a position).
