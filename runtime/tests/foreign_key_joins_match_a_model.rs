@@ -430,17 +430,25 @@ fn wait_idle(app: &StreamsApp) {
     }
 }
 
-/// `n` orders (3 partitions) and customers (2 partitions), updates and deletes.
-fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, seed: u64) {
+/// `n` orders and customers, updates and deletes.
+fn generated(n: u64, seed: u64) -> Vec<Input> {
+    (0..n)
+        .map(|i| {
+            let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed * 7_919) % 10_007;
+            if x % 3 == 0 {
+                Input::Customer((x % 10) as u8, (x % 11 != 4).then_some((x % 9) as i64))
+            } else {
+                Input::Order((x % 60) as u8, (x % 13 != 5).then_some((x % 40) as i64 - 4))
+            }
+        })
+        .collect()
+}
+
+/// Writes `inputs`: orders on 3 partitions, customers on 2.
+fn phase(log: &Log, model: &mut Model, ts: &mut i64, inputs: &[Input]) {
     let (mut orders, mut customers) = (Vec::new(), Vec::new());
-    for i in 0..n {
+    for &input in inputs {
         *ts += 1;
-        let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed * 7_919) % 10_007;
-        let input = if x % 3 == 0 {
-            Input::Customer((x % 10) as u8, (x % 11 != 4).then_some((x % 9) as i64))
-        } else {
-            Input::Order((x % 60) as u8, (x % 13 != 5).then_some((x % 40) as i64 - 4))
-        };
         match input {
             Input::Order(o, a) => orders.push((order(o), a, *ts)),
             Input::Customer(c, n) => customers.push((customer(c), n, *ts)),
@@ -451,19 +459,20 @@ fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, seed: u64) {
     produce(log, "customers", 2, &customers);
 }
 
-fn foreign_key_joins_on_threads(store_type: StoreType) {
+/// The three phases: written before the first run, during it, and between the runs.
+fn foreign_key_joins_on_threads(store_type: StoreType, phases: [&[Input]; 3]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
     let state = dir.path().join("state");
     let mut model = Model::default();
     let mut ts = 0;
-    phase(&log, &mut model, &mut ts, 1_500, 1);
+    phase(&log, &mut model, &mut ts, phases[0]);
     let mut running = app(&log, &state, store_type);
     running.start().expect("start");
-    phase(&log, &mut model, &mut ts, 1_500, 2);
+    phase(&log, &mut model, &mut ts, phases[1]);
     wait_idle(&running);
     running.close().expect("close");
-    phase(&log, &mut model, &mut ts, 1_000, 3);
+    phase(&log, &mut model, &mut ts, phases[2]);
     let mut running = app(&log, &state, store_type);
     running.start().expect("start");
     wait_idle(&running);
@@ -489,10 +498,35 @@ fn foreign_key_joins_on_threads(store_type: StoreType) {
 
 #[test]
 fn stream_threads_join_by_foreign_key_as_the_model_across_a_restart_in_memory() {
-    foreign_key_joins_on_threads(StoreType::InMemory);
+    let inputs = [
+        generated(1_500, 1),
+        generated(1_500, 2),
+        generated(1_000, 3),
+    ];
+    foreign_key_joins_on_threads(StoreType::InMemory, [&inputs[0], &inputs[1], &inputs[2]]);
 }
 
 #[test]
 fn stream_threads_join_by_foreign_key_as_the_model_across_a_restart_persistent() {
-    foreign_key_joins_on_threads(StoreType::Persistent);
+    let inputs = [
+        generated(1_500, 1),
+        generated(1_500, 2),
+        generated(1_000, 3),
+    ];
+    foreign_key_joins_on_threads(StoreType::Persistent, [&inputs[0], &inputs[1], &inputs[2]]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Random orders and customers, foreign keys moving, on stream threads across a restart:
+    /// the joins' results at the end are the model's.
+    #[test]
+    fn stream_threads_join_random_tables_by_foreign_key_as_the_model(
+        phases in prop::array::uniform3(prop::collection::vec(input(), 0..150)),
+        persistent in any::<bool>(),
+    ) {
+        let store_type = if persistent { StoreType::Persistent } else { StoreType::InMemory };
+        foreign_key_joins_on_threads(store_type, [&phases[0], &phases[1], &phases[2]]);
+    }
 }

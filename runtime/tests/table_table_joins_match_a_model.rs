@@ -418,23 +418,31 @@ fn wait_idle(app: &StreamsApp) {
     }
 }
 
-/// `n` updates and deletes of both tables over 30 keys, both tables written in one go each (so
-/// a commit often has updates of one key on both sides), applied to the model in the order the
-/// model's end state does not depend on.
-fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, seed: u64) {
+/// `n` updates and deletes of both tables over 30 keys, spread over both.
+fn generated(n: u64, seed: u64) -> Vec<Input> {
+    (0..n)
+        .map(|i| {
+            let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed * 7919) % 10_007;
+            let row = (x % 7 != 2).then_some((x % 13) as i64);
+            Input::Row((x / 31) % 2 == 0, (x % 30) as u8, row)
+        })
+        .collect()
+}
+
+/// Writes `inputs`, both tables in one go each (so a commit often has updates of one key on
+/// both sides), and applies them to the model in order (the model's end state does not depend
+/// on how the two tables' records interleave).
+fn phase(log: &Log, model: &mut Model, ts: &mut i64, inputs: &[Input]) {
     let (mut left, mut right) = (Vec::new(), Vec::new());
-    for i in 0..n {
+    for &input in inputs {
         *ts += 1;
-        let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed * 7919) % 10_007;
-        let k = (x % 30) as u8;
-        let row = (x % 7 != 2).then_some((x % 13) as i64);
-        let is_left = (x / 31) % 2 == 0;
+        let Input::Row(is_left, k, row) = input;
         if is_left {
             left.push((key(k), row, *ts));
         } else {
             right.push((key(k), row, *ts));
         }
-        model.apply(Input::Row(is_left, k, row), *ts);
+        model.apply(input, *ts);
     }
     produce(log, "left-rows", &left);
     produce(log, "right-rows", &right);
@@ -442,7 +450,8 @@ fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, seed: u64) {
 
 /// Each join's rows at the end (its topic's last row per key, and a materialized join's store)
 /// and each grouped sum are the model's, across a restart.
-fn joins_on_threads(store_type: StoreType) {
+/// The three phases: written before the first run, during it, and between the runs.
+fn joins_on_threads(store_type: StoreType, phases: [&[Input]; 3]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
     let state = dir.path().join("state");
@@ -451,13 +460,13 @@ fn joins_on_threads(store_type: StoreType) {
         ..Model::default()
     };
     let mut ts = 0;
-    phase(&log, &mut model, &mut ts, 1_500, 1);
+    phase(&log, &mut model, &mut ts, phases[0]);
     let mut running = app(&log, &state, store_type);
     running.start().expect("start");
-    phase(&log, &mut model, &mut ts, 1_500, 2);
+    phase(&log, &mut model, &mut ts, phases[1]);
     wait_idle(&running);
     running.close().expect("close");
-    phase(&log, &mut model, &mut ts, 1_000, 3);
+    phase(&log, &mut model, &mut ts, phases[2]);
     let mut running = app(&log, &state, store_type);
     running.start().expect("start");
     wait_idle(&running);
@@ -514,10 +523,35 @@ fn joins_on_threads(store_type: StoreType) {
 
 #[test]
 fn stream_threads_join_tables_as_the_model_across_a_restart_in_memory() {
-    joins_on_threads(StoreType::InMemory);
+    let inputs = [
+        generated(1_500, 1),
+        generated(1_500, 2),
+        generated(1_000, 3),
+    ];
+    joins_on_threads(StoreType::InMemory, [&inputs[0], &inputs[1], &inputs[2]]);
 }
 
 #[test]
 fn stream_threads_join_tables_as_the_model_across_a_restart_persistent() {
-    joins_on_threads(StoreType::Persistent);
+    let inputs = [
+        generated(1_500, 1),
+        generated(1_500, 2),
+        generated(1_000, 3),
+    ];
+    joins_on_threads(StoreType::Persistent, [&inputs[0], &inputs[1], &inputs[2]]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Random updates and deletes over few keys, on stream threads across a restart: the joins'
+    /// rows and the grouped sums at the end are the model's.
+    #[test]
+    fn stream_threads_join_random_tables_as_the_model(
+        phases in prop::array::uniform3(prop::collection::vec(input(), 0..150)),
+        persistent in any::<bool>(),
+    ) {
+        let store_type = if persistent { StoreType::Persistent } else { StoreType::InMemory };
+        joins_on_threads(store_type, [&phases[0], &phases[1], &phases[2]]);
+    }
 }
