@@ -252,19 +252,11 @@ impl<K: Clone + 'static, V: 'static, KO: Clone + 'static> Node<K, V>
     for SubscriptionSend<K, V, KO>
 {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
-        let change = Change {
-            new: Some(value),
-            old: None,
-        };
-        self.process_change(ctx, key, change)
+        self.process_change(ctx, key, Change::of(Some(value)))
     }
 
     fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
-        let change = Change {
-            new: None,
-            old: None,
-        };
-        self.process_change(ctx, key, change)
+        self.process_change(ctx, key, Change::of(None))
     }
 
     fn process_change(

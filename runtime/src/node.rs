@@ -107,6 +107,13 @@ pub(crate) struct Change<V> {
     pub(crate) old: Option<V>,
 }
 
+impl<V> Change<V> {
+    /// An update (`None`: a delete) that came without its old value.
+    pub(crate) fn of(new: Option<V>) -> Change<V> {
+        Change { new, old: None }
+    }
+}
+
 /// A node that takes typed records.
 pub(crate) trait Node<K, V> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()>;

@@ -374,11 +374,7 @@ pub(crate) struct TableGroupBy<K, V, K2, V2> {
 
 impl<K: Clone, V, K2: Clone + PartialEq, V2: Clone> Node<K, V> for TableGroupBy<K, V, K2, V2> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
-        let change = Change {
-            new: Some(value),
-            old: None,
-        };
-        self.process_change(ctx, key, change)
+        self.process_change(ctx, key, Change::of(Some(value)))
     }
 
     fn process_change(
@@ -450,19 +446,11 @@ pub(crate) struct TableJoin<K, VT, VO, VR> {
 
 impl<K: Clone + 'static, VT, VO: Clone, VR: Clone> Node<K, VT> for TableJoin<K, VT, VO, VR> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: VT) -> Result<()> {
-        let change = Change {
-            new: Some(value),
-            old: None,
-        };
-        self.process_change(ctx, key, change)
+        self.process_change(ctx, key, Change::of(Some(value)))
     }
 
     fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
-        let change = Change {
-            new: None,
-            old: None,
-        };
-        self.process_change(ctx, key, change)
+        self.process_change(ctx, key, Change::of(None))
     }
 
     fn process_change(

@@ -120,3 +120,71 @@ pub fn run_persistent_count_as(
     .expect("app");
     run_until_idle(app)
 }
+
+/// Appends `records` (key, 8-byte big-endian value or `None` for a tombstone, timestamp) to
+/// `topic`, created with `partitions` if it does not exist, partitioned by key like Kafka.
+pub fn produce_longs(
+    log: &Log,
+    topic: &str,
+    partitions: u32,
+    records: &[(String, Option<i64>, i64)],
+) {
+    if log.partitions(topic).is_none() {
+        log.create_topic(topic, partitions).expect("create topic");
+    }
+    let partitions = log.partitions(topic).expect("topic exists");
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
+        .map(|_| BatchBuilder::new(Compression::None))
+        .collect();
+    for (k, v, ts) in records {
+        let p = partition_for_key(k.as_bytes(), partitions) as usize;
+        let value = v.map(i64::to_be_bytes);
+        builders[p].push(*ts, Some(k.as_bytes()), value.as_ref().map(|v| &v[..]));
+    }
+    for (p, b) in builders.iter_mut().enumerate() {
+        if !b.is_empty() {
+            log.append(&TopicPartition::new(topic, p as u32), b)
+                .expect("append");
+        }
+    }
+}
+
+/// Every record of `topic`: key → its 8-byte big-endian values (`None`: a tombstone) in offset
+/// order (each key lives in one partition, so the order it was written in).
+pub fn longs_per_key(
+    log: &Log,
+    topic: &str,
+) -> std::collections::BTreeMap<String, Vec<Option<i64>>> {
+    let mut out: std::collections::BTreeMap<String, Vec<Option<i64>>> = Default::default();
+    for p in 0..log.partitions(topic).unwrap_or(0) {
+        let tp = TopicPartition::new(topic, p);
+        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
+            for record in batch.records() {
+                let record = record.expect("record");
+                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
+                let value = record
+                    .value()
+                    .map(|v| i64::from_be_bytes(v[..].try_into().expect("8 bytes")));
+                out.entry(key).or_default().push(value);
+            }
+        }
+    }
+    out
+}
+
+/// `topic` read as a table: each key's last 8-byte big-endian value, a tombstone deleting it.
+pub fn table_of_longs(log: &Log, topic: &str) -> std::collections::BTreeMap<String, i64> {
+    longs_per_key(log, topic)
+        .into_iter()
+        .filter_map(|(k, values)| values.last().copied().flatten().map(|v| (k, v)))
+        .collect()
+}
+
+/// Waits until `app` is idle (every thread caught up and committed), at most a minute.
+pub fn wait_idle(app: &riffle::StreamsApp) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !app.is_idle() {
+        assert!(std::time::Instant::now() < deadline, "never idle");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -9,11 +9,14 @@
 //! changing is checked record by record.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use common::{produce_longs, table_of_longs, wait_idle};
 use proptest::prelude::*;
-use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+use riffle::log::{Log, LogOptions};
 use riffle::{
     Consumed, EmbeddedBackend, KTable, Materialized, Produced, QueryableStoreTypes, Serdes,
     StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TableJoined,
@@ -367,47 +370,6 @@ fn a_foreign_key_join_is_named_as_kafka_names_it() {
 
 // ---- on stream threads, over the file-backed log ----
 
-fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, Option<i64>, i64)]) {
-    if log.partitions(topic).is_none() {
-        log.create_topic(topic, partitions).expect("create topic");
-    }
-    let mut builders: Vec<BatchBuilder> = (0..partitions)
-        .map(|_| BatchBuilder::new(Compression::None))
-        .collect();
-    for (k, v, ts) in records {
-        let p = partition_for_key(k.as_bytes(), partitions) as usize;
-        let value = v.map(i64::to_be_bytes);
-        builders[p].push(*ts, Some(k.as_bytes()), value.as_ref().map(|v| &v[..]));
-    }
-    for (p, b) in builders.iter_mut().enumerate() {
-        if !b.is_empty() {
-            log.append(&TopicPartition::new(topic, p as u32), b)
-                .expect("append");
-        }
-    }
-}
-
-/// Each key's last value in `topic`, a null deleting it.
-fn result_of(log: &Log, topic: &str) -> BTreeMap<String, i64> {
-    let mut out = BTreeMap::new();
-    for p in 0..log.partitions(topic).unwrap_or(0) {
-        let tp = TopicPartition::new(topic, p);
-        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
-            for record in batch.records() {
-                let record = record.expect("record");
-                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
-                match record.value() {
-                    Some(v) => {
-                        out.insert(key, i64::from_be_bytes(v[..].try_into().expect("8 bytes")))
-                    }
-                    None => out.remove(&key),
-                };
-            }
-        }
-    }
-    out
-}
-
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
     let mut config = StreamsConfig::new("fk-threads");
     config.state_dir = state.to_path_buf();
@@ -420,14 +382,6 @@ fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp 
         EmbeddedBackend::new(log.clone()).shared(),
     )
     .expect("app")
-}
-
-fn wait_idle(app: &StreamsApp) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !app.is_idle() {
-        assert!(Instant::now() < deadline, "never idle");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// `n` orders and customers, updates and deletes.
@@ -455,8 +409,8 @@ fn phase(log: &Log, model: &mut Model, ts: &mut i64, inputs: &[Input]) {
         }
         model.apply(input);
     }
-    produce(log, "orders", 3, &orders);
-    produce(log, "customers", 2, &customers);
+    produce_longs(log, "orders", 3, &orders);
+    produce_longs(log, "customers", 2, &customers);
 }
 
 /// The three phases: written before the first run, during it, and between the runs.
@@ -478,7 +432,11 @@ fn foreign_key_joins_on_threads(store_type: StoreType, phases: [&[Input]; 3]) {
     wait_idle(&running);
     for (topic, left, materialized) in JOINS {
         let want = model.result(left);
-        assert_eq!(result_of(&log, topic), want, "{topic} ({store_type:?})");
+        assert_eq!(
+            table_of_longs(&log, topic),
+            want,
+            "{topic} ({store_type:?})"
+        );
         if materialized {
             let queried: BTreeMap<String, i64> = running
                 .store(StoreQueryParameters::from_name_and_type(

@@ -6,11 +6,14 @@
 //! follows the topic after, across a restart; a global topic needs no co-partitioning.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
+use common::{longs_per_key, produce_longs, wait_idle};
 use proptest::prelude::*;
-use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
     Consumed, EmbeddedBackend, Error, Materialized, Produced, Serdes, StoreType, StreamsApp,
     StreamsBuilder, StreamsConfig, TestRecord, Topology, TopologyTestDriver,
@@ -158,45 +161,12 @@ fn a_global_table_is_described_apart_from_the_tasks() {
 
 // ---- on stream threads, over the file-backed log ----
 
-fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, Option<i64>, i64)]) {
-    if log.partitions(topic).is_none() {
-        log.create_topic(topic, partitions).expect("create topic");
-    }
-    let mut builders: Vec<BatchBuilder> = (0..partitions)
-        .map(|_| BatchBuilder::new(Compression::None))
-        .collect();
-    for (k, v, ts) in records {
-        let p = partition_for_key(k.as_bytes(), partitions) as usize;
-        let value = v.map(i64::to_be_bytes);
-        builders[p].push(*ts, Some(k.as_bytes()), value.as_ref().map(|v| &v[..]));
-    }
-    for (p, b) in builders.iter_mut().enumerate() {
-        if !b.is_empty() {
-            log.append(&TopicPartition::new(topic, p as u32), b)
-                .expect("append");
-        }
-    }
-}
-
-/// Each key's values in `topic`, in offset order.
+/// Each key's values in `topic`, in offset order (the joins write no tombstones).
 fn read(log: &Log, topic: &str) -> BTreeMap<String, Vec<i64>> {
-    let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for p in 0..log.partitions(topic).unwrap_or(0) {
-        let tp = TopicPartition::new(topic, p);
-        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
-            for record in batch.records() {
-                let record = record.expect("record");
-                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
-                let value = i64::from_be_bytes(
-                    record.value().expect("value")[..]
-                        .try_into()
-                        .expect("8 bytes"),
-                );
-                out.entry(key).or_default().push(value);
-            }
-        }
-    }
-    out
+    longs_per_key(log, topic)
+        .into_iter()
+        .map(|(k, values)| (k, values.into_iter().flatten().collect()))
+        .collect()
 }
 
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
@@ -211,14 +181,6 @@ fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp 
         EmbeddedBackend::new(log.clone()).shared(),
     )
     .expect("app")
-}
-
-fn wait_idle(app: &StreamsApp) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !app.is_idle() {
-        assert!(Instant::now() < deadline, "never idle");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// `n` product rows (some deletes) or orders, applied to the model; products on 3 partitions,
@@ -240,9 +202,9 @@ fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, products: bool) {
         model.apply(&input, *ts);
     }
     if products {
-        produce(log, "products", 3, &records);
+        produce_longs(log, "products", 3, &records);
     } else {
-        produce(log, "orders", 2, &records);
+        produce_longs(log, "orders", 2, &records);
     }
 }
 
@@ -435,7 +397,7 @@ fn start_returns_while_the_global_topic_keeps_growing() {
                 let records: Vec<_> = (0..200)
                     .map(|i| (product((i % 10) as u8), Some(i64::from(i)), 1))
                     .collect();
-                produce(&log, "products", 3, &records);
+                produce_longs(&log, "products", 3, &records);
                 n += 1;
             }
             n

@@ -8,9 +8,12 @@
 //! commits).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use common::{table_of_longs, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
@@ -396,27 +399,6 @@ fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, Option<V
     }
 }
 
-/// The last value of every key of `topic`.
-fn last_values(log: &Log, topic: &str) -> BTreeMap<String, i64> {
-    let mut out = BTreeMap::new();
-    for p in 0..log.partitions(topic).unwrap_or(0) {
-        let tp = TopicPartition::new(topic, p);
-        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
-            for record in batch.records() {
-                let record = record.expect("record");
-                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
-                let value = i64::from_be_bytes(
-                    record.value().expect("value")[..]
-                        .try_into()
-                        .expect("8 bytes"),
-                );
-                out.insert(key, value);
-            }
-        }
-    }
-    out
-}
-
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType, caching: bool) -> StreamsApp {
     let mut config = StreamsConfig::new("grouped-test");
     config.state_dir = state.to_path_buf();
@@ -429,14 +411,6 @@ fn app(log: &Log, state: &std::path::Path, store_type: StoreType, caching: bool)
         EmbeddedBackend::new(log.clone()).shared(),
     )
     .expect("app")
-}
-
-fn wait_idle(app: &StreamsApp) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !app.is_idle() {
-        assert!(Instant::now() < deadline, "never idle");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// `n` row updates and deletes over 50 keys and events over 20, applied to the model.
@@ -509,7 +483,7 @@ fn grouped_on_threads(store_type: StoreType, caching: bool) {
             .collect();
         assert_eq!(nonzero(queried), want, "store {store} ({store_type:?})");
         assert_eq!(
-            nonzero(last_values(&log, topic)),
+            nonzero(table_of_longs(&log, topic)),
             want,
             "topic {topic} ({store_type:?})"
         );

@@ -6,11 +6,14 @@
 //! the table's store is restored from its source topic (no changelog topic of its own).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use common::{longs_per_key, produce_longs, wait_idle};
 use proptest::prelude::*;
-use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
     Consumed, EmbeddedBackend, Joined, Materialized, Produced, QueryableStoreTypes, Serdes,
     StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TestRecord,
@@ -384,48 +387,6 @@ fn a_table_from_an_aggregation_joins_through_its_store() {
 
 // ---- on stream threads, over the file-backed log ----
 
-/// Appends `records` (key, value or `None` for a delete, timestamp) to `topic`, partitioned
-/// by key as Kafka's producer does.
-fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, Option<i64>, i64)]) {
-    if log.partitions(topic).is_none() {
-        log.create_topic(topic, partitions).expect("create topic");
-    }
-    let mut builders: Vec<BatchBuilder> = (0..partitions)
-        .map(|_| BatchBuilder::new(Compression::None))
-        .collect();
-    for (k, v, ts) in records {
-        let p = partition_for_key(k.as_bytes(), partitions) as usize;
-        let value = v.map(i64::to_be_bytes);
-        builders[p].push(*ts, Some(k.as_bytes()), value.as_ref().map(|v| &v[..]));
-    }
-    for (p, b) in builders.iter_mut().enumerate() {
-        if !b.is_empty() {
-            log.append(&TopicPartition::new(topic, p as u32), b)
-                .expect("append");
-        }
-    }
-}
-
-/// Every record of `topic`: key → its values in offset order (each key lives in one
-/// partition, so this is the order the task emitted them in).
-fn read(log: &Log, topic: &str) -> BTreeMap<String, Vec<Option<i64>>> {
-    let mut out: BTreeMap<String, Vec<Option<i64>>> = BTreeMap::new();
-    for p in 0..log.partitions(topic).unwrap_or(0) {
-        let tp = TopicPartition::new(topic, p);
-        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
-            for record in batch.records() {
-                let record = record.expect("record");
-                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
-                let value = record
-                    .value()
-                    .map(|v| i64::from_be_bytes(v[..].try_into().expect("8 bytes")));
-                out.entry(key).or_default().push(value);
-            }
-        }
-    }
-    out
-}
-
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
     let mut config = StreamsConfig::new("enrich-test");
     config.state_dir = state.to_path_buf();
@@ -438,14 +399,6 @@ fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp 
         EmbeddedBackend::new(log.clone()).shared(),
     )
     .expect("app")
-}
-
-fn wait_idle(app: &StreamsApp) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !app.is_idle() {
-        assert!(Instant::now() < deadline, "never idle");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Appends `n` table rows (some deletes) or stream records, over 40 keys, and applies them
@@ -468,8 +421,8 @@ fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, tables: bool) {
         }
         model.apply(&input, *ts);
     }
-    produce(log, "table", 3, &rows);
-    produce(log, "stream", 3, &values);
+    produce_longs(log, "table", 3, &rows);
+    produce_longs(log, "stream", 3, &values);
     if tables {
         // A record without a key: dropped when processed, skipped when restored.
         let mut keyless = BatchBuilder::new(Compression::None);
@@ -539,7 +492,7 @@ fn phases_on_threads(store_type: StoreType, lose_state: bool) {
         for (k, v, _) in model.outputs.get(topic).into_iter().flatten() {
             want.entry(k.clone()).or_default().push(*v);
         }
-        assert_eq!(read(&log, topic), want, "{topic} ({store_type:?})");
+        assert_eq!(longs_per_key(&log, topic), want, "{topic} ({store_type:?})");
     }
     let topics: Vec<String> = log.topics().into_iter().map(|(t, _)| t).collect();
     assert!(

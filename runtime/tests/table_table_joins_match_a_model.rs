@@ -10,11 +10,14 @@
 //! where commits collapse updates, each key's last output and the grouped sums.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use common::{produce_longs, table_of_longs, wait_idle};
 use proptest::prelude::*;
-use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
+use riffle::log::{Log, LogOptions};
 use riffle::{
     Consumed, EmbeddedBackend, Grouped, KTable, Materialized, Produced, QueryableStoreTypes,
     Serdes, StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
@@ -355,47 +358,6 @@ fn joining_tables_of_different_partition_counts_is_an_error_naming_both() {
 
 // ---- on stream threads, over the file-backed log ----
 
-fn produce(log: &Log, topic: &str, records: &[(String, Option<i64>, i64)]) {
-    if log.partitions(topic).is_none() {
-        log.create_topic(topic, 3).expect("create topic");
-    }
-    let mut builders: Vec<BatchBuilder> = (0..3)
-        .map(|_| BatchBuilder::new(Compression::None))
-        .collect();
-    for (k, v, ts) in records {
-        let p = partition_for_key(k.as_bytes(), 3) as usize;
-        let value = v.map(i64::to_be_bytes);
-        builders[p].push(*ts, Some(k.as_bytes()), value.as_ref().map(|v| &v[..]));
-    }
-    for (p, b) in builders.iter_mut().enumerate() {
-        if !b.is_empty() {
-            log.append(&TopicPartition::new(topic, p as u32), b)
-                .expect("append");
-        }
-    }
-}
-
-/// Each key's last value in `topic` (a null deletes it).
-fn last_rows(log: &Log, topic: &str) -> BTreeMap<String, i64> {
-    let mut out = BTreeMap::new();
-    for p in 0..log.partitions(topic).unwrap_or(0) {
-        let tp = TopicPartition::new(topic, p);
-        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
-            for record in batch.records() {
-                let record = record.expect("record");
-                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
-                match record.value() {
-                    Some(v) => {
-                        out.insert(key, i64::from_be_bytes(v[..].try_into().expect("8 bytes")))
-                    }
-                    None => out.remove(&key),
-                };
-            }
-        }
-    }
-    out
-}
-
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
     let mut config = StreamsConfig::new("tt-threads");
     config.state_dir = state.to_path_buf();
@@ -408,14 +370,6 @@ fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp 
         EmbeddedBackend::new(log.clone()).shared(),
     )
     .expect("app")
-}
-
-fn wait_idle(app: &StreamsApp) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !app.is_idle() {
-        assert!(Instant::now() < deadline, "never idle");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// `n` updates and deletes of both tables over 30 keys, spread over both.
@@ -444,8 +398,8 @@ fn phase(log: &Log, model: &mut Model, ts: &mut i64, inputs: &[Input]) {
         }
         model.apply(input, *ts);
     }
-    produce(log, "left-rows", &left);
-    produce(log, "right-rows", &right);
+    produce_longs(log, "left-rows", 3, &left);
+    produce_longs(log, "right-rows", 3, &right);
 }
 
 /// Each join's rows at the end (its topic's last row per key, and a materialized join's store)
@@ -483,7 +437,11 @@ fn joins_on_threads(store_type: StoreType, phases: [&[Input]; 3]) {
             .iter()
             .filter_map(|k| model.row(kind, k).map(|v| (k.clone(), v)))
             .collect();
-        assert_eq!(last_rows(&log, topic), want, "{topic} ({store_type:?})");
+        assert_eq!(
+            table_of_longs(&log, topic),
+            want,
+            "{topic} ({store_type:?})"
+        );
         if materialized {
             let queried: BTreeMap<String, i64> = running
                 .store(StoreQueryParameters::from_name_and_type(

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::table::{MapFn, add_table_store};
+use super::table::materialize;
 use super::{Consumed, KTable, Materialized, StoreType};
 use crate::foreign_key::{
     ForeignJoinKind, ForeignTableJoin, Response, ResponseJoin, ResponseSink, Subscription,
@@ -392,21 +392,16 @@ where
                     None => g.next_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE"),
                 };
                 drop(g);
-                let identity: MapFn<K, VR, VR> = Arc::new(|_, v| Some(v));
-                let serde = materialized
-                    .value_serde
-                    .clone()
-                    .unwrap_or_else(|| value_serde.clone());
-                let (node, view) = add_table_store(
+                let (key, value) = (key_serde.clone(), value_serde.clone());
+                let parents = [resolver];
+                let (node, view) = materialize(
                     &graph,
                     output,
-                    &[resolver],
+                    &parents,
                     store_name,
                     &materialized,
-                    key_serde.clone(),
-                    serde,
-                    identity,
-                    None,
+                    key,
+                    value,
                 );
                 (node, Some(view))
             }

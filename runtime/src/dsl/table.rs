@@ -183,6 +183,37 @@ where
     (node, TableView::of_store(store, key_serde, value_serde))
 }
 
+/// Adds a node `name` below `parents` that keeps what they send, as it is, in the store
+/// `store_name` (a join's result, materialized); its values are written with `materialized`'s
+/// value serde, else `value_serde`.
+pub(super) fn materialize<K, V>(
+    graph: &Rc<RefCell<crate::topology::GraphBuilder>>,
+    name: String,
+    parents: &[usize],
+    store_name: String,
+    materialized: &Materialized<V>,
+    key_serde: SerdeRef<K>,
+    value_serde: SerdeRef<V>,
+) -> (usize, TableView<K, V>)
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    let identity: MapFn<K, V, V> = Arc::new(|_, v| Some(v));
+    let serde = materialized.value_serde.clone().unwrap_or(value_serde);
+    add_table_store(
+        graph,
+        name,
+        parents,
+        store_name,
+        materialized,
+        key_serde,
+        serde,
+        identity,
+        None,
+    )
+}
+
 impl<K, V> KTable<K, V>
 where
     K: Clone + 'static,

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::table::{MapFn, add_table_store};
+use super::table::materialize;
 use super::{KTable, Materialized};
 use crate::node::NodeRef;
 use crate::serdes::SerdeRef;
@@ -196,21 +196,16 @@ where
         let (node, view) = match (store_name, materialized) {
             (Some(store_name), Some(materialized)) => {
                 drop(g);
-                let identity: MapFn<K, VR, VR> = Arc::new(|_, v| Some(v));
-                let serde = materialized
-                    .value_serde
-                    .clone()
-                    .unwrap_or_else(|| value_serde.clone());
-                add_table_store(
+                let (key, value) = (self.key_serde.clone(), value_serde.clone());
+                let parents = [this, that];
+                materialize(
                     &self.graph,
                     merge_name,
-                    &[this, that],
+                    &parents,
                     store_name,
                     &materialized,
-                    self.key_serde.clone(),
-                    serde,
-                    identity,
-                    None,
+                    key,
+                    value,
                 )
             }
             _ => {
