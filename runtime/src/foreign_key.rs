@@ -209,9 +209,10 @@ pub(crate) enum ForeignJoinKind {
     Left,
 }
 
-/// The left table's side (Kafka's `SubscriptionSendProcessorSupplier`, as of KAFKA-16407): each
-/// update's subscriptions, to the registration topic; a left join's row without a foreign key
-/// straight to [`ResponseJoin`].
+/// The left table's side (Kafka's `SubscriptionSendProcessorSupplier`, as of KAFKA-16407, but
+/// for an inner join's row keeping its foreign key: see below): each update's subscriptions, to
+/// the registration topic; a left join's row without a foreign key straight to
+/// [`ResponseJoin`].
 pub(crate) struct SubscriptionSend<K, V, KO> {
     pub(crate) kind: ForeignJoinKind,
     #[allow(clippy::type_complexity)]
@@ -318,7 +319,18 @@ impl<K: Clone + 'static, V: 'static, KO: Clone + 'static> Node<K, V>
                     let instruction = Instruction::PropagateNullIfNoFkValAvailable;
                     self.subscribe(ctx, fk, instruction, hash, &pk)
                 }
-                (Some(fk), _) => {
+                // The row had this foreign key: it may have a joined row, which an answer
+                // "none" must delete. (Kafka since KAFKA-16407 asks "only if you have a row"
+                // here; then, when the right row's delete is answered to the old subscription
+                // (dropped: its hash is the old row's) before this subscription arrives, nothing
+                // deletes the old joined row. The answer "none" costs at most a tombstone for a
+                // key that had no joined row.)
+                (Some(fk), Some(_)) => {
+                    let instruction = Instruction::PropagateNullIfNoFkValAvailable;
+                    self.subscribe(ctx, fk, instruction, hash, &pk)
+                }
+                // A new row, or one that had no foreign key: no joined row to delete.
+                (Some(fk), None) => {
                     let instruction = Instruction::PropagateOnlyIfFkValAvailable;
                     self.subscribe(ctx, fk, instruction, hash, &pk)
                 }

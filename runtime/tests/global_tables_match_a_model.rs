@@ -282,6 +282,41 @@ fn global_joins_on_threads(store_type: StoreType) {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Random phases of products and orders while the application runs, waiting for it to be
+    /// idle between them (the global thread included), in memory or on disk: the joins'
+    /// outputs per key are the model's.
+    #[test]
+    fn stream_threads_join_random_phases_with_the_global_table(
+        phases in prop::collection::vec((any::<bool>(), 0u64..150), 1..6),
+        persistent in any::<bool>(),
+    ) {
+        let store_type = if persistent { StoreType::Persistent } else { StoreType::InMemory };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+        log.create_topic("products", 3).expect("products");
+        log.create_topic("orders", 2).expect("orders");
+        let mut model = Model::default();
+        let mut ts = 0;
+        let mut running = app(&log, &dir.path().join("state"), store_type);
+        running.start().expect("start");
+        for (products, n) in phases {
+            phase(&log, &mut model, &mut ts, n, products);
+            wait_idle(&running);
+        }
+        running.close().expect("close");
+        for topic in OUTPUTS {
+            let mut want: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+            for (k, v, _) in model.outputs.get(topic).into_iter().flatten() {
+                want.entry(k.clone()).or_default().push(*v);
+            }
+            prop_assert_eq!(read(&log, topic), want, "{} ({:?})", topic, store_type);
+        }
+    }
+}
+
 #[test]
 fn stream_threads_join_the_global_table_as_the_model_across_restarts_in_memory() {
     global_joins_on_threads(StoreType::InMemory);

@@ -437,18 +437,24 @@ fn phase(log: &Log, model: &mut Model, ts: &mut i64, n: u64, seed: u64) {
 /// Two runs with input between and during them; each group's last output and the stores
 /// must be the model's aggregates.
 fn grouped_on_threads(store_type: StoreType, caching: bool) {
+    grouped_on_threads_with(store_type, caching, [(2_000, 1), (1_000, 2), (1_000, 3)]);
+}
+
+/// As [`grouped_on_threads`], with the phases' sizes and seeds: written before the first run,
+/// during it, and between the runs.
+fn grouped_on_threads_with(store_type: StoreType, caching: bool, phases: [(u64, u64); 3]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
     let state = dir.path().join("state");
     let mut model = Model::default();
     let mut ts = 0;
-    phase(&log, &mut model, &mut ts, 2_000, 1);
+    phase(&log, &mut model, &mut ts, phases[0].0, phases[0].1);
     let mut running = app(&log, &state, store_type, caching);
     running.start().expect("start");
-    phase(&log, &mut model, &mut ts, 1_000, 2);
+    phase(&log, &mut model, &mut ts, phases[1].0, phases[1].1);
     wait_idle(&running);
     running.close().expect("close");
-    phase(&log, &mut model, &mut ts, 1_000, 3);
+    phase(&log, &mut model, &mut ts, phases[2].0, phases[2].1);
     let mut running = app(&log, &state, store_type, caching);
     running.start().expect("start");
     wait_idle(&running);
@@ -499,6 +505,22 @@ fn stream_threads_aggregate_grouped_tables_as_the_model_across_a_restart_in_memo
 #[test]
 fn stream_threads_aggregate_grouped_tables_as_the_model_with_the_rows_cache_disabled() {
     grouped_on_threads(StoreType::InMemory, false);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Random phase sizes and inputs, in memory or on disk, with or without the rows' cache:
+    /// each group's last output and store are the model's.
+    #[test]
+    fn stream_threads_aggregate_random_phases_as_the_model(
+        phases in prop::array::uniform3((0u64..300, any::<u64>())),
+        persistent in any::<bool>(),
+        caching in any::<bool>(),
+    ) {
+        let store_type = if persistent { StoreType::Persistent } else { StoreType::InMemory };
+        grouped_on_threads_with(store_type, caching, phases);
+    }
 }
 
 #[test]

@@ -590,9 +590,32 @@ mod threads {
         out
     }
 
+    /// The phases (side, records, base time) of [`phases_on_threads`]: before the restart,
+    /// then after it (first late records, behind what the stores kept before the restart:
+    /// what their restored stores' retention drops, by each store's newest time also
+    /// restored, neither joins nor is kept).
+    const BEFORE: [(usize, u64, i64); 4] =
+        [(LEFT, 40, 10), (1, 50, 10), (LEFT, 40, 30), (1, 40, 25)];
+    const AFTER: [(usize, u64, i64); 5] = [
+        (LEFT, 20, 20),
+        (LEFT, 30, 50),
+        (1, 40, 45),
+        (1, 30, 80),
+        (LEFT, 30, 75),
+    ];
+
     /// Phases of left and right records, with a restart in the middle (and the state
     /// directory lost, if asked): every join's output, key by key, is the replay's.
     fn phases_on_threads(store_type: StoreType, lose_state: bool) {
+        phases_on_threads_with(store_type, lose_state, &BEFORE, &AFTER);
+    }
+
+    fn phases_on_threads_with(
+        store_type: StoreType,
+        lose_state: bool,
+        before: &[(usize, u64, i64)],
+        after: &[(usize, u64, i64)],
+    ) {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
         let state = dir.path().join("state");
@@ -602,7 +625,7 @@ mod threads {
         }
         let mut running = app(&log, &state, store_type);
         running.start().expect("start");
-        for (side, n, base) in [(LEFT, 40, 10), (1, 50, 10), (LEFT, 40, 30), (1, 40, 25)] {
+        for &(side, n, base) in before {
             phase(&log, &mut models, side, n, base);
             wait_idle(&running);
         }
@@ -617,25 +640,16 @@ mod threads {
         let restored = running.records_restored();
         match (store_type, lose_state) {
             (StoreType::Persistent, false) => assert_eq!(restored, 0),
+            _ if before.iter().all(|(_, n, _)| *n == 0) => {}
             _ => assert!(restored > 0, "restored {restored}"),
         }
-        // First late records, behind what the stores kept before the restart: what their
-        // restored stores' retention drops (by each store's newest time, also restored)
-        // neither joins nor is kept.
-        for (side, n, base) in [
-            (LEFT, 20, 20),
-            (LEFT, 30, 50),
-            (1, 40, 45),
-            (1, 30, 80),
-            (LEFT, 30, 75),
-        ] {
+        for &(side, n, base) in after {
             phase(&log, &mut models, side, n, base);
             wait_idle(&running);
         }
         running.close().expect("close");
         for (i, (name, _, _)) in JOINS.iter().enumerate() {
             let want = models.outputs(i);
-            assert!(!want.is_empty());
             assert_eq!(read(&log, name), want, "{name} join ({store_type:?})");
         }
         let topics: Vec<String> = log.topics().into_iter().map(|(t, _)| t).collect();
@@ -662,6 +676,23 @@ mod threads {
     #[test]
     fn stream_threads_join_as_the_replay_after_losing_the_state_directory() {
         phases_on_threads(StoreType::Persistent, true);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(8))]
+
+        /// Random phases (a side, how many records, around which time: some late, some
+        /// behind the retention after the restart) on stream threads, in memory or on disk:
+        /// every join's output, key by key, is the replay's.
+        #[test]
+        fn stream_threads_join_random_phases_as_the_replay(
+            before in proptest::collection::vec((0usize..2, 0u64..50, 0i64..60), 1..5),
+            after in proptest::collection::vec((0usize..2, 0u64..50, 0i64..120), 1..5),
+            persistent in proptest::prelude::any::<bool>(),
+        ) {
+            let store_type = if persistent { StoreType::Persistent } else { StoreType::InMemory };
+            phases_on_threads_with(store_type, false, &before, &after);
+        }
     }
 }
 
