@@ -560,7 +560,55 @@ impl<K: Clone + 'static, V: 'static, VO: 'static, VR: Clone> Node<K, Response>
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+    use crate::node::Change;
+    use crate::serdes::Serdes;
+    use crate::table::ChangeSerde;
+
+    proptest! {
+        /// What the foreign-key join's and the grouped table's topics hold is read back from
+        /// bytes anyone can write: any bytes decode or are an error, never a panic, and what
+        /// riffle writes reads back as it was.
+        #[test]
+        fn the_internal_topics_decoders_take_any_bytes(
+            bytes in prop::collection::vec(any::<u8>(), 0..64),
+            hash in prop::option::of(any::<[u8; 16]>()),
+            key in prop::collection::vec(any::<u8>(), 0..16),
+            partition in any::<u32>(),
+            old in prop::option::of(any::<i64>()),
+            new in prop::option::of(any::<i64>()),
+        ) {
+            let _ = SubscriptionSerde.deserialize(Some(&bytes));
+            let _ = ResponseSerde.deserialize(Some(&bytes));
+            let changes = ChangeSerde { inner: Serdes::i64() };
+            let _ = changes.deserialize(Some(&bytes));
+            let sub = Subscription {
+                hash,
+                instruction: Instruction::PropagateNullIfNoFkValAvailable,
+                primary_key: key.clone(),
+                primary_partition: partition,
+            };
+            let mut out = Vec::new();
+            SubscriptionSerde.serialize(&sub, &mut out);
+            prop_assert_eq!(SubscriptionSerde.deserialize(Some(&out)).ok(), Some(sub));
+            let response = Response {
+                hash,
+                foreign: (!key.is_empty()).then(|| key.clone()),
+                primary_partition: 0,
+            };
+            out.clear();
+            ResponseSerde.serialize(&response, &mut out);
+            prop_assert_eq!(ResponseSerde.deserialize(Some(&out)).ok(), Some(response));
+            if new.is_some() || old.is_some() {
+                let change = Change { new, old };
+                out.clear();
+                changes.serialize(&change, &mut out);
+                prop_assert_eq!(changes.deserialize(Some(&out)).ok(), Some(change));
+            }
+        }
+    }
 
     /// Kafka's own `Murmur3.hash128` (kafka-streams 4.4.0) of these inputs, as `long[]{h1, h2}`.
     #[test]
