@@ -188,3 +188,13 @@ pub fn wait_idle(app: &riffle::StreamsApp) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// A test-speed configuration for two stream threads over `state`: 5 ms polls, 20 ms commits.
+pub fn two_thread_config(application_id: &str, state: &std::path::Path) -> riffle::StreamsConfig {
+    let mut config = riffle::StreamsConfig::new(application_id);
+    config.state_dir = state.to_path_buf();
+    config.num_stream_threads = 2;
+    config.poll = std::time::Duration::from_millis(5);
+    config.commit_interval = Some(std::time::Duration::from_millis(20));
+    config
+}

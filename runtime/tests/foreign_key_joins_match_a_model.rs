@@ -12,9 +12,8 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::Duration;
 
-use common::{produce_longs, table_of_longs, wait_idle};
+use common::{produce_longs, table_of_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{Log, LogOptions};
 use riffle::{
@@ -371,11 +370,7 @@ fn a_foreign_key_join_is_named_as_kafka_names_it() {
 // ---- on stream threads, over the file-backed log ----
 
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
-    let mut config = StreamsConfig::new("fk-threads");
-    config.state_dir = state.to_path_buf();
-    config.num_stream_threads = 2;
-    config.poll = Duration::from_millis(5);
-    config.commit_interval = Some(Duration::from_millis(20));
+    let config = two_thread_config("fk-threads", state);
     StreamsApp::new(
         topology(store_type),
         config,

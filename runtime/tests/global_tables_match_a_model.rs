@@ -11,7 +11,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use common::{longs_per_key, produce_longs, wait_idle};
+use common::{longs_per_key, produce_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
@@ -170,11 +170,7 @@ fn read(log: &Log, topic: &str) -> BTreeMap<String, Vec<i64>> {
 }
 
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
-    let mut config = StreamsConfig::new("global-threads");
-    config.state_dir = state.to_path_buf();
-    config.num_stream_threads = 2;
-    config.poll = Duration::from_millis(5);
-    config.commit_interval = Some(Duration::from_millis(20));
+    let config = two_thread_config("global-threads", state);
     StreamsApp::new(
         topology_with(store_type),
         config,

@@ -13,7 +13,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use common::{table_of_longs, wait_idle};
+use common::{table_of_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
@@ -400,11 +400,7 @@ fn produce(log: &Log, topic: &str, partitions: u32, records: &[(String, Option<V
 }
 
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType, caching: bool) -> StreamsApp {
-    let mut config = StreamsConfig::new("grouped-test");
-    config.state_dir = state.to_path_buf();
-    config.num_stream_threads = 2;
-    config.poll = Duration::from_millis(5);
-    config.commit_interval = Some(Duration::from_millis(20));
+    let config = two_thread_config("grouped-test", state);
     StreamsApp::new(
         topology(store_type, caching),
         config,

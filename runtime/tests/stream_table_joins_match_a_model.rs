@@ -11,7 +11,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use common::{longs_per_key, produce_longs, wait_idle};
+use common::{longs_per_key, produce_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
@@ -388,11 +388,7 @@ fn a_table_from_an_aggregation_joins_through_its_store() {
 // ---- on stream threads, over the file-backed log ----
 
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
-    let mut config = StreamsConfig::new("enrich-test");
-    config.state_dir = state.to_path_buf();
-    config.num_stream_threads = 2;
-    config.poll = Duration::from_millis(5);
-    config.commit_interval = Some(Duration::from_millis(20));
+    let config = two_thread_config("enrich-test", state);
     StreamsApp::new(
         topology(store_type),
         config,

@@ -13,9 +13,8 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
 
-use common::{produce_longs, table_of_longs, wait_idle};
+use common::{produce_longs, table_of_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{Log, LogOptions};
 use riffle::{
@@ -359,11 +358,7 @@ fn joining_tables_of_different_partition_counts_is_an_error_naming_both() {
 // ---- on stream threads, over the file-backed log ----
 
 fn app(log: &Log, state: &std::path::Path, store_type: StoreType) -> StreamsApp {
-    let mut config = StreamsConfig::new("tt-threads");
-    config.state_dir = state.to_path_buf();
-    config.num_stream_threads = 2;
-    config.poll = Duration::from_millis(5);
-    config.commit_interval = Some(Duration::from_millis(20));
+    let config = two_thread_config("tt-threads", state);
     StreamsApp::new(
         topology(store_type, true),
         config,
