@@ -213,7 +213,10 @@ impl TaskStores {
     }
 
     /// Writes a checkpoint of the changelog positions if they moved enough (or `force`), after
-    /// making the stores durable.
+    /// making the stores durable. A store holding writes it has not written back is
+    /// checkpointed at the position it wrote back with its data (behind the changelog's), unless
+    /// `force` (closing) writes everything back first: the checkpoint never claims what the
+    /// stores do not hold on disk.
     pub(crate) fn maybe_checkpoint(
         &mut self,
         state_dir: &StateDirectory,
@@ -223,12 +226,28 @@ impl TaskStores {
         if !self.has_persistent_stores() {
             return Ok(());
         }
-        let checkpoint: Checkpoint = self
-            .changelogs
-            .iter()
-            .filter(|c| self.stores[c.store].inner.is_persistent())
-            .map(|c| (c.partition.clone(), c.offset))
-            .collect();
+        if force {
+            for store in &mut self.stores {
+                store.inner.persist()?;
+            }
+        }
+        let mut checkpoint = Checkpoint::default();
+        for c in &self.changelogs {
+            let store = &self.stores[c.store].inner;
+            if !store.is_persistent() {
+                continue;
+            }
+            let offset = if store.has_unpersisted() {
+                match store.position()? {
+                    Some(p) if p.changelog == c.partition => p.offset,
+                    // Nothing of this changelog is on disk yet.
+                    _ => return Ok(()),
+                }
+            } else {
+                c.offset
+            };
+            checkpoint.insert(c.partition.clone(), offset);
+        }
         let sum = checkpoint.offset_sum();
         let moved = self
             .checkpointed_sum

@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -73,16 +74,20 @@ pub(crate) struct StoreDatabase {
     kv: Keyspace,
     registry: Keyspace,
     state: Mutex<Registry>,
-    /// The largest memtable of a keyspace: half the write buffers. A memtable being flushed,
-    /// and the one flushed before it, stay in memory while the next fills (lsm-tree keeps the
-    /// sealed memtable in its version history until the next rotation; measured in
-    /// docs/BENCHMARKS.md, "Where the growth goes"), so two memtables are resident at once and
-    /// two halves keep them within the write buffers. A memtable of the whole write buffers
-    /// ran about 7 % faster at 1 M keys and held twice the budget's share.
+    /// The largest memtable of a keyspace: a quarter of the write buffers (the stores'
+    /// write-back tables have the other half). A memtable being flushed, and the one flushed
+    /// before it, stay in memory while the next fills (lsm-tree keeps the sealed memtable in its
+    /// version history until the next rotation; measured in docs/BENCHMARKS.md, "Where the
+    /// growth goes"), so two memtables are resident at once.
     memtable_bytes: u64,
     /// The sequence number at the last durable sync, under its own lock so a flush that finds
     /// nothing new still waits for a sync in progress.
     synced: Mutex<u64>,
+    /// Bytes every key-value store holds in its write-back table (writes not yet in fjall,
+    /// `persistent::Pending`), and their bound: half the write buffers (fjall's memtables have
+    /// the other half).
+    pending_bytes: AtomicU64,
+    pending_limit: AtomicU64,
 }
 
 /// The registry in memory.
@@ -203,7 +208,10 @@ impl StoreDatabase {
             .manual_journal_persist(true)
             .open()
             .map_err(|e| err(&e))?;
-        let memtable = (budget.write_buffers / 2).max(1 << 20);
+        // Half the write buffers for the stores' write-back tables, half for fjall's memtables:
+        // two resident at once (see `memtable_bytes`), a quarter each.
+        let write_buffers = budget.write_buffers.max(MIN_WRITE_BUFFERS);
+        let memtable = (write_buffers / 4).max(1 << 20);
         let kv = db
             .keyspace(KV_KEYSPACE, || {
                 KeyspaceCreateOptions::default().max_memtable_size(memtable)
@@ -268,6 +276,8 @@ impl StoreDatabase {
             state: Mutex::new(state),
             memtable_bytes: memtable,
             synced: Mutex::new(0),
+            pending_bytes: AtomicU64::new(0),
+            pending_limit: AtomicU64::new(write_buffers / 2),
         }))
     }
 
@@ -284,6 +294,33 @@ impl StoreDatabase {
     /// The keyspace of every key-value store's entries.
     pub(crate) fn kv(&self) -> &Keyspace {
         &self.kv
+    }
+
+    /// Charges `added` bytes to the stores' write-back tables and takes `removed` off; whether
+    /// they now hold more than their share of the write buffers (the store writing then writes
+    /// its table to fjall).
+    pub(crate) fn charge_pending(&self, added: u64, removed: u64) -> bool {
+        let before = if added >= removed {
+            self.pending_bytes
+                .fetch_add(added - removed, Ordering::Relaxed)
+        } else {
+            self.pending_bytes
+                .fetch_sub(removed - added, Ordering::Relaxed)
+        };
+        before.wrapping_add(added).wrapping_sub(removed)
+            > self.pending_limit.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the stores' write-back tables hold (all stores together).
+    #[cfg(test)]
+    pub(crate) fn pending_bytes(&self) -> u64 {
+        self.pending_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Sets the bound of the write-back tables (tests: 0 writes every batch back at once).
+    #[cfg(test)]
+    pub(crate) fn set_pending_limit(&self, bytes: u64) {
+        self.pending_limit.store(bytes, Ordering::Relaxed);
     }
 
     /// The registry keyspace (positions are written in data batches).
@@ -470,8 +507,9 @@ pub(crate) fn delete_prefix(
 #[cfg(test)]
 mod tests {
     //! The shared database against a model: several tasks' stores in one database, written,
-    //! read, wiped, deleted by task, closed and crashed (dropped unsynced), each compared with a
-    //! `BTreeMap` per store after every step.
+    //! written back, read, wiped, deleted by task, closed and crashed (dropped unsynced), each
+    //! compared with a `BTreeMap` per store after every step: what reads see, and apart from it
+    //! what fjall holds (the writes a store has written back).
 
     use std::collections::BTreeMap;
 
@@ -494,6 +532,7 @@ mod tests {
             positioned: bool,
         },
         Flush(usize),
+        Persist(usize),
         Wipe(usize),
         DeleteTask(usize),
         Range(usize, Vec<u8>, Vec<u8>),
@@ -520,6 +559,7 @@ mod tests {
                     positioned
                 }),
             2 => store.clone().prop_map(Op::Flush),
+            2 => store.clone().prop_map(Op::Persist),
             1 => store.clone().prop_map(Op::Wipe),
             1 => store.clone().prop_map(Op::DeleteTask),
             2 => (store, key(), key()).prop_map(|(s, a, b)| Op::Range(s, a, b)),
@@ -558,33 +598,54 @@ mod tests {
         map
     }
 
-    /// What a store may hold after a crash: one of the states since the last sync.
+    /// A store's model: what reads see (`now`); what fjall holds, the writes written back
+    /// (`disk`); and what it may hold after a crash, one of the `disk` states since the last
+    /// sync.
     #[derive(Clone, Debug, Default)]
     struct Model {
-        now: (Map, Option<u64>),
+        now: Map,
+        disk: (Map, Option<u64>),
         since_sync: Vec<(Map, Option<u64>)>,
     }
 
     impl Model {
         fn synced(&mut self) {
-            self.since_sync = vec![self.now.clone()];
+            self.since_sync = vec![self.disk.clone()];
         }
-        fn changed(&mut self) {
-            self.since_sync.push(self.now.clone());
+        /// The store wrote everything back (`position`: the last one written).
+        fn written_back(&mut self, position: Option<u64>) {
+            self.disk = (self.now.clone(), position);
+            self.since_sync.push(self.disk.clone());
+        }
+        /// The store was dropped: what it had not written back is gone.
+        fn dropped(&mut self) {
+            self.now = self.disk.0.clone();
         }
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
+        /// `limit`: the write-back tables' bound (0: each batch is written back at once; large:
+        /// only when asked; between: when the stores together pass it).
         #[test]
-        fn the_shared_database_keeps_each_store_like_its_model(ops in prop::collection::vec(op(), 1..40)) {
+        fn the_shared_database_keeps_each_store_like_its_model(
+            ops in prop::collection::vec(op(), 1..40),
+            limit in prop_oneof![Just(0u64), Just(u64::MAX / 2), 100u64..2_000],
+        ) {
             let dir = tempfile::tempdir().expect("tempdir");
             let budget = MemoryBudget::split(0, 0);
-            let mut db = StoreDatabase::open(dir.path(), budget).expect("open");
+            let open_db = || {
+                let db = StoreDatabase::open(dir.path(), budget).expect("open");
+                db.set_pending_limit(limit);
+                db
+            };
+            let mut db = open_db();
             let mut stores = open_all(&db);
             let mut models: Vec<Model> = vec![Model::default(); STORES.len()];
             models.iter_mut().for_each(Model::synced);
+            // The last position given to each store since it last wrote back.
+            let mut given: Vec<Option<u64>> = vec![None; STORES.len()];
             let mut offset = 0u64;
             for op in ops {
                 match op {
@@ -593,34 +654,43 @@ mod tests {
                         if positioned {
                             offset += 1;
                             stores[store].write_batch_at(&mut batch, &position(store, offset)).expect("write");
+                            given[store] = Some(offset);
                         } else {
                             stores[store].write_batch(&mut batch).expect("write");
                         }
                         let model = &mut models[store];
                         for (k, v) in writes {
                             match v {
-                                Some(v) => model.now.0.insert(k, v),
-                                None => model.now.0.remove(&k),
+                                Some(v) => model.now.insert(k, v),
+                                None => model.now.remove(&k),
                             };
                         }
-                        if positioned {
-                            model.now.1 = Some(offset);
+                        if !stores[store].has_unpersisted() {
+                            // Written back: the tables passed their bound.
+                            let at = given[store].take().or(model.disk.1);
+                            model.written_back(at);
                         }
-                        model.changed();
+                    }
+                    Op::Persist(store) => {
+                        stores[store].persist().expect("persist");
+                        let model = &mut models[store];
+                        let at = given[store].take().or(model.disk.1);
+                        model.written_back(at);
                     }
                     Op::Flush(store) => {
                         stores[store].flush().expect("flush");
-                        // One journal: every store's writes are durable now.
+                        // One journal: every store's written-back writes are durable now.
                         models.iter_mut().for_each(Model::synced);
                     }
                     Op::Wipe(store) => {
                         stores[store].wipe().expect("wipe");
+                        given[store] = None;
                         let model = &mut models[store];
                         // The position goes durably first; the data after it.
-                        model.now.1 = None;
+                        model.disk.1 = None;
                         model.synced();
-                        model.now.0.clear();
-                        model.changed();
+                        model.now.clear();
+                        model.written_back(None);
                     }
                     Op::DeleteTask(store) => {
                         let task = task_of(store);
@@ -630,59 +700,97 @@ mod tests {
                         for (i, model) in models.iter_mut().enumerate() {
                             if task_of(i) == task {
                                 *model = Model::default();
+                            } else {
+                                model.dropped();
                             }
                         }
                         models.iter_mut().for_each(Model::synced);
+                        given.iter_mut().for_each(|g| *g = None);
                         stores = open_all(&db);
                     }
                     Op::Range(store, a, b) => {
                         let (from, to) = if a <= b { (a, b) } else { (b, a) };
                         let mut got = Vec::new();
                         stores[store].range(&from, &to, &mut |k, v| got.push((k.to_vec(), v.to_vec()))).expect("range");
-                        let want: Vec<_> = models[store].now.0.range(from..to).map(|(k, v)| (k.clone(), v.clone())).collect();
+                        let want: Vec<_> = models[store].now.range(from..to).map(|(k, v)| (k.clone(), v.clone())).collect();
                         prop_assert_eq!(got, want);
+                        // A range read writes the store's table back first.
+                        let model = &mut models[store];
+                        let at = given[store].take().or(model.disk.1);
+                        model.written_back(at);
                     }
                     Op::Close => {
+                        // As a task closing cleanly: written back, then synced.
                         for store in &mut stores {
+                            store.persist().expect("persist");
                             store.flush().expect("flush");
+                        }
+                        for (i, model) in models.iter_mut().enumerate() {
+                            let at = given[i].take().or(model.disk.1);
+                            model.written_back(at);
                         }
                         drop(stores);
                         drop(db);
-                        db = StoreDatabase::open(dir.path(), budget).expect("reopen");
+                        db = open_db();
                         stores = open_all(&db);
                         models.iter_mut().for_each(Model::synced);
                     }
                     Op::Crash => {
                         drop(stores);
                         drop(db);
-                        db = StoreDatabase::open(dir.path(), budget).expect("reopen");
+                        db = open_db();
                         stores = open_all(&db);
+                        given.iter_mut().for_each(|g| *g = None);
                         for (i, model) in models.iter_mut().enumerate() {
                             let found = (contents(&stores[i]), stores[i].position().expect("position").map(|p| p.offset));
                             prop_assert!(
                                 model.since_sync.contains(&found),
                                 "store {:?} after a crash holds {:?}, none of {:?}", STORES[i], found, model.since_sync
                             );
-                            model.now = found;
+                            model.now = found.0.clone();
+                            model.disk = found;
                             model.synced();
                         }
                     }
                 }
+                let mut out = Vec::new();
                 for (i, store) in stores.iter().enumerate() {
-                    prop_assert_eq!(&contents(store), &models[i].now.0, "store {:?}", STORES[i]);
-                    let recorded = store.position().expect("position");
-                    prop_assert_eq!(recorded.as_ref().map(|p| p.offset), models[i].now.1);
-                    if let Some(p) = recorded {
-                        prop_assert_eq!(p, position(i, models[i].now.1.unwrap_or(0)));
+                    // Reads see every write, written back or not.
+                    for k in all_keys() {
+                        let found = store.get_into(&k, &mut out).expect("get");
+                        prop_assert_eq!(found.then(|| out.clone()), models[i].now.get(&k).cloned(), "store {:?} key {:?}", STORES[i], k);
                     }
-                    for k in models[i].now.0.keys().take(3) {
-                        let mut out = Vec::new();
-                        prop_assert!(store.get_into(k, &mut out).expect("get"));
-                        prop_assert_eq!(&out, &models[i].now.0[k]);
+                    // The recorded position is the one written back with the data.
+                    let recorded = store.position().expect("position");
+                    prop_assert_eq!(recorded.as_ref().map(|p| p.offset), models[i].disk.1);
+                    if let Some(p) = recorded {
+                        prop_assert_eq!(p, position(i, models[i].disk.1.unwrap_or(0)));
+                    }
+                    if given[i].is_some() || models[i].now != models[i].disk.0 {
+                        prop_assert!(store.has_unpersisted(), "store {:?} holds writes to write back", STORES[i]);
                     }
                 }
+                let held: u64 = stores.iter().map(|s| s.pending_charge()).sum();
+                prop_assert_eq!(db.pending_bytes(), held, "the database's count of write-back bytes");
+            }
+            // Everything, as a scan sees it after the last step.
+            for (i, store) in stores.iter().enumerate() {
+                prop_assert_eq!(&contents(store), &models[i].now, "store {:?}", STORES[i]);
             }
         }
+    }
+
+    /// Every key `key()` makes.
+    fn all_keys() -> Vec<Vec<u8>> {
+        let bytes = [0u8, 1, 2, 3, 0xFF];
+        let mut keys = vec![Vec::new()];
+        for &a in &bytes {
+            keys.push(vec![a]);
+            for &b in &bytes {
+                keys.push(vec![a, b]);
+            }
+        }
+        keys
     }
 
     /// What fjall leaves when the process is killed while it creates the database: the lock,
@@ -703,6 +811,7 @@ mod tests {
         let mut stores = open_all(&db);
         let mut batch = [(&b"k"[..], Some(&b"v"[..]))].into_iter();
         stores[0].write_batch(&mut batch).expect("write");
+        stores[0].persist().expect("write back");
         stores[0].flush().expect("flush");
         drop(stores);
         drop(db);

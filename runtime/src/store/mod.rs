@@ -201,8 +201,19 @@ pub(crate) trait KeyValueStore: Send {
             }
         })
     }
-    /// Makes written data durable (a no-op in memory).
+    /// Makes written data durable (a no-op in memory): what the store has written to disk,
+    /// not what it holds to write back ([`persist`](Self::persist)).
     fn flush(&mut self) -> Result<(), StoreError>;
+    /// Writes what the store holds to write back to its storage, with the position of the last
+    /// batch among it (a persistent task store; the others have nothing to write back).
+    fn persist(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Whether the store holds writes not yet written to its storage: its recorded
+    /// [`position`](Self::position) is then behind the writes it answers reads with.
+    fn has_unpersisted(&self) -> bool {
+        false
+    }
     /// Removes every entry and the recorded position (before a full restore): a crash
     /// while wiping never leaves a position over missing data.
     fn wipe(&mut self) -> Result<(), StoreError>;
@@ -227,8 +238,9 @@ mod tests {
 
     use super::*;
 
-    /// The persistent store's position goes with its batch, survives reopening, and goes
-    /// with a wipe; an unreadable one is an error naming the store.
+    /// The persistent store's position goes with its batch when the batch is written back,
+    /// survives reopening, and goes with a wipe; a batch not written back is gone with the
+    /// store, position and all; an unreadable position is an error naming the store.
     #[test]
     fn the_persistent_store_records_its_position_with_its_data() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -242,6 +254,21 @@ mod tests {
         store
             .write_batch_at(&mut std::iter::once((&b"k"[..], Some(&b"v"[..]))), &at(42))
             .expect("batch");
+        assert!(store.has_unpersisted());
+        assert_eq!(store.position().ok(), Some(None), "not written back yet");
+        drop(store);
+        let mut store = open();
+        assert_eq!(
+            store.position().ok(),
+            Some(None),
+            "dropped before its write-back"
+        );
+        assert_eq!(store.approximate_len(), 0);
+        store
+            .write_batch_at(&mut std::iter::once((&b"k"[..], Some(&b"v"[..]))), &at(42))
+            .expect("batch");
+        store.persist().expect("write back");
+        assert!(!store.has_unpersisted());
         drop(store);
         let mut store = open();
         assert_eq!(store.position().ok(), Some(Some(at(42))));

@@ -4,17 +4,125 @@
 //! Its entries live in the application instance's one [`StoreDatabase`], in the keyspace every
 //! key-value store shares, each key prefixed with the store's id; its changelog position in the
 //! registry keyspace, written in the same fjall batch as the data it covers.
+//!
+//! A task's store writes back: a commit's writes go to the store's own hash table
+//! ([`Pending`]), which reads consult first, and reach fjall in one batch, in key order and with
+//! the position of the last commit they hold, when the tables of every store together hold
+//! more than their share of the write buffers, before a range read, and before a checkpoint the
+//! task forces (closing). fjall's memtable is a skip list: at a million keys its search and
+//! insert were most of a commit's and a read's cost, twice per record (docs/BENCHMARKS.md,
+//! "Where the high-cardinality time goes"); a hash table answers the keys written since the
+//! last write-back in one probe, and a key written in several commits reaches fjall once. What a
+//! crash loses of the table is in the changelog after the position fjall holds, from which the
+//! task restores (Kafka Streams' RocksDB stores run without a write-ahead log for the same
+//! reason). A global store writes through: its positions are per partition.
 
+use std::hash::BuildHasher;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fjall::Keyspace;
+use hashbrown::HashTable;
 use riffle_state_dir::TaskId;
 
 #[cfg(test)]
 use super::database::MemoryBudget;
 use super::database::{StoreDatabase, delete_prefix};
 use super::{KeyValueStore, StoreError, StorePosition};
+
+/// Bytes a write-back entry is charged beyond its key and value: its slot in the table (32
+/// bytes, and the table's spare room) and the allocation around its bytes.
+const PENDING_OVERHEAD: u64 = 72;
+
+/// A key and its value (`None`: deleted) in one allocation, with the key's hash.
+struct Slot {
+    hash: u64,
+    key_len: u32,
+    deleted: bool,
+    bytes: Box<[u8]>,
+}
+
+impl Slot {
+    fn key(&self) -> &[u8] {
+        &self.bytes[..self.key_len as usize]
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        (!self.deleted).then(|| &self.bytes[self.key_len as usize..])
+    }
+
+    fn charge(&self) -> u64 {
+        self.bytes.len() as u64 + PENDING_OVERHEAD
+    }
+}
+
+/// The writes of a store not yet in fjall, latest per key, and the position of the last
+/// commit among them.
+#[derive(Default)]
+struct Pending {
+    table: HashTable<Slot>,
+    hasher: foldhash::fast::RandomState,
+    /// Bytes charged to the database's write-back share.
+    bytes: u64,
+    position: Option<StorePosition>,
+    /// fjall holds no entry of the store (found empty when opened or wiped, and nothing written
+    /// to fjall since): a key the table does not hold is in no store, without a read of fjall.
+    nothing_on_disk: bool,
+}
+
+impl Pending {
+    /// The value of `key` written back here: `Some(None)` if it was deleted, `None` if the
+    /// table does not hold it.
+    fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find(hash, |s| s.key() == key)
+            .map(|slot| slot.value())
+    }
+
+    /// Sets `key` to `value` (`None` deletes); returns the bytes charged and freed.
+    fn set(&mut self, key: &[u8], value: Option<&[u8]>) -> (u64, u64) {
+        let hash = self.hasher.hash_one(key);
+        let value_bytes = value.unwrap_or_default();
+        match self.table.find_mut(hash, |s| s.key() == key) {
+            Some(slot) if slot.bytes.len() == key.len() + value_bytes.len() => {
+                // An aggregate's usual update: a value of the same length, in place.
+                slot.bytes[key.len()..].copy_from_slice(value_bytes);
+                slot.deleted = value.is_none();
+                (0, 0)
+            }
+            found => {
+                let mut bytes = Vec::with_capacity(key.len() + value_bytes.len());
+                bytes.extend_from_slice(key);
+                bytes.extend_from_slice(value_bytes);
+                let slot = Slot {
+                    hash,
+                    key_len: key.len() as u32,
+                    deleted: value.is_none(),
+                    bytes: bytes.into_boxed_slice(),
+                };
+                let added = slot.charge();
+                let removed = match found {
+                    Some(old) => std::mem::replace(old, slot).charge(),
+                    None => {
+                        self.table.insert_unique(hash, slot, |s| s.hash);
+                        0
+                    }
+                };
+                self.bytes = self.bytes + added - removed;
+                (added, removed)
+            }
+        }
+    }
+
+    /// Empties the table and gives its memory back (kept, 20,000 tasks' tables would hold
+    /// memory the budget no longer counts); returns the bytes it was charged.
+    fn clear(&mut self) -> u64 {
+        self.table = HashTable::new();
+        self.position = None;
+        std::mem::take(&mut self.bytes)
+    }
+}
 
 /// A store on disk that keeps its data across restarts.
 pub(crate) struct PersistentKeyValueStore {
@@ -23,6 +131,21 @@ pub(crate) struct PersistentKeyValueStore {
     /// The store's id: the prefix of its keys.
     prefix: [u8; 4],
     position_key: [u8; 8],
+    /// Whether writes go to `pending` first (a task's store) or straight to fjall (a global
+    /// store's, whose positions are per partition).
+    write_back: bool,
+    /// Under a lock only because reads take `&self` and a range read writes the table back
+    /// first; a task's store is its thread's own, so the lock is never contended.
+    pending: Mutex<Pending>,
+}
+
+impl Drop for PersistentKeyValueStore {
+    fn drop(&mut self) {
+        // Unwritten writes are dropped with the store (a dirty close): the task restores them
+        // from the changelog.
+        let bytes = self.pending_mut().clear();
+        self.db.charge_pending(0, bytes);
+    }
 }
 
 impl std::fmt::Debug for PersistentKeyValueStore {
@@ -62,12 +185,25 @@ impl PersistentKeyValueStore {
     ) -> Result<Self, StoreError> {
         let name = name.into();
         let id = db.store_id(task, format, &name)?;
-        Ok(PersistentKeyValueStore {
+        PersistentKeyValueStore {
             name,
             db: db.clone(),
             prefix: id.to_be_bytes(),
             position_key: StoreDatabase::position_key(id),
-        })
+            write_back: true,
+            pending: Mutex::default(),
+        }
+        .found_on_disk()
+    }
+
+    /// Notes whether fjall holds any entry of the store.
+    fn found_on_disk(mut self) -> Result<Self, StoreError> {
+        let empty = match self.kv().prefix(self.prefix).next() {
+            None => true,
+            Some(guard) => guard.into_inner().map(|_| false).map_err(|e| self.err(e))?,
+        };
+        self.pending_mut().nothing_on_disk = empty;
+        Ok(self)
     }
 
     /// Opens (creating if needed) the global store `name` in `format`: a global table's, which
@@ -85,7 +221,56 @@ impl PersistentKeyValueStore {
             db: db.clone(),
             prefix: id.to_be_bytes(),
             position_key: StoreDatabase::position_key(id),
+            write_back: false,
+            pending: Mutex::default(),
         })
+    }
+
+    /// Bytes the write-back table is charged (tests).
+    #[cfg(test)]
+    pub(crate) fn pending_charge(&self) -> u64 {
+        self.pending().bytes
+    }
+
+    fn pending_mut(&mut self) -> &mut Pending {
+        self.pending
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes `pending` to fjall: one batch in key order, with the position of the last
+    /// commit it holds.
+    fn write_back(&self, pending: &mut Pending) -> Result<(), StoreError> {
+        if pending.table.is_empty() && pending.position.is_none() {
+            return Ok(());
+        }
+        let mut slots: Vec<&Slot> = pending.table.iter().collect();
+        slots.sort_unstable_by(|a, b| a.key().cmp(b.key()));
+        self.write_through(
+            &mut slots.into_iter().map(|s| (s.key(), s.value())),
+            pending.position.as_ref(),
+            false,
+        )?;
+        pending.nothing_on_disk = false;
+        let bytes = pending.clear();
+        self.db.charge_pending(0, bytes);
+        Ok(())
+    }
+
+    /// Writes the table back if it holds anything (before a read of fjall that the table does
+    /// not answer: a range, a scan).
+    fn write_back_shared(&self) -> Result<(), StoreError> {
+        if self.write_back {
+            let mut pending = self.pending();
+            if !pending.table.is_empty() || pending.position.is_some() {
+                return self.write_back(&mut pending);
+            }
+        }
+        Ok(())
     }
 
     /// The registry key of the position of `partition` (a global store's): the store's
@@ -136,10 +321,48 @@ impl PersistentKeyValueStore {
         self.with_key(key, |key| fjall::UserKey::from(key))
     }
 
-    /// One fjall batch: the writes, and the position if given (under its partition's key when
-    /// `per_partition`).
+    /// A batch of writes, and the position if given (under its partition's key when
+    /// `per_partition`): to the write-back table, written back when the tables hold more than
+    /// their share; or straight to fjall.
     fn write(
         &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
+        position: Option<&StorePosition>,
+        per_partition: bool,
+    ) -> Result<(), StoreError> {
+        if !self.write_back || per_partition {
+            return self.write_through(batch, position, per_partition);
+        }
+        let db = self.db.clone();
+        let pending = self
+            .pending
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (mut added, mut removed) = (0, 0);
+        for (key, value) in batch {
+            let (a, r) = pending.set(key, value);
+            added += a;
+            removed += r;
+        }
+        if let Some(p) = position {
+            match &mut pending.position {
+                Some(held) if held.changelog == p.changelog => held.offset = p.offset,
+                held => *held = Some(p.clone()),
+            }
+        }
+        if db.charge_pending(added, removed) {
+            let mut pending = std::mem::take(pending);
+            let written = self.write_back(&mut pending);
+            *self.pending_mut() = pending;
+            written?;
+        }
+        Ok(())
+    }
+
+    /// One fjall batch: the writes, and the position if given (under its partition's key when
+    /// `per_partition`).
+    fn write_through(
+        &self,
         batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>)>,
         position: Option<&StorePosition>,
         per_partition: bool,
@@ -211,6 +434,18 @@ impl KeyValueStore for PersistentKeyValueStore {
     }
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
         out.clear();
+        if self.write_back {
+            let pending = self.pending();
+            if let Some(value) = pending.get(key) {
+                if let Some(value) = value {
+                    out.extend_from_slice(value);
+                }
+                return Ok(value.is_some());
+            }
+            if pending.nothing_on_disk {
+                return Ok(false);
+            }
+        }
         match self
             .with_key(key, |key| self.kv().get(key))
             .map_err(|e| self.err(e))?
@@ -223,12 +458,10 @@ impl KeyValueStore for PersistentKeyValueStore {
         }
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        let key = self.full_key(key);
-        self.kv().insert(key, value).map_err(|e| self.err(e))
+        self.write(&mut std::iter::once((key, Some(value))), None, false)
     }
     fn delete(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        let key = self.full_key(key);
-        self.kv().remove(key).map_err(|e| self.err(e))
+        self.write(&mut std::iter::once((key, None)), None, false)
     }
     fn write_batch(
         &mut self,
@@ -261,6 +494,7 @@ impl KeyValueStore for PersistentKeyValueStore {
         Ok(positions)
     }
     fn record_position(&mut self, position: &StorePosition) -> Result<(), StoreError> {
+        self.persist()?;
         self.db
             .registry()
             .insert(self.position_key, position.encode())
@@ -285,9 +519,11 @@ impl KeyValueStore for PersistentKeyValueStore {
         // memtable (whose skip-list inserts dominate a restore through ordinary writes); later
         // data wins over what the store held, as a changelog's later records do. A small one
         // goes through the memtable: an ingestion flushes the memtable every store shares.
+        self.persist()?;
+        self.pending_mut().nothing_on_disk = false;
         let entries: Vec<(&[u8], Option<&[u8]>)> = batch.collect();
         if entries.len() < INGESTION_MIN_ENTRIES {
-            return self.write(&mut entries.into_iter(), None, false);
+            return self.write_through(&mut entries.into_iter(), None, false);
         }
         let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
         for (key, value) in entries {
@@ -301,6 +537,7 @@ impl KeyValueStore for PersistentKeyValueStore {
         ingestion.finish().map_err(|e| self.err(e))
     }
     fn for_each(&self, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
+        self.write_back_shared()?;
         self.visit(&[], None, f)
     }
     fn range(
@@ -309,24 +546,45 @@ impl KeyValueStore for PersistentKeyValueStore {
         to: &[u8],
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<(), StoreError> {
+        self.write_back_shared()?;
         self.visit(from, Some(to), f)
     }
     fn flush(&mut self) -> Result<(), StoreError> {
         self.db.sync().map_err(|e| self.err(e))
     }
+    fn persist(&mut self) -> Result<(), StoreError> {
+        if !self.write_back {
+            return Ok(());
+        }
+        let mut pending = std::mem::take(self.pending_mut());
+        let written = self.write_back(&mut pending);
+        *self.pending_mut() = pending;
+        written
+    }
+    fn has_unpersisted(&self) -> bool {
+        self.write_back && {
+            let pending = self.pending();
+            !pending.table.is_empty() || pending.position.is_some()
+        }
+    }
     fn wipe(&mut self) -> Result<(), StoreError> {
+        let bytes = self.pending_mut().clear();
+        self.db.charge_pending(0, bytes);
         // The position first, durably: a crash before the data is gone leaves data without a
         // position, which the next open wipes again.
         // Every position: the store's, and a global store's per partition.
         delete_prefix(self.db.db(), self.db.registry(), &self.position_key)
             .and_then(|()| self.db.db().persist(fjall::PersistMode::SyncAll))
             .and_then(|()| delete_prefix(self.db.db(), self.kv(), &self.prefix))
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        self.pending_mut().nothing_on_disk = true;
+        Ok(())
     }
     fn is_persistent(&self) -> bool {
         true
     }
     fn is_empty(&self) -> Result<bool, StoreError> {
+        self.write_back_shared()?;
         match self.kv().prefix(self.prefix).next() {
             None => Ok(true),
             Some(guard) => guard.into_inner().map(|_| false).map_err(|e| self.err(e)),
@@ -336,6 +594,7 @@ impl KeyValueStore for PersistentKeyValueStore {
         // The shared keyspace keeps no count per store: counted (tests, and a store opened
         // without a position).
         let mut n = 0;
+        let _ = self.write_back_shared();
         let _ = self.visit(&[], None, &mut |_, _| n += 1);
         n
     }
