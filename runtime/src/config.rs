@@ -198,8 +198,9 @@ pub struct StreamsConfig {
     /// memory budget's share for record caches, an eighth of `statestore_memory_max_bytes`).
     pub statestore_cache_max_bytes: usize,
     /// One memory budget for every persistent store of the instance, whatever the number of
-    /// tasks: fjall's block cache, its write buffers (half, at least 64 MiB) and riffle's
-    /// record caches (see docs/design.md, "One database for every store"). At least 96 MiB.
+    /// tasks: fjall's block cache, the write buffers (half, at least 64 MiB: the stores'
+    /// write-back tables and fjall's memtables) and riffle's record caches (see docs/design.md,
+    /// "One database for every store"). At least 96 MiB.
     pub statestore_memory_max_bytes: u64,
     /// A commit writes a task's checkpoint once its changelog offsets moved this much since the
     /// last one (Kafka Streams uses 10,000); closing a task always writes it. Lower values make

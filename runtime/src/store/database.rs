@@ -200,18 +200,21 @@ impl StoreDatabase {
         };
         std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
         clear_unfinished_creation(dir).map_err(|e| err(&e))?;
+        // Half the write buffers for the stores' write-back tables (less if fjall's journal
+        // would fall below its floor), the rest for fjall's memtables (its journal bound), of
+        // which two are resident at once (see `memtable_bytes`).
+        let write_buffers = budget.write_buffers.max(MIN_WRITE_BUFFERS);
+        let pending_limit = (write_buffers / 2).min(write_buffers - MIN_WRITE_BUFFERS);
+        let journal = write_buffers - pending_limit;
+        let memtable = (journal / 2).max(1 << 20);
         let db = Database::builder(dir)
             .worker_threads(STORAGE_THREADS)
             .cache_size(budget.block_cache)
-            .max_journaling_size(budget.write_buffers.max(MIN_WRITE_BUFFERS))
+            .max_journaling_size(journal)
             .max_cached_files(Some(MAX_OPEN_FILES))
             .manual_journal_persist(true)
             .open()
             .map_err(|e| err(&e))?;
-        // Half the write buffers for the stores' write-back tables, half for fjall's memtables:
-        // two resident at once (see `memtable_bytes`), a quarter each.
-        let write_buffers = budget.write_buffers.max(MIN_WRITE_BUFFERS);
-        let memtable = (write_buffers / 4).max(1 << 20);
         let kv = db
             .keyspace(KV_KEYSPACE, || {
                 KeyspaceCreateOptions::default().max_memtable_size(memtable)
@@ -277,7 +280,7 @@ impl StoreDatabase {
             memtable_bytes: memtable,
             synced: Mutex::new(0),
             pending_bytes: AtomicU64::new(0),
-            pending_limit: AtomicU64::new(write_buffers / 2),
+            pending_limit: AtomicU64::new(pending_limit),
         }))
     }
 
