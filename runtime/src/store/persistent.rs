@@ -338,7 +338,8 @@ impl PersistentKeyValueStore {
     /// A store alone in a database of its own in `dir` (tests).
     #[cfg(test)]
     pub(crate) fn open_in(name: impl Into<String>, dir: &Path) -> Result<Self, StoreError> {
-        let db = StoreDatabase::open(dir, MemoryBudget::split(0, 0))?;
+        // The default budget: the stores' write-back tables get a share.
+        let db = StoreDatabase::open(dir, MemoryBudget::split(256 << 20, 0))?;
         Self::open(&db, TaskId::new(0, 0), "kv", name)
     }
 
