@@ -203,7 +203,9 @@ pub struct StreamsConfig {
     /// "One database for every store"). At least 96 MiB.
     pub statestore_memory_max_bytes: u64,
     /// A commit writes a task's checkpoint once its changelog offsets moved this much since the
-    /// last one (Kafka Streams uses 10,000); closing a task always writes it. Lower values make
+    /// last one (Kafka Streams uses 10,000); closing a task always writes it. A persistent store
+    /// holding writes it has not written back to disk yet is checkpointed at the position it
+    /// wrote back (docs/design.md, "A task's key-value store writes back"). Lower values make
     /// a replaced thread's tasks resume with less to restore, at the cost of an fsync per task
     /// per commit.
     pub checkpoint_offset_delta: u64,

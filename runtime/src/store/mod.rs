@@ -8,6 +8,7 @@
 //! cache), and reads see the cache first. So a store never holds uncommitted state, and a task
 //! can resume from its checkpoint after its thread dies.
 
+mod arena;
 mod cached;
 mod database;
 mod memory;

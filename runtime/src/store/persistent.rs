@@ -17,50 +17,24 @@
 //! task restores (Kafka Streams' RocksDB stores run without a write-ahead log for the same
 //! reason). A global store writes through: its positions are per partition.
 
-use std::hash::BuildHasher;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fjall::Keyspace;
-use hashbrown::HashTable;
 use riffle_state_dir::TaskId;
 
+use super::arena::ArenaMap;
 #[cfg(test)]
 use super::database::MemoryBudget;
 use super::database::{StoreDatabase, delete_prefix};
 use super::{KeyValueStore, StoreError, StorePosition};
 
-/// An arena entry's header: the key's length and the value's (`DELETED`: a delete), each 4
-/// bytes little-endian.
-const HEADER: usize = 8;
-const DELETED: u32 = u32::MAX;
-
-/// The key and value (`None`: deleted) of the arena entry at `at`.
-fn entry(arena: &[u8], at: u32) -> (&[u8], Option<&[u8]>) {
-    let at = at as usize;
-    let key_len = u32::from_le_bytes([arena[at], arena[at + 1], arena[at + 2], arena[at + 3]]);
-    let value_len =
-        u32::from_le_bytes([arena[at + 4], arena[at + 5], arena[at + 6], arena[at + 7]]);
-    let key_end = at + HEADER + key_len as usize;
-    let key = &arena[at + HEADER..key_end];
-    let value = (value_len != DELETED).then(|| &arena[key_end..key_end + value_len as usize]);
-    (key, value)
-}
-
-/// The writes of a store not yet in fjall, latest per key, and the position of the last
-/// commit among them. Each key and its value sit in one arena (a header, the key, the value),
-/// found through a table of their offsets by the key's hash: a few bytes of table per entry and
-/// no allocation per key (a boxed entry per key took about 115 bytes at a million keys, this
-/// about 50).
+/// The writes of a store not yet in fjall, latest per key (in an arena: see
+/// runtime/src/store/arena.rs), and the position of the last commit among them.
 #[derive(Default)]
 struct Pending {
-    table: HashTable<u32>,
-    arena: Vec<u8>,
-    /// Arena bytes of entries rewritten since at a new place.
-    garbage: usize,
-    hasher: foldhash::fast::RandomState,
-    /// Bytes charged to the database's write-back share: what the arena and the table have
-    /// allocated.
+    map: ArenaMap<u32>,
+    /// Bytes charged to the database's write-back share: what the map has allocated.
     bytes: u64,
     position: Option<StorePosition>,
     /// fjall holds no entry of the store (found empty when opened or wiped, and nothing written
@@ -70,104 +44,15 @@ struct Pending {
 
 impl Pending {
     fn is_empty(&self) -> bool {
-        self.table.is_empty() && self.position.is_none()
-    }
-
-    /// The value of `key` written back here: `Some(None)` if it was deleted, `None` if the
-    /// table does not hold it.
-    fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        let hash = self.hasher.hash_one(key);
-        let arena = &self.arena;
-        self.table
-            .find(hash, |&at| entry(arena, at).0 == key)
-            .map(|&at| entry(arena, at).1)
-    }
-
-    /// Whether an entry for `key` and `value` fits the arena's 4 GiB of offsets.
-    fn fits(&self, key: &[u8], value: Option<&[u8]>) -> bool {
-        let need = HEADER + key.len() + value.map_or(0, <[u8]>::len);
-        self.arena.len() + need <= u32::MAX as usize
-            && value.map_or(0, <[u8]>::len) < DELETED as usize
-    }
-
-    /// Sets `key` to `value` (`None` deletes); the entry must [`fit`](Self::fits).
-    fn set(&mut self, key: &[u8], value: Option<&[u8]>) {
-        let hash = self.hasher.hash_one(key);
-        let Pending {
-            table,
-            arena,
-            garbage,
-            hasher,
-            ..
-        } = self;
-        let value_len = value.map_or(DELETED, |v| v.len() as u32);
-        match table.find_mut(hash, |&at| entry(arena, at).0 == key) {
-            Some(at) => {
-                let (_, old) = entry(arena, *at);
-                let old_len = old.map_or(DELETED, |v| v.len() as u32);
-                let value_at = *at as usize + HEADER + key.len();
-                if old_len == value_len {
-                    // An aggregate's usual update: a value of the same length, in place.
-                    if let Some(v) = value {
-                        arena[value_at..value_at + v.len()].copy_from_slice(v);
-                    }
-                } else {
-                    *garbage += HEADER + key.len() + old.map_or(0, <[u8]>::len);
-                    *at = append(arena, key, value);
-                }
-            }
-            None => {
-                let at = append(arena, key, value);
-                table.insert_unique(hash, at, |&at| hasher.hash_one(entry(arena, at).0));
-            }
-        }
-        if self.garbage > (64 << 10) && self.garbage > self.arena.len() / 2 {
-            self.compact();
-        }
-    }
-
-    /// Copies the live entries to a new arena.
-    fn compact(&mut self) {
-        let live = self.arena.len() - self.garbage;
-        let mut arena = Vec::with_capacity(live + live / 4);
-        for at in self.table.iter_mut() {
-            let (key, value) = entry(&self.arena, *at);
-            *at = append(&mut arena, key, value);
-        }
-        self.arena = arena;
-        self.garbage = 0;
-    }
-
-    /// What the arena and the table have allocated (what the budget counts).
-    fn allocated(&self) -> u64 {
-        (self.arena.capacity() + self.table.allocation_size()) as u64
+        self.map.is_empty() && self.position.is_none()
     }
 
     /// Empties the table and gives its memory back (kept, 20,000 tasks' tables would hold
     /// memory the budget no longer counts).
     fn clear(&mut self) {
-        self.table = HashTable::new();
-        self.arena = Vec::new();
-        self.garbage = 0;
+        self.map.clear();
         self.position = None;
     }
-}
-
-/// Appends an entry to `arena`, growing it by a quarter at a time (not doubling: the budget
-/// counts what it allocates); returns where it starts.
-fn append(arena: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) -> u32 {
-    let at = arena.len();
-    let need = HEADER + key.len() + value.map_or(0, <[u8]>::len);
-    if arena.capacity() - at < need {
-        arena.reserve_exact(need.max(at / 4).max(4 << 10));
-    }
-    arena.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    arena.extend_from_slice(&value.map_or(DELETED, |v| v.len() as u32).to_le_bytes());
-    arena.extend_from_slice(key);
-    if let Some(v) = value {
-        arena.extend_from_slice(v);
-    }
-    at as u32
 }
 
 /// A store on disk that keeps its data across restarts.
@@ -296,11 +181,11 @@ impl PersistentKeyValueStore {
         if pending.is_empty() {
             return Ok(());
         }
-        let arena = &pending.arena;
-        let mut entries: Vec<(&[u8], Option<&[u8]>)> =
-            pending.table.iter().map(|&at| entry(arena, at)).collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        self.write_through(&mut entries.into_iter(), pending.position.as_ref(), false)?;
+        self.write_through(
+            &mut pending.map.sorted().into_iter(),
+            pending.position.as_ref(),
+            false,
+        )?;
         pending.nothing_on_disk = false;
         pending.clear();
         self.recharge(pending);
@@ -310,7 +195,7 @@ impl PersistentKeyValueStore {
     /// Charges the database what `pending` allocated since last charged (or takes off what it
     /// gave back); whether the stores' tables now hold more than their share.
     fn recharge(&self, pending: &mut Pending) -> bool {
-        let now = pending.allocated();
+        let now = pending.map.allocated() as u64;
         let before = std::mem::replace(&mut pending.bytes, now);
         self.db
             .charge_pending(now.saturating_sub(before), before.saturating_sub(now))
@@ -401,12 +286,12 @@ impl PersistentKeyValueStore {
         position: Option<&StorePosition>,
     ) -> Result<(), StoreError> {
         for (key, value) in batch {
-            if !pending.fits(key, value) {
+            if !pending.map.fits(key, value) {
                 // 4 GiB of one store's writes: written back under the position before this
                 // batch (a position behind its data only replays records).
                 self.write_back(pending)?;
             }
-            pending.set(key, value);
+            pending.map.set(key, value);
         }
         if let Some(p) = position {
             match &mut pending.position {
@@ -497,7 +382,7 @@ impl KeyValueStore for PersistentKeyValueStore {
         out.clear();
         if self.write_back {
             let pending = self.pending();
-            if let Some(value) = pending.get(key) {
+            if let Some(value) = pending.map.get(key) {
                 if let Some(value) = value {
                     out.extend_from_slice(value);
                 }
@@ -662,76 +547,3 @@ impl KeyValueStore for PersistentKeyValueStore {
 
 /// A restore batch of at least this many entries is ingested as a table of its own.
 const INGESTION_MIN_ENTRIES: usize = 16_384;
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use proptest::prelude::*;
-
-    use super::*;
-
-    proptest! {
-        /// Sets and deletes of values of every length (rewritten in place, or moved and the old
-        /// place left as garbage, which compaction reclaims) against a `BTreeMap`: every key
-        /// reads as the model has it after every step, deletes included, and the table lists
-        /// each key once.
-        #[test]
-        fn the_write_back_table_reads_like_a_btreemap(
-            ops in proptest::collection::vec(
-                (0u8..12, proptest::option::weighted(0.85, (any::<u8>(), 0usize..3_000))),
-                1..400,
-            ),
-        ) {
-            let mut pending = Pending::default();
-            let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-            for (k, v) in ops {
-                let key = vec![b'k'; k as usize];
-                let value = v.map(|(byte, len)| vec![byte; len]);
-                prop_assert!(pending.fits(&key, value.as_deref()));
-                pending.set(&key, value.as_deref());
-                model.insert(key, value);
-                for (key, value) in &model {
-                    prop_assert_eq!(pending.get(key), Some(value.as_deref()));
-                }
-                prop_assert_eq!(pending.get(b"absent"), None);
-                prop_assert!(pending.allocated() >= pending.arena.len() as u64);
-            }
-            let mut listed: Vec<(Vec<u8>, Option<Vec<u8>>)> = pending
-                .table
-                .iter()
-                .map(|&at| {
-                    let (k, v) = entry(&pending.arena, at);
-                    (k.to_vec(), v.map(<[u8]>::to_vec))
-                })
-                .collect();
-            listed.sort();
-            prop_assert_eq!(listed, model.into_iter().collect::<Vec<_>>());
-        }
-    }
-
-    /// Compaction moves every live entry and leaves no garbage.
-    #[test]
-    fn rewrites_that_change_a_values_length_are_compacted_away() {
-        let mut pending = Pending::default();
-        for round in 0..200usize {
-            for k in 0..8u8 {
-                pending.set(&[k], Some(&vec![k; 100 + round]));
-            }
-        }
-        // 200 rounds appended about 330 KiB; garbage stays under its 64 KiB threshold (or half
-        // the arena), and the live entries are exactly the last round's.
-        assert!(
-            pending.arena.len() < 2 * (64 << 10),
-            "{}",
-            pending.arena.len()
-        );
-        assert_eq!(
-            pending.arena.len() - pending.garbage,
-            8 * (HEADER + 1 + 299)
-        );
-        for k in 0..8u8 {
-            assert_eq!(pending.get(&[k]), Some(Some(&vec![k; 299][..])));
-        }
-    }
-}
