@@ -12,13 +12,22 @@
 //! what a memory budget counts, and 20,000 tasks each hold one.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hashbrown::HashTable;
+
+use super::StoreHint;
 
 const HEADER: usize = 8;
 const DELETED: u32 = u32::MAX;
 /// Garbage below this is never compacted away.
 const COMPACT_FLOOR: usize = 64 << 10;
+
+/// A new epoch, unique in the process (so a hint from one map never passes for another's).
+fn next_epoch() -> u64 {
+    static EPOCHS: AtomicU64 = AtomicU64::new(1);
+    EPOCHS.fetch_add(1, Ordering::Relaxed)
+}
 
 /// An arena offset: `u32` where the owner bounds its arena (a write-back table, written back
 /// before 4 GiB), `usize` where nothing does (an in-memory store).
@@ -87,6 +96,9 @@ pub(crate) struct ArenaMap<O: Offset> {
     /// Arena bytes of entries since moved or removed.
     garbage: usize,
     hasher: foldhash::fast::RandomState,
+    /// Changes whenever an entry moves or goes (a value of another length, a removal, a
+    /// compaction, a clear): a [`StoreHint`] of an older epoch may point at a dead entry.
+    epoch: u64,
 }
 
 impl<O: Offset> Default for ArenaMap<O> {
@@ -96,6 +108,7 @@ impl<O: Offset> Default for ArenaMap<O> {
             arena: Vec::new(),
             garbage: 0,
             hasher: foldhash::fast::RandomState::default(),
+            epoch: next_epoch(),
         }
     }
 }
@@ -119,6 +132,39 @@ impl<O: Offset> ArenaMap<O> {
             .map(|&at| entry(arena, at.at()).1)
     }
 
+    /// As [`get`](Self::get), with where the entry is: a later [`set_hinted`](Self::set_hinted)
+    /// of the key writes there without a lookup while no entry moved.
+    pub(crate) fn locate(&self, key: &[u8]) -> Option<(Option<&[u8]>, StoreHint)> {
+        let hash = self.hasher.hash_one(key);
+        let arena = &self.arena;
+        self.table
+            .find(hash, |&at| entry(arena, at.at()).0 == key)
+            .map(|&at| {
+                let hint = StoreHint {
+                    at: at.at(),
+                    epoch: self.epoch,
+                };
+                (entry(arena, at.at()).1, hint)
+            })
+    }
+
+    /// As [`set`](Self::set), in place at `hint` when it is of this epoch and the value keeps
+    /// its length (an aggregate's update: one write to the entry, no probe of the table).
+    pub(crate) fn set_hinted(&mut self, hint: StoreHint, key: &[u8], value: Option<&[u8]>) {
+        if hint.epoch == self.epoch
+            && let Some(v) = value
+            && hint.at + HEADER + key.len() + v.len() <= self.arena.len()
+        {
+            let (found, old) = entry(&self.arena, hint.at);
+            if found == key && old.is_some_and(|o| o.len() == v.len()) {
+                let value_at = hint.at + HEADER + key.len();
+                self.arena[value_at..value_at + v.len()].copy_from_slice(v);
+                return;
+            }
+        }
+        self.set(key, value);
+    }
+
     /// Whether an entry for `key` and `value` fits: its offset addressable, a value shorter
     /// than 4 GiB, a key too.
     pub(crate) fn fits(&self, key: &[u8], value: Option<&[u8]>) -> bool {
@@ -139,6 +185,7 @@ impl<O: Offset> ArenaMap<O> {
             arena,
             garbage,
             hasher,
+            epoch,
         } = self;
         let value_len = value.map_or(DELETED, |v| v.len() as u32);
         match table.find_mut(hash, |&at| entry(arena, at.at()).0 == key) {
@@ -153,6 +200,7 @@ impl<O: Offset> ArenaMap<O> {
                 } else {
                     *garbage += entry_len(key, old);
                     *at = O::new(append(arena, key, value));
+                    *epoch = next_epoch();
                 }
             }
             None => {
@@ -175,6 +223,7 @@ impl<O: Offset> ArenaMap<O> {
                 let (at, _) = found.remove();
                 let (key, value) = entry(arena, at.at());
                 self.garbage += entry_len(key, value);
+                self.epoch = next_epoch();
                 self.maybe_compact();
                 true
             }
@@ -192,6 +241,7 @@ impl<O: Offset> ArenaMap<O> {
             }
             self.arena = arena;
             self.garbage = 0;
+            self.epoch = next_epoch();
         }
     }
 
@@ -217,6 +267,7 @@ impl<O: Offset> ArenaMap<O> {
         self.table = HashTable::new();
         self.arena = Vec::new();
         self.garbage = 0;
+        self.epoch = next_epoch();
     }
 
     /// Arena bytes of moved or removed entries (tests).
@@ -242,7 +293,8 @@ mod tests {
 
     proptest! {
         /// Sets, deletes and removals of values of every length (rewritten in place, or moved
-        /// and the old place left as garbage, which compaction reclaims) against a `BTreeMap`:
+        /// and the old place left as garbage, which compaction reclaims), and sets through
+        /// hints of earlier reads, most of them stale or of another key, against a `BTreeMap`:
         /// every key reads as the model has it after every step, and the map lists each key
         /// once, in order.
         #[test]
@@ -257,14 +309,24 @@ mod tests {
         ) {
             let mut map: ArenaMap<u32> = ArenaMap::default();
             let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-            for (k, v, remove) in ops {
+            // Hints as reads gave them, kept across later steps (most go stale), and used for
+            // writes of any key.
+            let mut hints: Vec<StoreHint> = Vec::new();
+            for (step, (k, v, remove)) in ops.into_iter().enumerate() {
                 let key = vec![b'k'; k as usize];
                 if remove && v.is_none() {
                     prop_assert_eq!(map.remove(&key), model.remove(&key).is_some());
                 } else {
                     let value = v.map(|(byte, len)| vec![byte; len]);
                     prop_assert!(map.fits(&key, value.as_deref()));
-                    map.set(&key, value.as_deref());
+                    if let Some((found, hint)) = map.locate(&key) {
+                        prop_assert_eq!(found, model[&key].as_deref());
+                        hints.push(hint);
+                    }
+                    match hints.get(step % (hints.len() + 1)).copied().filter(|_| remove) {
+                        Some(hint) => map.set_hinted(hint, &key, value.as_deref()),
+                        None => map.set(&key, value.as_deref()),
+                    }
                     model.insert(key, value);
                 }
                 for (key, value) in &model {

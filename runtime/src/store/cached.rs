@@ -13,7 +13,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use super::{KeyValueStore, StoreError, StorePosition};
+use super::{KeyValueStore, StoreError, StoreHint, StorePosition};
 use crate::record::Headers;
 
 /// Room kept in front of every cached value for its 8-byte timestamp, so that a timestamped
@@ -37,6 +37,9 @@ struct Entry {
     seq: u64,
     /// The key's hash (the index never hashes a key twice).
     hash: u64,
+    /// Where the store held the key when a read before its first write here found it there:
+    /// the commit writes it back without a second lookup.
+    hint: Option<StoreHint>,
 }
 
 impl Entry {
@@ -127,6 +130,8 @@ pub(crate) struct CachedStore {
     put_nanos: OpTimes,
     /// The last read's key.
     memo_key: RefCell<Vec<u8>>,
+    /// Where the store held the last read's key, when the cache did not and the store could say.
+    memo_hint: Cell<Option<StoreHint>>,
     /// With caching disabled, each entry's write of the same key before it in this commit
     /// (`u32::MAX`: none), as [`link_rewrites`](Self::link_rewrites) last found them.
     prev: Vec<u32>,
@@ -202,6 +207,7 @@ impl CachedStore {
             get_nanos: Cell::new(OpTimes::default()),
             put_nanos: OpTimes::default(),
             memo_key: RefCell::new(Vec::new()),
+            memo_hint: Cell::new(None),
             prev: Vec::new(),
             forwarded: false,
         }
@@ -340,6 +346,7 @@ impl CachedStore {
         }
         match found {
             Some(i) => {
+                self.memo_hint.set(None);
                 out.clear();
                 let entry = &self.entries[i];
                 match entry.value(&self.arena) {
@@ -351,7 +358,9 @@ impl CachedStore {
                 }
             }
             None => {
-                if !self.inner.get_into(key, out)? {
+                let (found, hint) = self.inner.get_hinted(key, out)?;
+                self.memo_hint.set(hint);
+                if !found {
                     return Ok(None);
                 }
                 if self.timestamped {
@@ -403,18 +412,19 @@ impl CachedStore {
     fn put_untimed(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64, headers: &Headers) {
         self.writes += 1;
         let seq = self.writes;
-        let (hash, found) = match self.memo.take() {
-            Some(memo)
+        let hint = self.memo_hint.take();
+        let (hash, found, hint) = match self.memo.take() {
+            Some((hash, found))
                 if self
                     .memo_key
                     .try_borrow()
                     .is_ok_and(|k| k.as_slice() == key) =>
             {
-                memo
+                (hash, found, hint)
             }
             _ => {
                 let hash = self.hasher.hash_one(key);
-                (hash, self.find(key, hash))
+                (hash, self.find(key, hash), None)
             }
         };
         let CachedStore {
@@ -469,6 +479,7 @@ impl CachedStore {
                     headers: headers.clone(),
                     seq,
                     hash,
+                    hint,
                 });
                 match found {
                     // Caching disabled, a key written before: its latest entry is the new one.
@@ -898,12 +909,9 @@ impl CachedStore {
                 } else {
                     e.value(arena)
                 };
-                (e.key(arena), value)
+                (e.key(arena), value, e.hint)
             });
-            match position {
-                Some(position) => inner.write_batch_at(&mut batch, position)?,
-                None => inner.write_batch(&mut batch)?,
-            }
+            inner.write_batch_hinted(&mut batch, position)?;
         }
         self.discard();
         Ok(())
@@ -931,6 +939,7 @@ impl CachedStore {
     /// Forgets uncommitted writes (the store is untouched by them).
     pub(crate) fn discard(&mut self) {
         self.memo.set(None);
+        self.memo_hint.set(None);
         self.forwarded = false;
         // Capacity a burst left behind goes back; a steady load keeps its buffers.
         let entry_bytes = std::mem::size_of::<Entry>() + std::mem::size_of::<usize>();

@@ -1,7 +1,7 @@
 //! The in-memory store.
 
 use super::arena::ArenaMap;
-use super::{KeyValueStore, StoreError};
+use super::{KeyValueStore, StoreError, StoreHint, StorePosition};
 
 /// A store in a hash map whose keys and values share one arena (runtime/src/store/arena.rs): a
 /// value rewritten with its old length stays in place (an aggregate's usual update), and a key
@@ -45,6 +45,36 @@ impl KeyValueStore for InMemoryKeyValueStore {
             }
             _ => false,
         })
+    }
+    fn get_hinted(
+        &self,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(bool, Option<StoreHint>), StoreError> {
+        out.clear();
+        Ok(match self.map.locate(key) {
+            Some((Some(value), hint)) => {
+                out.extend_from_slice(value);
+                (true, Some(hint))
+            }
+            _ => (false, None),
+        })
+    }
+    fn write_batch_hinted(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>, Option<StoreHint>)>,
+        _position: Option<&StorePosition>,
+    ) -> Result<(), StoreError> {
+        for (key, value, hint) in batch {
+            match (value, hint) {
+                (Some(value), Some(hint)) if self.map.fits(key, Some(value)) => {
+                    self.map.set_hinted(hint, key, Some(value));
+                }
+                (Some(value), _) => self.put(key, value)?,
+                (None, _) => self.delete(key)?,
+            }
+        }
+        Ok(())
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         if !self.map.fits(key, Some(value)) {

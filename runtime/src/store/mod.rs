@@ -117,6 +117,15 @@ impl std::fmt::Display for StorePosition {
     }
 }
 
+/// Where a store found a key ([`KeyValueStore::get_hinted`]): a write of the key at the next
+/// commit ([`KeyValueStore::write_batch_hinted`]) goes there without a lookup if nothing in the
+/// store moved since (an epoch the store changes whenever an entry moves or goes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StoreHint {
+    pub(crate) at: usize,
+    pub(crate) epoch: u64,
+}
+
 /// A key-value store of bytes. Implementations are owned by one task at a time.
 ///
 /// The shape leaves room for window stores (ordered iteration) and for bulk restoration.
@@ -141,6 +150,29 @@ pub(crate) trait KeyValueStore: Send {
             }
         }
         Ok(())
+    }
+    /// As [`get_into`](Self::get_into), with where the store found the key if it can say
+    /// (the in-memory store).
+    fn get_hinted(
+        &self,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(bool, Option<StoreHint>), StoreError> {
+        Ok((self.get_into(key, out)?, None))
+    }
+    /// As [`write_batch`](Self::write_batch) (or [`write_batch_at`](Self::write_batch_at) with
+    /// `position`), each write with the hint of a read of its key since the last commit, if
+    /// any: a commit writing back what it read skips the second lookup.
+    fn write_batch_hinted(
+        &mut self,
+        batch: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>, Option<StoreHint>)>,
+        position: Option<&StorePosition>,
+    ) -> Result<(), StoreError> {
+        let mut plain = batch.map(|(key, value, _)| (key, value));
+        match position {
+            Some(position) => self.write_batch_at(&mut plain, position),
+            None => self.write_batch(&mut plain),
+        }
     }
     /// As [`write_batch`](Self::write_batch), and records `position` atomically with the
     /// writes (persistent stores; the others ignore it).
