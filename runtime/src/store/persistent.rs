@@ -176,20 +176,45 @@ impl PersistentKeyValueStore {
     }
 
     /// Writes `pending` to fjall: one batch in key order, with the position of the last
-    /// commit it holds.
+    /// commit it holds. A large table is ingested as a table of fjall's own, as a large
+    /// restore is (the memtable's skip-list inserts were most of a write-back's time), and its
+    /// position written after it: a crash in between leaves the position behind the data,
+    /// which only replays records.
     fn write_back(&self, pending: &mut Pending) -> Result<(), StoreError> {
         if pending.is_empty() {
             return Ok(());
         }
-        self.write_through(
-            &mut pending.map.sorted().into_iter(),
-            pending.position.as_ref(),
-            false,
-        )?;
+        let entries = pending.map.sorted();
+        if entries.len() < INGESTION_MIN_ENTRIES {
+            self.write_through(&mut entries.into_iter(), pending.position.as_ref(), false)?;
+        } else {
+            self.ingest(entries)?;
+            if let Some(position) = &pending.position {
+                self.db
+                    .registry()
+                    .insert(self.position_key, position.encode())
+                    .map_err(|e| self.err(e))?;
+            }
+        }
         pending.nothing_on_disk = false;
         pending.clear();
         self.recharge(pending);
         Ok(())
+    }
+
+    /// Writes sorted, unique keys as a table of their own, bypassing the memtable; they win
+    /// over what the store held.
+    fn ingest(&self, entries: Vec<(&[u8], Option<&[u8]>)>) -> Result<(), StoreError> {
+        let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
+        for (key, value) in entries {
+            let key = self.full_key(key);
+            let written = match value {
+                Some(value) => ingestion.write(key, value),
+                None => ingestion.write_tombstone(key),
+            };
+            written.map_err(|e| self.err(e))?;
+        }
+        ingestion.finish().map_err(|e| self.err(e))
     }
 
     /// Charges the database what `pending` allocated since last charged (or takes off what it
@@ -471,16 +496,7 @@ impl KeyValueStore for PersistentKeyValueStore {
         if entries.len() < INGESTION_MIN_ENTRIES {
             return self.write_through(&mut entries.into_iter(), None, false);
         }
-        let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
-        for (key, value) in entries {
-            let key = self.full_key(key);
-            let written = match value {
-                Some(value) => ingestion.write(key, value),
-                None => ingestion.write_tombstone(key),
-            };
-            written.map_err(|e| self.err(e))?;
-        }
-        ingestion.finish().map_err(|e| self.err(e))
+        self.ingest(entries)
     }
     fn for_each(&self, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
         self.write_back_shared()?;
@@ -547,3 +563,74 @@ impl KeyValueStore for PersistentKeyValueStore {
 
 /// A restore batch of at least this many entries is ingested as a table of its own.
 const INGESTION_MIN_ENTRIES: usize = 16_384;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// A write-back large enough to be ingested (puts over keys already on disk, deletes of
+    /// some of them, new keys) reads, scans and reopens like a `BTreeMap`, with its position.
+    #[test]
+    fn a_large_write_back_is_ingested_and_reads_like_a_btreemap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let at = |offset| StorePosition {
+            changelog: riffle_state_dir::ChangelogPartition::new("app-s-changelog", 0),
+            offset,
+        };
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let n = INGESTION_MIN_ENTRIES * 3;
+        {
+            let mut store = PersistentKeyValueStore::open_in("s", dir.path()).expect("open");
+            // First on disk: every even key, through the memtable (a small write-back) and an
+            // ingestion (a large one).
+            for (round, keys) in [(0..100usize), (100..n)].into_iter().enumerate() {
+                let writes: Vec<(Vec<u8>, Vec<u8>)> = keys
+                    .filter(|i| i % 2 == 0)
+                    .map(|i| (format!("k{i:06}").into_bytes(), b"old".to_vec()))
+                    .collect();
+                let mut batch = writes.iter().map(|(k, v)| (&k[..], Some(&v[..])));
+                store
+                    .write_batch_at(&mut batch, &at(round as u64 + 1))
+                    .expect("write");
+                store.persist().expect("write back");
+                model.extend(writes);
+            }
+            // Then, in one write-back: every third key rewritten, every fifth deleted.
+            let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+            for i in (0..n).rev() {
+                let key = format!("k{i:06}").into_bytes();
+                if i % 5 == 0 {
+                    writes.push((key.clone(), None));
+                    model.remove(&key);
+                } else if i % 3 == 0 {
+                    writes.push((key.clone(), Some(format!("new{i}").into_bytes())));
+                    model.insert(key, format!("new{i}").into_bytes());
+                }
+            }
+            assert!(writes.len() >= INGESTION_MIN_ENTRIES, "{}", writes.len());
+            let mut batch = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+            store.write_batch_at(&mut batch, &at(9)).expect("write");
+            assert!(store.has_unpersisted());
+            store.persist().expect("write back");
+            store.flush().expect("flush");
+            assert_eq!(store.position().ok(), Some(Some(at(9))));
+            let mut out = Vec::new();
+            for i in (0..n).step_by(7) {
+                let key = format!("k{i:06}").into_bytes();
+                let found = store.get_into(&key, &mut out).expect("get");
+                assert_eq!(found.then(|| out.clone()), model.get(&key).cloned(), "{i}");
+            }
+        }
+        let store = PersistentKeyValueStore::open_in("s", dir.path()).expect("reopen");
+        assert_eq!(store.position().ok(), Some(Some(at(9))));
+        let mut listed = BTreeMap::new();
+        store
+            .for_each(&mut |k, v| {
+                listed.insert(k.to_vec(), v.to_vec());
+            })
+            .expect("scan");
+        assert_eq!(listed, model);
+    }
+}
