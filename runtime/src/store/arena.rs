@@ -12,6 +12,7 @@
 //! what a memory budget counts, and 20,000 tasks each hold one.
 
 use std::hash::BuildHasher;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hashbrown::HashTable;
@@ -24,9 +25,9 @@ const DELETED: u32 = u32::MAX;
 const COMPACT_FLOOR: usize = 64 << 10;
 
 /// A new epoch, unique in the process (so a hint from one map never passes for another's).
-fn next_epoch() -> u64 {
+fn next_epoch() -> NonZeroU64 {
     static EPOCHS: AtomicU64 = AtomicU64::new(1);
-    EPOCHS.fetch_add(1, Ordering::Relaxed)
+    NonZeroU64::new(EPOCHS.fetch_add(1, Ordering::Relaxed)).unwrap_or(NonZeroU64::MIN)
 }
 
 /// An arena offset: `u32` where the owner bounds its arena (a write-back table, written back
@@ -98,7 +99,7 @@ pub(crate) struct ArenaMap<O: Offset> {
     hasher: foldhash::fast::RandomState,
     /// Changes whenever an entry moves or goes (a value of another length, a removal, a
     /// compaction, a clear): a [`StoreHint`] of an older epoch may point at a dead entry.
-    epoch: u64,
+    epoch: NonZeroU64,
 }
 
 impl<O: Offset> Default for ArenaMap<O> {

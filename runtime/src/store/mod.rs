@@ -123,7 +123,8 @@ impl std::fmt::Display for StorePosition {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct StoreHint {
     pub(crate) at: usize,
-    pub(crate) epoch: u64,
+    /// Never zero, so that an `Option<StoreHint>` (one per cached entry) takes no more room.
+    pub(crate) epoch: std::num::NonZeroU64,
 }
 
 /// A key-value store of bytes. Implementations are owned by one task at a time.
