@@ -74,10 +74,7 @@ impl Drop for PersistentKeyValueStore {
     fn drop(&mut self) {
         // Unwritten writes are dropped with the store (a dirty close): the task restores them
         // from the changelog.
-        let pending = self.pending_mut();
-        pending.clear();
-        let bytes = std::mem::take(&mut pending.bytes);
-        self.db.charge_pending(0, bytes);
+        self.discard_pending();
     }
 }
 
@@ -226,8 +223,15 @@ impl PersistentKeyValueStore {
             .charge_pending(now.saturating_sub(before), before.saturating_sub(now))
     }
 
+    /// Forgets the table's writes (a wipe, a dirty close) and gives back its share.
+    fn discard_pending(&self) {
+        let mut pending = self.pending();
+        pending.clear();
+        self.recharge(&mut pending);
+    }
+
     /// Writes the table back if it holds anything (before a read of fjall that the table does
-    /// not answer: a range, a scan).
+    /// not answer, a range or a scan, and when the task asks: [`KeyValueStore::persist`]).
     fn write_back_shared(&self) -> Result<(), StoreError> {
         if self.write_back {
             let mut pending = self.pending();
@@ -297,13 +301,10 @@ impl PersistentKeyValueStore {
         if !self.write_back || per_partition {
             return self.write_through(batch, position, per_partition);
         }
-        let mut pending = std::mem::take(self.pending_mut());
-        let written = self.write_pending(&mut pending, batch, position);
-        *self.pending_mut() = pending;
-        written
+        self.write_pending(&mut self.pending(), batch, position)
     }
 
-    /// [`write`](Self::write) to the write-back table `pending` (taken out of the store).
+    /// [`write`](Self::write) to the write-back table `pending`.
     fn write_pending(
         &self,
         pending: &mut Pending,
@@ -515,22 +516,13 @@ impl KeyValueStore for PersistentKeyValueStore {
         self.db.sync().map_err(|e| self.err(e))
     }
     fn persist(&mut self) -> Result<(), StoreError> {
-        if !self.write_back {
-            return Ok(());
-        }
-        let mut pending = std::mem::take(self.pending_mut());
-        let written = self.write_back(&mut pending);
-        *self.pending_mut() = pending;
-        written
+        self.write_back_shared()
     }
     fn has_unpersisted(&self) -> bool {
         self.write_back && !self.pending().is_empty()
     }
     fn wipe(&mut self) -> Result<(), StoreError> {
-        let mut pending = std::mem::take(self.pending_mut());
-        pending.clear();
-        self.recharge(&mut pending);
-        *self.pending_mut() = pending;
+        self.discard_pending();
         // The position first, durably: a crash before the data is gone leaves data without a
         // position, which the next open wipes again.
         // Every position: the store's, and a global store's per partition.
