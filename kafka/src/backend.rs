@@ -24,6 +24,7 @@ use crate::cluster::{Cluster, KafkaConfig, is_coordinator_error};
 use crate::error::{Error, ErrorCode, Result};
 use crate::group::{MemberInfo, StreamsGroup};
 use crate::streams::{self, StreamsGroupDescription};
+use crate::txn::{TxnMember, TxnProducer, transactional_id};
 use crate::watch::{self, Watch};
 
 #[derive(Debug)]
@@ -31,6 +32,8 @@ struct Inner {
     cluster: Arc<Cluster>,
     groups: Mutex<HashMap<String, Arc<StreamsGroup>>>,
     watch: Arc<Watch>,
+    /// Exactly-once: each stream thread's transactional producer, by thread name.
+    producers: Mutex<HashMap<String, Arc<Mutex<TxnProducer>>>>,
 }
 
 /// A Kafka cluster as a riffle backend. Cheap to clone (clones share connections and groups).
@@ -61,6 +64,7 @@ impl KafkaBackend {
                 cluster,
                 groups: Mutex::default(),
                 watch,
+                producers: Mutex::default(),
             }),
         })
     }
@@ -152,6 +156,46 @@ impl KafkaBackend {
             .groups
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Exactly-once: `batches` and `offsets` in one transaction of `member`'s producer.
+    fn commit_in_transaction(
+        &self,
+        group: &str,
+        member: &str,
+        batches: &mut [(TopicPartition, &mut BatchBuilder)],
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<Vec<u64>> {
+        let streams_group = self.groups().get(group).cloned().ok_or_else(|| {
+            Error::Config(format!(
+                "exactly_once: application {group} has no streams group on this backend"
+            ))
+        })?;
+        let (member_id, member_epoch) = streams_group
+            .member_identity(member)
+            .unwrap_or_else(|| (String::new(), -1));
+        let producer = self
+            .inner
+            .producers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(member.to_owned())
+            .or_insert_with(|| {
+                let id = transactional_id(group, streams_group.process_id(), member);
+                Arc::new(Mutex::new(TxnProducer::new(id)))
+            })
+            .clone();
+        let mut producer = producer.lock().unwrap_or_else(PoisonError::into_inner);
+        let txn_member = TxnMember {
+            group,
+            member_id: &member_id,
+            member_epoch,
+        };
+        let bases = producer.commit(&self.inner.cluster, &txn_member, batches, offsets)?;
+        self.inner
+            .watch
+            .signal(batches.iter().map(|(tp, _)| tp.clone()));
+        Ok(bases)
     }
 
     fn commit(&self, group: &str, member: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
@@ -266,7 +310,11 @@ impl Backend for KafkaBackend {
         max_bytes: usize,
     ) -> riffle::Result<Vec<FetchedBatch>> {
         let batches = self.inner.cluster.fetch(tp, offset, max_bytes)?;
-        self.inner.watch.fetched(tp, offset, batches.is_empty());
+        // Only skipped batches (transaction markers, aborted transactions): watch for what
+        // comes after them.
+        let next = batches.last().map_or(offset, |b| b.last_offset() + 1);
+        let readable = batches.iter().any(|b| b.record_count() > 0);
+        self.inner.watch.fetched(tp, next, !readable);
         Ok(batches)
     }
 
@@ -303,6 +351,20 @@ impl Backend for KafkaBackend {
         Ok(self.commit(group, member, offsets)?)
     }
 
+    fn supports_exactly_once(&self) -> bool {
+        true
+    }
+
+    fn commit_transaction(
+        &self,
+        group: &str,
+        member: &str,
+        batches: &mut [(TopicPartition, &mut BatchBuilder)],
+        offsets: &[(TopicPartition, u64)],
+    ) -> riffle::Result<Vec<u64>> {
+        Ok(self.commit_in_transaction(group, member, batches, offsets)?)
+    }
+
     fn committed_offset(&self, group: &str, tp: &TopicPartition) -> riffle::Result<Option<u64>> {
         Ok(self.inner.cluster.committed_offset(group, tp)?)
     }
@@ -324,6 +386,11 @@ impl Backend for KafkaBackend {
     }
 
     fn group_coordinator(&self, group: &GroupInfo) -> riffle::Result<Arc<dyn GroupCoordinator>> {
+        if group.processing_guarantee == riffle::ProcessingGuarantee::ExactlyOnce {
+            self.inner.cluster.check_transaction_versions()?;
+            // Inputs, repartition topics and changelogs (restores too) read committed data.
+            self.inner.cluster.set_read_committed();
+        }
         let coordinator = Arc::new(StreamsGroup::new(self.inner.cluster.clone(), group)?);
         let mut groups = self.groups();
         // Commits find their member by (application id, stream thread name), and two

@@ -8,6 +8,7 @@ mod offsets;
 mod records;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,13 @@ pub(crate) mod versions {
     pub(crate) const OFFSET_FETCH: i16 = 9;
     pub(crate) const STREAMS_GROUP_DESCRIBE: i16 = 0;
     pub(crate) const DELETE_TOPICS: i16 = 6;
+    // Exactly-once (`txn`): the newest versions before transaction version 2 (KIP-890), whose
+    // epoch bump at every commit riffle does not need.
+    pub(crate) const INIT_PRODUCER_ID: i16 = 4;
+    pub(crate) const ADD_PARTITIONS_TO_TXN: i16 = 3;
+    pub(crate) const ADD_OFFSETS_TO_TXN: i16 = 3;
+    pub(crate) const END_TXN: i16 = 3;
+    pub(crate) const TXN_OFFSET_COMMIT: i16 = 3;
 }
 
 /// How a Kafka backend connects.
@@ -58,6 +66,10 @@ pub struct KafkaConfig {
     pub replication_factor: i16,
     /// How long the broker waits for a member to give up revoked tasks.
     pub rebalance_timeout_ms: i32,
+    /// Read committed data only (Kafka's `isolation.level=read_committed`): records of open
+    /// and aborted transactions are not returned, and end offsets are last stable offsets.
+    /// An application under exactly_once reads this way whatever this says.
+    pub read_committed: bool,
 }
 
 impl KafkaConfig {
@@ -70,6 +82,7 @@ impl KafkaConfig {
             fetch_poll_interval: Duration::from_secs(5),
             replication_factor: -1,
             rebalance_timeout_ms: 60_000,
+            read_committed: false,
         }
     }
 }
@@ -83,7 +96,7 @@ fn name(s: &str) -> StrBytes {
 }
 
 /// Error codes that mean "metadata moved: refresh and retry".
-fn is_stale_metadata(code: i16) -> bool {
+pub(crate) fn is_stale_metadata(code: i16) -> bool {
     // NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION (just created),
     // FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT.
     matches!(code, 6 | 5 | 3 | 74 | 76 | 19 | 7)
@@ -106,10 +119,14 @@ pub(crate) struct Cluster {
     connections: Mutex<HashMap<String, Slot>>,
     /// Topic → leader node id per partition.
     topics: RwLock<HashMap<String, Vec<i32>>>,
-    /// Group → its coordinator's `host:port`.
-    coordinators: Mutex<HashMap<String, String>>,
+    /// (Key type, key) → its coordinator's `host:port`: 0 for a group, 1 for a transactional
+    /// id.
+    coordinators: Mutex<HashMap<(i8, String), String>>,
     /// API key → the broker's (min, max) versions.
     api_versions: HashMap<i16, (i16, i16)>,
+    /// Fetches and end offsets see committed transactions only (`isolation_level=
+    /// read_committed`): set for an application under exactly_once.
+    read_committed: AtomicBool,
 }
 
 impl Cluster {
@@ -131,6 +148,7 @@ impl Cluster {
                         topics: RwLock::default(),
                         coordinators: Mutex::default(),
                         api_versions,
+                        read_committed: AtomicBool::new(config.read_committed),
                     };
                     cluster.check_versions(server)?;
                     cluster
@@ -197,7 +215,11 @@ impl Cluster {
             ),
             ("ApiVersions", 18, v::API_VERSIONS),
         ];
-        for (api, key, version) in needed {
+        self.check_apis(server, &needed)
+    }
+
+    fn check_apis(&self, server: &str, needed: &[(&'static str, i16, i16)]) -> Result<()> {
+        for &(api, key, version) in needed {
             let (min, max) = self.api_versions.get(&key).copied().unwrap_or((-1, -1));
             if version < min || version > max {
                 return Err(Error::UnsupportedVersion {
@@ -219,6 +241,29 @@ impl Cluster {
             .get(&crate::streams::HEARTBEAT_KEY)
             .map_or(0, |v| v.1);
         max.clamp(0, 1)
+    }
+
+    /// Checks that the broker speaks the transaction APIs exactly_once uses.
+    pub(crate) fn check_transaction_versions(&self) -> Result<()> {
+        use versions as v;
+        let needed: [(&'static str, i16, i16); 5] = [
+            ("InitProducerId", 22, v::INIT_PRODUCER_ID),
+            ("AddPartitionsToTxn", 24, v::ADD_PARTITIONS_TO_TXN),
+            ("AddOffsetsToTxn", 25, v::ADD_OFFSETS_TO_TXN),
+            ("EndTxn", 26, v::END_TXN),
+            ("TxnOffsetCommit", 28, v::TXN_OFFSET_COMMIT),
+        ];
+        self.check_apis(&self.config.bootstrap_servers, &needed)
+    }
+
+    /// Whether fetches and end offsets read committed data only.
+    pub(crate) fn read_committed(&self) -> bool {
+        self.read_committed.load(Ordering::Relaxed)
+    }
+
+    /// Makes fetches and end offsets read committed data only, from now on.
+    pub(crate) fn set_read_committed(&self) {
+        self.read_committed.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn config(&self) -> &KafkaConfig {
@@ -394,12 +439,23 @@ impl Cluster {
 
     /// The coordinator of `group` (`host:port`), looked up once and cached.
     pub(crate) fn coordinator(&self, group: &str) -> Result<String> {
-        if let Some(addr) = lock(&self.coordinators).get(group) {
+        self.find_coordinator(group, 0)
+    }
+
+    /// The coordinator of `key` (`key_type` 0: a group, 1: a transactional id), looked up once
+    /// and cached.
+    pub(crate) fn find_coordinator(&self, key: &str, key_type: i8) -> Result<String> {
+        let what = if key_type == 0 {
+            "group"
+        } else {
+            "transactional id"
+        };
+        if let Some(addr) = lock(&self.coordinators).get(&(key_type, key.to_owned())) {
             return Ok(addr.clone());
         }
         let mut request = FindCoordinatorRequest::default();
-        request.key_type = 0;
-        request.coordinator_keys = vec![name(group)];
+        request.key_type = key_type;
+        request.coordinator_keys = vec![name(key)];
         let deadline = Instant::now() + self.config.request_timeout;
         loop {
             let broker = self.any_broker();
@@ -415,19 +471,20 @@ impl Cluster {
             let Some(found) = response.coordinators.first() else {
                 return Err(Error::Decode {
                     api: "FindCoordinator",
-                    reason: format!("no coordinator in the answer for group {group}"),
+                    reason: format!("no coordinator in the answer for {what} {key}"),
                 });
             };
             if found.error_code == 0 {
                 let addr = format!("{}:{}", found.host.as_str(), found.port);
-                lock(&self.coordinators).insert(group.to_owned(), addr.clone());
+                lock(&self.coordinators).insert((key_type, key.to_owned()), addr.clone());
                 return Ok(addr);
             }
-            // The first lookup on a fresh cluster creates __consumer_offsets: wait for it.
+            // The first lookup on a fresh cluster creates __consumer_offsets (or
+            // __transaction_state): wait for it.
             if !ErrorCode(found.error_code).is_retriable() || Instant::now() >= deadline {
                 return Err(Error::Broker {
                     api: "FindCoordinator",
-                    context: format!("group {group}"),
+                    context: format!("{what} {key}"),
                     code: ErrorCode(found.error_code),
                     message: found.error_message.as_ref().map(|m| m.to_string()),
                 });
@@ -446,7 +503,12 @@ impl Cluster {
     }
 
     pub(crate) fn forget_coordinator(&self, group: &str) {
-        lock(&self.coordinators).remove(group);
+        self.forget_coordinator_of(group, 0);
+    }
+
+    /// Forgets the coordinator of `key` (`key_type` as in [`Cluster::find_coordinator`]).
+    pub(crate) fn forget_coordinator_of(&self, key: &str, key_type: i8) {
+        lock(&self.coordinators).remove(&(key_type, key.to_owned()));
     }
 
     /// Sends a raw streams-group request to `group`'s coordinator.

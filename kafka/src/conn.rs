@@ -8,11 +8,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, FetchRequest, FetchResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, ProduceRequest, ProduceResponse,
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, EndTxnRequest, EndTxnResponse,
+    FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
@@ -49,6 +52,11 @@ requests! {
     ApiVersionsRequest => ApiVersionsResponse, 18;
     CreateTopicsRequest => CreateTopicsResponse, 19;
     DeleteTopicsRequest => DeleteTopicsResponse, 20;
+    InitProducerIdRequest => InitProducerIdResponse, 22;
+    AddPartitionsToTxnRequest => AddPartitionsToTxnResponse, 24;
+    AddOffsetsToTxnRequest => AddOffsetsToTxnResponse, 25;
+    EndTxnRequest => EndTxnResponse, 26;
+    TxnOffsetCommitRequest => TxnOffsetCommitResponse, 28;
 }
 
 /// A connection to one broker. Not shared: callers put it behind a mutex.

@@ -117,7 +117,12 @@ impl ErrorCode {
                 | ResponseError::FencedInstanceId
                 | ResponseError::ProducerFenced
                 | ResponseError::InvalidProducerEpoch
-                | ResponseError::StreamsTopologyFenced,
+                | ResponseError::InvalidProducerIdMapping
+                | ResponseError::StreamsTopologyFenced
+                // A transactional offset commit by a member that lost its tasks.
+                | ResponseError::UnknownMemberId
+                | ResponseError::IllegalGeneration
+                | ResponseError::StaleMemberEpoch,
             ) => BackendErrorKind::Fenced,
             Some(
                 ResponseError::TopicAuthorizationFailed

@@ -99,6 +99,11 @@ impl StreamsGroup {
             .clone()
     }
 
+    /// The process id of this instance (from its state directory).
+    pub(crate) fn process_id(&self) -> &str {
+        self.spec.process_id()
+    }
+
     /// The member id and epoch of stream thread `name`, for its offset commits.
     pub(crate) fn member_identity(&self, name: &str) -> Option<(String, i32)> {
         let member = lock(&self.members).get(name).cloned()?;

@@ -49,6 +49,7 @@ mod error;
 mod group;
 mod member;
 mod streams;
+mod txn;
 mod watch;
 mod wire;
 

@@ -282,6 +282,11 @@ pub(crate) struct GroupSpec {
 }
 
 impl GroupSpec {
+    /// The process id from the application's state directory.
+    pub(crate) fn process_id(&self) -> &str {
+        &self.process_id
+    }
+
     /// The spec of `info`'s application. `partitions` tells a repartition topic's partition
     /// count (`None`: not created yet, the broker derives it).
     pub(crate) fn new(

@@ -300,6 +300,8 @@ fn poll(
     request.max_wait_ms = LONG_POLL.as_millis() as i32;
     request.min_bytes = 1;
     request.max_bytes = 1;
+    let read_committed = cluster.read_committed();
+    request.isolation_level = i8::from(read_committed);
     request.session_epoch = -1;
     request.topics = topics;
     let conn = match connections.entry(broker.to_owned()) {
@@ -321,7 +323,13 @@ fn poll(
             }) else {
                 continue;
             };
-            if p.error_code != 0 || p.high_watermark > *offset as i64 {
+            // Read committed, records past the last stable offset are not readable yet.
+            let end = if read_committed {
+                p.last_stable_offset
+            } else {
+                p.high_watermark
+            };
+            if p.error_code != 0 || end > *offset as i64 {
                 grown.push((tp.clone(), *offset));
             }
         }

@@ -101,6 +101,7 @@ impl StreamsApp {
                 .as_deref()
                 .map(str::parse)
                 .transpose()?,
+            processing_guarantee: config.processing_guarantee,
         };
         let coordinator = backend.group_coordinator(&group)?;
         let global_state = GlobalState::open(

@@ -303,9 +303,18 @@ impl RecordCollector {
                 }
             }
         }
-        let bases = self
+        let bases = match self
             .backend
-            .commit_transaction(group, member, &mut batches, offsets)?;
+            .commit_transaction(group, member, &mut batches, offsets)
+        {
+            Ok(bases) => bases,
+            Err(e) => {
+                // The records stay pending: for a retry, or for `discard`.
+                drop(batches);
+                self.pending = pending;
+                return Err(e);
+            }
+        };
         drop(batches);
         for ((topic, partition, count), base) in slots.into_iter().zip(bases) {
             let ends = &mut self.end_offsets[topic];
@@ -318,6 +327,18 @@ impl RecordCollector {
         self.pending = pending;
         self.pending.clear();
         Ok(())
+    }
+
+    /// Drops every record not appended yet: they belonged to a transaction that was aborted
+    /// (exactly-once, a fenced thread).
+    pub(crate) fn discard(&mut self) {
+        for builder in self.builders.iter_mut().flatten().flatten() {
+            builder.clear();
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.recycle(&pending);
+        self.pending = pending;
+        self.pending.clear();
     }
 
     /// Whether records are waiting to be appended.

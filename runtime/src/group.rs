@@ -73,6 +73,9 @@ pub struct GroupInfo {
     /// Where this instance answers interactive queries (`application_server`), for the
     /// heartbeat's `UserEndpoint`.
     pub user_endpoint: Option<crate::HostInfo>,
+    /// The application's processing guarantee: under exactly_once a backend reads committed
+    /// data only.
+    pub processing_guarantee: crate::ProcessingGuarantee,
 }
 
 impl GroupInfo {

@@ -329,6 +329,11 @@ impl LoopCore {
         now >= self.next_heartbeat || generation != self.seen_generation
     }
 
+    /// Heartbeat at the next look (the thread lost its tasks and wants them back).
+    pub(crate) fn heartbeat_now(&mut self, now: Instant) {
+        self.next_heartbeat = self.next_heartbeat.min(now);
+    }
+
     /// A heartbeat was sent at `now` in `generation`.
     pub(crate) fn heartbeat_sent(&mut self, now: Instant, generation: u64) {
         self.seen_generation = generation;

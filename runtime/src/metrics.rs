@@ -26,6 +26,8 @@ pub struct ThreadMetrics {
     pub(crate) records: AtomicU64,
     pub(crate) dropped_records: AtomicU64,
     pub(crate) commits: AtomicU64,
+    /// Times the thread was fenced and closed its tasks dirty (exactly-once).
+    pub(crate) fenced: AtomicU64,
     pub(crate) snapshot_changes: AtomicU64,
     pub(crate) records_restored: AtomicU64,
     pub(crate) snapshot_unchanged: AtomicU64,
@@ -74,6 +76,12 @@ impl ThreadMetrics {
     /// Commits done so far.
     pub fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Times the thread was fenced (another producer or member took its place) and closed
+    /// its tasks dirty.
+    pub fn fenced(&self) -> u64 {
+        self.fenced.load(Ordering::Relaxed)
     }
 
     /// Changelog records restored into this thread's stores so far.

@@ -24,7 +24,7 @@ use riffle_task_manager::{
 use crate::collector::RecordCollector;
 use crate::config::ProcessingGuarantee;
 use crate::coordinator::OffsetSendPolicy;
-use crate::error::{Error, Result};
+use crate::error::{BackendErrorKind, Error, Result};
 use crate::group::{Assignment, Heartbeat};
 use crate::loop_core::{AssignmentPlan, Changes, InputRef, LoopCore, LoopSettings, Owned};
 use crate::node::Scratch;
@@ -139,12 +139,45 @@ impl StreamThread {
         let metrics = self.shared.thread_metrics[self.index].clone();
         metrics.set_os_thread_id();
         metrics.set_name(&self.name);
-        let result = self.run_loop();
+        let result = loop {
+            match self.run_loop() {
+                Err(e)
+                    if e.backend_kind() == Some(BackendErrorKind::Fenced)
+                        && !self.shared.shutdown.load(Ordering::Acquire) =>
+                {
+                    if let Err(e) = self.handle_fenced(&e) {
+                        break Err(e);
+                    }
+                }
+                result => break result,
+            }
+        };
         // Release the tasks whatever happened, then leave, so the others can take them.
         let closed = self.close(result.is_ok());
         self.shared.coordinator.leave(&self.name);
         self.shared.backend.wake_waiters();
         result.and(closed)
+    }
+
+    /// Another producer or member took this thread's place (a fenced transactional producer,
+    /// a commit from a member that lost its tasks): what it processed since its last commit
+    /// was aborted. As Kafka Streams does with a `TaskMigratedException`, it closes every task
+    /// dirty — no checkpoint, the records of the aborted transaction dropped — and starts over
+    /// from its assignment: the next heartbeat gives the tasks back, and they restore from
+    /// their changelogs what their stores do not hold. A zombie never writes on.
+    fn handle_fenced(&mut self, error: &Error) -> Result<()> {
+        tracing::warn!(thread = %self.name, %error, "fenced: closing the tasks dirty and rejoining");
+        self.collector.discard();
+        self.close(false)?;
+        self.waiting.clear();
+        self.warmups_reported.clear();
+        self.last_committed.clear();
+        self.assignment = Assignment::default();
+        self.core.heartbeat_now(Instant::now());
+        self.shared.thread_metrics[self.index]
+            .fenced
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The loop: observe, then do what the core decides. Every `if` below asks the core.

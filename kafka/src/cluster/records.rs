@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
 use riffle_log::{FetchedBatch, TopicPartition};
 
 use super::{Cluster, name, versions};
+use crate::batch::AbortedTxn;
 use crate::error::{Error, ErrorCode, Result};
 
 impl Cluster {
@@ -155,7 +156,8 @@ impl Cluster {
         request.max_wait_ms = 0;
         request.min_bytes = 1;
         request.max_bytes = max_bytes;
-        request.isolation_level = 0;
+        let read_committed = self.read_committed();
+        request.isolation_level = i8::from(read_committed);
         request.session_id = 0;
         request.session_epoch = -1;
         request.topics = vec![topic];
@@ -183,7 +185,17 @@ impl Cluster {
                         });
                     }
                     if let Some(records) = &p.records {
-                        crate::batch::decode_batches(tp, records, offset, &mut out)?;
+                        let aborted: Vec<AbortedTxn> = p
+                            .aborted_transactions
+                            .iter()
+                            .flatten()
+                            .map(|a| AbortedTxn {
+                                producer_id: a.producer_id.0,
+                                first_offset: a.first_offset,
+                            })
+                            .collect();
+                        let aborted = read_committed.then_some(&aborted[..]);
+                        crate::batch::decode_batches(tp, records, offset, aborted, &mut out)?;
                     }
                 }
             }
@@ -201,7 +213,11 @@ impl Cluster {
                 by_leader.entry(self.leader(tp)?).or_default().push(i);
             }
             for (broker, indexes) in by_leader {
-                let request = list_offsets_request_for(indexes.iter().map(|&i| &tps[i]), LATEST);
+                let request = list_offsets_request_for(
+                    indexes.iter().map(|&i| &tps[i]),
+                    LATEST,
+                    self.read_committed(),
+                );
                 let client_id = self.config.client_id.clone();
                 let Ok(response) = self.with_connection(&broker, |c| {
                     c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)
@@ -254,7 +270,8 @@ impl Cluster {
     /// One partition's ListOffsets answer for `timestamp` (or [`LATEST`], [`EARLIEST`]),
     /// retried on its leader; `None` when the broker answers -1 (no such record).
     fn list_offset(&self, tp: &TopicPartition, timestamp: i64) -> Result<Option<u64>> {
-        let request = list_offsets_request_for(std::iter::once(tp), timestamp);
+        let request =
+            list_offsets_request_for(std::iter::once(tp), timestamp, self.read_committed());
         let client_id = self.config.client_id.clone();
         self.on_leader(tp, |c| {
             let response = c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)?;
@@ -285,10 +302,11 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
 /// A ListOffsets request for the offsets of `tps` at `timestamp` ([`LATEST`], [`EARLIEST`] or
-/// a time), grouped by topic.
+/// a time), grouped by topic. Read committed, [`LATEST`] is the last stable offset.
 fn list_offsets_request_for<'a>(
     tps: impl Iterator<Item = &'a TopicPartition>,
     timestamp: i64,
+    read_committed: bool,
 ) -> ListOffsetsRequest {
     let mut topics: Vec<list_offsets_request::ListOffsetsTopic> = Vec::new();
     for tp in tps {
@@ -308,7 +326,7 @@ fn list_offsets_request_for<'a>(
     }
     let mut request = ListOffsetsRequest::default();
     request.replica_id = BrokerId(-1);
-    request.isolation_level = 0;
+    request.isolation_level = i8::from(read_committed);
     request.topics = topics;
     request
 }

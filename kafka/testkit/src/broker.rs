@@ -417,6 +417,18 @@ impl KafkaBroker {
         max_messages: usize,
         props: &[(&str, &str)],
     ) -> Result<Vec<String>> {
+        self.console_consume_with(topic, max_messages, props, &[])
+    }
+
+    /// [`KafkaBroker::console_consume`] with more of the console consumer's arguments, e.g.
+    /// `["--isolation-level", "read_committed"]`.
+    pub fn console_consume_with(
+        &self,
+        topic: &str,
+        max_messages: usize,
+        props: &[(&str, &str)],
+        extra_args: &[&str],
+    ) -> Result<Vec<String>> {
         let max = max_messages.to_string();
         let mut args: Vec<String> = [
             "--bootstrap-server",
@@ -435,6 +447,7 @@ impl KafkaBroker {
             args.push("--formatter-property".to_owned());
             args.push(format!("{name}={value}"));
         }
+        args.extend(extra_args.iter().map(|a| (*a).to_owned()));
         let out = self.run_tool(
             "org.apache.kafka.tools.consumer.ConsoleConsumer",
             &args.iter().map(String::as_str).collect::<Vec<_>>(),

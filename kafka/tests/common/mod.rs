@@ -46,6 +46,20 @@ pub fn produce_words(
     keys: u64,
     seed: u64,
 ) -> HashMap<String, i64> {
+    produce_words_at(backend, topic, partitions, records, keys, seed, 0)
+}
+
+/// [`produce_words`] with timestamps from `first_timestamp` on (milliseconds since the epoch:
+/// records of 1970 are past the broker's 7-day retention, so a long test gives them now).
+pub fn produce_words_at(
+    backend: &KafkaBackend,
+    topic: &str,
+    partitions: u32,
+    records: u64,
+    keys: u64,
+    seed: u64,
+    first_timestamp: i64,
+) -> HashMap<String, i64> {
     backend
         .create_topic(topic, partitions, TopicKind::User)
         .unwrap();
@@ -56,7 +70,7 @@ pub fn produce_words(
     for i in 0..records {
         let key = format!("key-{}", (seed + i * 7919) % keys);
         let p = partition_for_key(key.as_bytes(), partitions) as usize;
-        builders[p].push(i as i64, Some(key.as_bytes()), Some(b"1"));
+        builders[p].push(first_timestamp + i as i64, Some(key.as_bytes()), Some(b"1"));
         *expected.entry(key).or_insert(0) += 1;
         if builders[p].size_bytes() >= 256 << 10 {
             backend
@@ -89,7 +103,13 @@ pub fn for_each_batch(
         let end = backend.end_offset(&tp).unwrap();
         let mut position = 0;
         while position < end {
-            let batches = backend.fetch(&tp, position, 1 << 20).unwrap();
+            let batches = backend.fetch(&tp, position, 1 << 20).unwrap_or_else(|e| {
+                panic!(
+                    "{e}: start {:?} end {end} now {:?}",
+                    backend.start_offset(&tp),
+                    backend.end_offset(&tp)
+                )
+            });
             if batches.is_empty() {
                 break;
             }
@@ -175,6 +195,9 @@ pub fn console_consume_counts(
 /// Environment of a child instance (see [`child_instance`]).
 pub const CHILD_ENV: &str = "RIFFLE_KAFKA_TEST_INSTANCE";
 
+/// Numbers the instances' log files.
+static NEXT_INSTANCE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// One app instance in its own process, so a test can kill it with SIGKILL.
 pub struct Instance {
     pub child: std::process::Child,
@@ -192,10 +215,28 @@ impl Instance {
         threads: usize,
         store: StoreType,
     ) -> Instance {
+        Self::spawn_with(test_name, bootstrap, app_id, state_dir, threads, store, &[])
+    }
+
+    /// [`Instance::spawn`] with more environment: `GUARANTEE` (`exactly_once`) and
+    /// `COMMIT_MS` (the commit interval) are read by [`child_instance`].
+    pub fn spawn_with(
+        test_name: &str,
+        bootstrap: &str,
+        app_id: &str,
+        state_dir: &std::path::Path,
+        threads: usize,
+        store: StoreType,
+        env: &[(&str, &str)],
+    ) -> Instance {
         std::fs::create_dir_all(state_dir).unwrap();
         let stop_file = state_dir.join("stop");
         let _ = std::fs::remove_file(&stop_file);
-        let log = state_dir.join(format!("instance-{}.log", std::process::id()));
+        let log = state_dir.join(format!(
+            "instance-{}-{}.log",
+            std::process::id(),
+            NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let out = std::fs::File::create(&log).unwrap();
         let child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
@@ -213,6 +254,7 @@ impl Instance {
                     "memory"
                 },
             )
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -262,7 +304,13 @@ pub fn child_instance() {
     let env = |k: &str| std::env::var(k).unwrap();
     let backend = KafkaBackend::connect(riffle_kafka::KafkaConfig::new(env("BOOTSTRAP"))).unwrap();
     let state_dir = std::path::PathBuf::from(env("STATE_DIR"));
-    let config = config(&env("APP_ID"), &state_dir, env("THREADS").parse().unwrap());
+    let mut config = config(&env("APP_ID"), &state_dir, env("THREADS").parse().unwrap());
+    if let Ok(guarantee) = std::env::var("GUARANTEE") {
+        config.set("processing_guarantee", &guarantee).unwrap();
+    }
+    if let Ok(ms) = std::env::var("COMMIT_MS") {
+        config.commit_interval = Some(Duration::from_millis(ms.parse().unwrap()));
+    }
     let store = match env("STORE").as_str() {
         "persistent" => StoreType::Persistent,
         _ => StoreType::InMemory,
