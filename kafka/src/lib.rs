@@ -19,8 +19,13 @@
 //!   before joining; a 4.4 broker would otherwise create them itself on the first join
 //!   (status `MISSING_INTERNAL_TOPICS`), which riffle also waits out.
 //!
-//! What it is not: a general Kafka client (no consumer groups, no transactions yet — so
-//! at-least-once only — no SASL/TLS). Batches are read and written uncompressed, gzip, snappy
+//! - **Exactly-once** (`processing_guarantee = exactly_once`, Kafka Streams' `exactly_once_v2`):
+//!   one transactional producer per stream thread, each commit one transaction (outputs,
+//!   changelog writes and the input offsets as the member); reads are `read_committed`; a fenced
+//!   thread closes its tasks dirty and takes them back (docs/design.md §5).
+//!
+//! What it is not: a general Kafka client (no consumer groups, no SASL/TLS yet). Batches are
+//! read and written uncompressed, gzip, snappy
 //! (snappy-java's xerial framing, what Kafka's Java client writes), lz4 or zstd
 //! (`compression_type` for riffle's own).
 //!

@@ -19,6 +19,8 @@
 //!   records/s, the time to restore every task, threads, open files and RSS;
 //! - `riffle bench soak`: the sample under `--follow` with a steady input for minutes: its RSS,
 //!   threads and open files over time;
+//! - `riffle bench kafka`: the sample on a Kafka cluster under at_least_once and exactly_once,
+//!   records/s and CPU per record (riffle's and the broker's);
 //! - `riffle bench log`: the embedded log shared by processes — append and fetch throughput
 //!   with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up latency.
 //!
@@ -28,6 +30,7 @@
 mod app;
 mod idle;
 mod join;
+mod kafka;
 mod log;
 mod plot;
 mod scale;
@@ -99,6 +102,10 @@ pub(crate) enum Bench {
     /// the two streams merged through a `map_values`, its output checked against the pairs
     /// counted independently.
     Join(join::Args),
+    /// The groupByKey-count sample on a Kafka cluster under at_least_once and exactly_once with
+    /// one commit interval (100 ms by default), over the same input, the guarantees alternating:
+    /// records/s and CPU per record, this process's and (with --broker-pid) the broker's.
+    Kafka(kafka::Args),
     /// The embedded log shared by processes: append and fetch throughput with 1 and 4 processes
     /// on 1 and 100 partitions, and the cross-process wake-up latency (p50/p99).
     Log(log::Args),
@@ -123,6 +130,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Windowed(args) => windowed::run(args),
         Bench::Restore(args) => app::restore(args),
         Bench::Join(args) => join::run(args),
+        Bench::Kafka(args) => kafka::run(args),
         Bench::Log(args) => log::run(args),
         Bench::Scale(args) => scale::run(args),
         Bench::Soak(args) => soak::run(args),
