@@ -119,6 +119,11 @@ pub(crate) struct CountArgs {
     /// The input topic (with --log-dir or --bootstrap-servers).
     #[arg(long, requires = "backend")]
     input: Option<String>,
+    /// With --bootstrap-servers: Kafka client properties (`name=value` lines, as Kafka's tools
+    /// read `--command-config`), e.g. `security.protocol=SASL_SSL`, `sasl.mechanism`,
+    /// `sasl.username`, `sasl.password` or `sasl.jaas.config`, `ssl.ca.location`.
+    #[arg(long, value_name = "FILE", requires = "bootstrap_servers")]
+    pub(crate) command_config: Option<PathBuf>,
     /// The output topic: counts as 8-byte big-endian longs (with --log-dir or
     /// --bootstrap-servers).
     #[arg(long, requires = "backend")]

@@ -66,6 +66,56 @@ fn the_enrich_sample_gives_the_same_totals_on_kafka_as_on_the_embedded_log() {
 }
 
 #[test]
+fn the_sample_counts_exactly_once_over_sasl_ssl() {
+    let broker = KafkaBroker::builder()
+        .secure()
+        .config("transaction.state.log.num.partitions", "3")
+        .start()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = broker.client_cert_files();
+    let properties = dir.path().join("client.properties");
+    std::fs::write(
+        &properties,
+        format!(
+            "# Kafka client properties, as for Kafka's own tools\n\
+             security.protocol=SASL_SSL\n\
+             sasl.mechanism=SCRAM-SHA-256\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{}\" password=\"{}\";\n\
+             ssl.truststore.type=PEM\n\
+             ssl.truststore.location={}\n\
+             ssl.certificate.location={}\n\
+             ssl.key.location={}\n",
+            riffle_kafka_testkit::SASL_USER,
+            riffle_kafka_testkit::SASL_PASSWORD,
+            broker.ca_file().display(),
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let out = riffle(&[
+        "sample",
+        "group-by-key-count",
+        "--bootstrap-servers",
+        broker.sasl_ssl_bootstrap().unwrap(),
+        "--command-config",
+        properties.to_str().unwrap(),
+        "--records",
+        "50000",
+        "--keys",
+        "500",
+        "--processing-guarantee",
+        "exactly_once",
+    ]);
+    println!("{out}");
+    assert!(
+        out.contains("counts equal an independent HashMap count of the input: yes"),
+        "{out}"
+    );
+}
+
+#[test]
 fn the_sample_counts_exactly_on_kafka() {
     let broker = KafkaBroker::start().unwrap();
     let generated = riffle(&[

@@ -84,6 +84,30 @@ impl KafkaBackend {
         self.inner.cluster.delete_topics(topics)
     }
 
+    /// Waits until no partition of `topic` has an open transaction (each one's last stable
+    /// offset is its end offset), or `timeout` passes. A transaction's records become
+    /// readable read_committed once the broker has written its markers, shortly after the
+    /// commit returned: a reader that wants everything committed so far waits for this first.
+    pub fn wait_until_stable(&self, topic: &str, timeout: Duration) -> Result<()> {
+        let Some(n) = self.inner.cluster.partitions(topic)? else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + timeout;
+        for p in 0..n {
+            let tp = TopicPartition::new(topic, p);
+            while !self.inner.cluster.is_stable(&tp)? {
+                if Instant::now() >= deadline {
+                    return Err(Error::Timeout {
+                        what: format!("{tp} to have no open transaction"),
+                        millis: timeout.as_millis() as u64,
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        Ok(())
+    }
+
     /// Every offset `group` committed, sorted.
     pub fn group_offsets(&self, group: &str) -> Result<Vec<(TopicPartition, u64)>> {
         self.inner.cluster.group_offsets(group)

@@ -21,6 +21,7 @@ use riffle_log::TopicPartition;
 
 use crate::conn::Connection;
 use crate::error::{Error, ErrorCode, Result};
+use crate::security::{Connector, Security};
 
 /// The versions riffle speaks; each is checked against the broker's ApiVersions at bootstrap.
 /// Fixed rather than negotiated: these are the newest versions that still name topics (not ids)
@@ -70,6 +71,8 @@ pub struct KafkaConfig {
     /// and aborted transactions are not returned, and end offsets are last stable offsets.
     /// An application under exactly_once reads this way whatever this says.
     pub read_committed: bool,
+    /// TLS and SASL (`security.protocol` and the rest; see [`KafkaConfig::set`]).
+    pub security: Security,
 }
 
 impl KafkaConfig {
@@ -83,7 +86,77 @@ impl KafkaConfig {
             replication_factor: -1,
             rebalance_timeout_ms: 60_000,
             read_committed: false,
+            security: Security::default(),
         }
+    }
+
+    /// Sets a Kafka client property by its Kafka name: `bootstrap.servers`, `client.id`,
+    /// `request.timeout.ms`, `isolation.level` (`read_committed` or `read_uncommitted`),
+    /// `security.protocol` (`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL`), `sasl.mechanism`
+    /// (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`), `sasl.username`, `sasl.password`,
+    /// `sasl.jaas.config` (a `PlainLoginModule` or `ScramLoginModule` line with `username` and
+    /// `password`), `ssl.ca.location` (or `ssl.truststore.location` with
+    /// `ssl.truststore.type=PEM`: the CA certificates, PEM), `ssl.certificate.location` and
+    /// `ssl.key.location` (a client certificate, PEM). Anything else is an error naming it.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let number = |what: &str| -> Result<u64> {
+            value
+                .parse()
+                .map_err(|_| Error::Config(format!("{what} {value:?}: not a number")))
+        };
+        match name {
+            "bootstrap.servers" => self.bootstrap_servers = value.to_owned(),
+            "client.id" => self.client_id = value.to_owned(),
+            "request.timeout.ms" => {
+                self.request_timeout = Duration::from_millis(number(name)?);
+            }
+            "isolation.level" => {
+                self.read_committed = match value {
+                    "read_committed" => true,
+                    "read_uncommitted" => false,
+                    _ => {
+                        return Err(Error::Config(format!(
+                            "isolation.level {value:?}: expected read_committed or read_uncommitted"
+                        )));
+                    }
+                };
+            }
+            _ => {
+                if !self.security.set(name, value)? {
+                    return Err(Error::Config(format!(
+                        "unknown Kafka client property {name:?}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets each `name=value` line of a Java properties file (`#` and `!` start comments), as
+    /// Kafka's tools read `--command-config`.
+    pub fn load_properties(&mut self, path: &std::path::Path) -> Result<()> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::Config(format!(
+                "reading the properties file {}: {e}",
+                path.display()
+            ))
+        })?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            let (name, value) = line.split_once(['=', ':']).ok_or_else(|| {
+                Error::Config(format!(
+                    "{} line {}: expected name=value",
+                    path.display(),
+                    i + 1
+                ))
+            })?;
+            self.set(name.trim(), value.trim())
+                .map_err(|e| Error::Config(format!("{} line {}: {e}", path.display(), i + 1)))?;
+        }
+        Ok(())
     }
 }
 
@@ -119,6 +192,8 @@ pub(crate) struct Cluster {
     connections: Mutex<HashMap<String, Slot>>,
     /// Topic → leader node id per partition.
     topics: RwLock<HashMap<String, Vec<i32>>>,
+    /// TLS and SASL for every connection.
+    connector: Connector,
     /// (Key type, key) → its coordinator's `host:port`: 0 for a group, 1 for a transactional
     /// id.
     coordinators: Mutex<HashMap<(i8, String), String>>,
@@ -135,14 +210,16 @@ impl Cluster {
     pub(crate) fn connect(config: KafkaConfig) -> Result<Cluster> {
         let mut last_err = None;
         let servers = config.bootstrap_servers.clone();
+        let connector = config.security.connector()?;
         for server in servers.split(',').map(str::trim) {
             if server.is_empty() {
                 continue;
             }
-            match Self::api_versions_of(server, &config) {
+            match Self::api_versions_of(server, &config, &connector) {
                 Ok(api_versions) => {
                     let cluster = Cluster {
                         config: config.clone(),
+                        connector: connector.clone(),
                         brokers: RwLock::default(),
                         connections: Mutex::default(),
                         topics: RwLock::default(),
@@ -170,8 +247,13 @@ impl Cluster {
         }))
     }
 
-    fn api_versions_of(server: &str, config: &KafkaConfig) -> Result<HashMap<i16, (i16, i16)>> {
-        let mut conn = Connection::connect(server, config.request_timeout)?;
+    fn api_versions_of(
+        server: &str,
+        config: &KafkaConfig,
+        connector: &Connector,
+    ) -> Result<HashMap<i16, (i16, i16)>> {
+        let mut conn =
+            Connection::connect(server, connector, &config.client_id, config.request_timeout)?;
         let mut request = ApiVersionsRequest::default();
         request.client_software_name = StrBytes::from_static_str("riffle");
         request.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
@@ -266,6 +348,16 @@ impl Cluster {
         self.read_committed.store(true, Ordering::Relaxed);
     }
 
+    /// A new connection to `broker`, with TLS and SASL as configured.
+    pub(crate) fn connect_to(&self, broker: &str) -> Result<Connection> {
+        Connection::connect(
+            broker,
+            &self.connector,
+            &self.config.client_id,
+            self.config.request_timeout,
+        )
+    }
+
     pub(crate) fn config(&self) -> &KafkaConfig {
         &self.config
     }
@@ -287,7 +379,7 @@ impl Cluster {
         let slot = self.slot(broker);
         let mut guard = lock(&slot);
         if guard.is_none() {
-            *guard = Some(Connection::connect(broker, self.config.request_timeout)?);
+            *guard = Some(self.connect_to(broker)?);
         }
         let Some(conn) = guard.as_mut() else {
             return Err(Error::Config("connection slot empty".into()));

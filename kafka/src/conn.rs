@@ -15,12 +15,14 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
     MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
     OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
     TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
 use crate::error::{Error, Result};
+use crate::security::{Connector, Transport};
 
 /// Responses larger than this are refused before allocating for them.
 const MAX_RESPONSE_BYTES: usize = 256 << 20;
@@ -57,20 +59,27 @@ requests! {
     AddOffsetsToTxnRequest => AddOffsetsToTxnResponse, 25;
     EndTxnRequest => EndTxnResponse, 26;
     TxnOffsetCommitRequest => TxnOffsetCommitResponse, 28;
+    SaslHandshakeRequest => SaslHandshakeResponse, 17;
+    SaslAuthenticateRequest => SaslAuthenticateResponse, 36;
 }
 
 /// A connection to one broker. Not shared: callers put it behind a mutex.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    stream: TcpStream,
+    stream: Transport,
     broker: String,
     correlation_id: i32,
     buf: Vec<u8>,
 }
 
 impl Connection {
-    /// Connects to `broker` (`host:port`).
-    pub(crate) fn connect(broker: &str, timeout: Duration) -> Result<Connection> {
+    /// Connects to `broker` (`host:port`): TCP, then TLS and SASL as `connector` says.
+    pub(crate) fn connect(
+        broker: &str,
+        connector: &Connector,
+        client_id: &str,
+        timeout: Duration,
+    ) -> Result<Connection> {
         let io = |what: &str| {
             let what = what.to_owned();
             let broker = broker.to_owned();
@@ -99,12 +108,14 @@ impl Connection {
         stream
             .set_write_timeout(Some(Duration::from_secs(60)))
             .map_err(io("setting the write timeout"))?;
-        Ok(Connection {
-            stream,
+        let mut conn = Connection {
+            stream: connector.wrap(broker, stream)?,
             broker: broker.to_owned(),
             correlation_id: 0,
             buf: Vec::new(),
-        })
+        };
+        connector.authenticate(&mut conn, client_id)?;
+        Ok(conn)
     }
 
     /// The broker's `host:port`.
@@ -136,13 +147,23 @@ impl Connection {
         let mut len = [0u8; 4];
         let what = format!("reading the {api} response");
         self.stream.read_exact(&mut len).map_err(self.io(&what))?;
+        // A TLS record (handshake 0x16 or alert 0x15, version 3.x) where a frame length should
+        // be: a TLS listener spoken to in plain Kafka.
+        let tls = matches!(len, [0x15 | 0x16, 3, _, _]);
         let len = i32::from_be_bytes(len);
         let len = usize::try_from(len)
             .ok()
             .filter(|&l| (4..=MAX_RESPONSE_BYTES).contains(&l))
             .ok_or_else(|| Error::Decode {
                 api,
-                reason: format!("response frame of {len} bytes from {}", self.broker),
+                reason: if tls {
+                    format!(
+                        "{} answered with TLS: it is an SSL or SASL_SSL listener (set security.protocol)",
+                        self.broker
+                    )
+                } else {
+                    format!("response frame of {len} bytes from {}", self.broker)
+                },
             })?;
         let mut body = vec![0u8; len];
         self.stream.read_exact(&mut body).map_err(self.io(&what))?;

@@ -53,6 +53,7 @@ mod conn;
 mod error;
 mod group;
 mod member;
+mod security;
 mod streams;
 mod txn;
 mod watch;
@@ -63,5 +64,6 @@ pub use crate::{
     cluster::KafkaConfig,
     error::{Error, ErrorCode, Result},
     group::MemberInfo,
+    security::{SaslMechanism, Security, SecurityProtocol},
     streams::{DescribedMember, DescribedTasks, StreamsGroupDescription, TaskIds, TaskOffset},
 };

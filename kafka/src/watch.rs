@@ -306,9 +306,7 @@ fn poll(
     request.topics = topics;
     let conn = match connections.entry(broker.to_owned()) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-        std::collections::hash_map::Entry::Vacant(e) => {
-            e.insert(Connection::connect(broker, cluster.config().request_timeout).ok()?)
-        }
+        std::collections::hash_map::Entry::Vacant(e) => e.insert(cluster.connect_to(broker).ok()?),
     };
     let client_id = format!("{}-fetch-watcher", cluster.config().client_id);
     let Ok(response) = conn.send("Fetch", &client_id, &request, versions::FETCH) else {

@@ -10,6 +10,14 @@
 #   KAFKA_ARGS are passed to kafka.Kafka, e.g. -- --override group.streams.num.standby.replicas=1
 #
 # Env: KAFKA_LIBS                jar dir (default: fetched by fetch-kafka.sh)
+#      RIFFLE_KAFKA_SECURE=1     also listen with SASL_PLAINTEXT and SASL_SSL on two more
+#                                free ports (SASL_PLAINTEXT_PORT, SASL_SSL_PORT in broker.env):
+#                                SASL mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, user
+#                                alice / alice-secret for each; TLS with DIR/tls/server.pem
+#                                (PEM: the broker's certificate chain and unencrypted PKCS#8
+#                                key, for 127.0.0.1), and SASL_SSL clients must show a
+#                                certificate signed by DIR/tls/ca.pem. The Rust test kit
+#                                (KafkaBrokerBuilder::secure) makes those files.
 #      RIFFLE_KAFKA_HEAP_OPTS    default "-Xmx512m -Xms128m"
 #      RIFFLE_KAFKA_JVM_OPTS     default "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 #
@@ -52,17 +60,48 @@ elif port_in_use "${PORT}"; then die "port ${PORT} on 127.0.0.1 is already in us
 fi
 CPORT="$(free_port)"
 [[ "${CPORT}" != "${PORT}" ]] || CPORT="$(free_port)"
+LISTENERS="PLAINTEXT://127.0.0.1:${PORT}"
+PROTOCOLS="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+SECURE_PROPS=""
+SECURE_ENV=""
+SCRAM_ARGS=()
+if [[ "${RIFFLE_KAFKA_SECURE:-0}" == 1 ]]; then
+  [[ -f "${DIR}/tls/server.pem" && -f "${DIR}/tls/ca.pem" ]] \
+    || die "RIFFLE_KAFKA_SECURE=1 needs ${DIR}/tls/server.pem and ${DIR}/tls/ca.pem"
+  SPORT="$(free_port)"; SSLPORT="$(free_port)"
+  while [[ "${SPORT}" == "${PORT}" || "${SPORT}" == "${CPORT}" ]]; do SPORT="$(free_port)"; done
+  while [[ "${SSLPORT}" == "${PORT}" || "${SSLPORT}" == "${CPORT}" || "${SSLPORT}" == "${SPORT}" ]]; do SSLPORT="$(free_port)"; done
+  LISTENERS="${LISTENERS},SASL_PLAINTEXT://127.0.0.1:${SPORT},SASL_SSL://127.0.0.1:${SSLPORT}"
+  PROTOCOLS="${PROTOCOLS},SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+  plain='org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+  scram='org.apache.kafka.common.security.scram.ScramLoginModule required;'
+  SECURE_PROPS="sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+  for l in sasl_plaintext sasl_ssl; do
+    SECURE_PROPS+=$'\n'"listener.name.${l}.plain.sasl.jaas.config=${plain}"
+    SECURE_PROPS+=$'\n'"listener.name.${l}.scram-sha-256.sasl.jaas.config=${scram}"
+    SECURE_PROPS+=$'\n'"listener.name.${l}.scram-sha-512.sasl.jaas.config=${scram}"
+  done
+  SECURE_PROPS+=$'\n'"ssl.keystore.type=PEM"
+  SECURE_PROPS+=$'\n'"ssl.keystore.location=${DIR}/tls/server.pem"
+  SECURE_PROPS+=$'\n'"ssl.truststore.type=PEM"
+  SECURE_PROPS+=$'\n'"ssl.truststore.location=${DIR}/tls/ca.pem"
+  SECURE_PROPS+=$'\n'"listener.name.sasl_ssl.ssl.client.auth=required"
+  SECURE_ENV=$'\n'"SASL_PLAINTEXT_PORT=${SPORT}"$'\n'"SASL_SSL_PORT=${SSLPORT}"
+  SCRAM_ARGS=(--add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]'
+              --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]')
+fi
 
 cat > "${DIR}/server.properties" <<PROPS
 # Written by riffle kafka/testkit/start-broker.sh; rewritten on every start.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:${CPORT}
-listeners=PLAINTEXT://127.0.0.1:${PORT},CONTROLLER://127.0.0.1:${CPORT}
-advertised.listeners=PLAINTEXT://127.0.0.1:${PORT}
+listeners=${LISTENERS},CONTROLLER://127.0.0.1:${CPORT}
+advertised.listeners=${LISTENERS}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=${PROTOCOLS}
+${SECURE_PROPS}
 log.dirs=${DIR}/data
 num.partitions=1
 default.replication.factor=1
@@ -116,7 +155,8 @@ if [[ ! -f "${DIR}/data/meta.properties" ]]; then
   log "formatting ${DIR}/data (cluster id ${cluster_id})"
   java "${TOOL_JVM_OPTS[@]}" -Dlog4j2.configurationFile="${TESTKIT_DIR}/log4j2-tools.properties" \
     -cp "${KAFKA_LIBS}/*" kafka.tools.StorageTool format \
-    --cluster-id="${cluster_id}" --config "${DIR}/server.properties" >"${DIR}/logs/format.log" 2>&1 \
+    --cluster-id="${cluster_id}" --config "${DIR}/server.properties" "${SCRAM_ARGS[@]}" \
+    >"${DIR}/logs/format.log" 2>&1 \
     || { cat "${DIR}/logs/format.log" >&2; die "kafka.tools.StorageTool format failed (see above)"; }
 fi
 
@@ -125,7 +165,7 @@ BOOTSTRAP=127.0.0.1:${PORT}
 PORT=${PORT}
 CONTROLLER_PORT=${CPORT}
 KAFKA_LIBS=${KAFKA_LIBS}
-KAFKA_VERSION=${KAFKA_VERSION}
+KAFKA_VERSION=${KAFKA_VERSION}${SECURE_ENV}
 ENV
 echo $$ > "${DIR}/broker.pid"
 log "starting Kafka ${KAFKA_VERSION} on 127.0.0.1:${PORT} (controller 127.0.0.1:${CPORT}), log ${DIR}/logs/server.log"

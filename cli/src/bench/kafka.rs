@@ -26,6 +26,10 @@ pub(crate) struct Args {
     /// The cluster, `host:port[,host:port…]` (e.g. a broker from kafka/testkit/start-broker.sh).
     #[arg(long)]
     bootstrap_servers: String,
+    /// Kafka client properties (`name=value` lines, as Kafka's tools read `--command-config`):
+    /// `security.protocol`, `sasl.*`, `ssl.*`.
+    #[arg(long, value_name = "FILE")]
+    command_config: Option<PathBuf>,
     /// Records of the input.
     #[arg(long, default_value_t = 300_000)]
     records: u64,
@@ -76,6 +80,14 @@ struct Row {
     broker_cpu_us_per_record: Option<f64>,
 }
 
+fn kafka_config(args: &Args) -> anyhow::Result<KafkaConfig> {
+    let mut config = KafkaConfig::new(args.bootstrap_servers.as_str());
+    if let Some(path) = &args.command_config {
+        config.load_properties(path)?;
+    }
+    Ok(config)
+}
+
 /// `utime + stime` of `/proc/<pid>/stat`, in clock ticks (10 ms).
 fn cpu_ticks(pid: &str) -> anyhow::Result<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -110,7 +122,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    let mut reader_config = KafkaConfig::new(servers.as_str());
+    let mut reader_config = kafka_config(&args)?;
     reader_config.read_committed = true;
     let reader = KafkaBackend::connect(reader_config)
         .with_context(|| format!("connecting to Kafka at {servers}"))?;
@@ -170,7 +182,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             if args.broker_pid.is_some() {
                 format!(
                     ", broker {:.2} µs CPU/record",
-                    median(guarantee, &|r| r.broker_cpu_us_per_record.unwrap_or(f64::NAN))
+                    median(guarantee, &|r| r
+                        .broker_cpu_us_per_record
+                        .unwrap_or(f64::NAN))
                 )
             } else {
                 String::new()
@@ -237,7 +251,7 @@ fn run_once(
     config.poll = Duration::from_millis(10);
     config.commit_interval = Some(Duration::from_millis(args.commit_interval_ms));
     config.set("processing_guarantee", guarantee)?;
-    let backend = KafkaBackend::connect(KafkaConfig::new(args.bootstrap_servers.as_str()))?;
+    let backend = KafkaBackend::connect(kafka_config(args)?)?;
     let mut app = StreamsApp::new(
         topology(input, &output, args.store)?,
         config,
@@ -280,6 +294,7 @@ fn run_once(
         (Some(pid), Some(before)) => Some(cpu_seconds(pid)? - before),
         _ => None,
     };
+    reader.wait_until_stable(&output, Duration::from_secs(30))?;
     let counts = latest_counts(reader, &output)?;
     anyhow::ensure!(
         counts == *expected,

@@ -221,7 +221,7 @@ pub(crate) fn enrich(args: EnrichArgs) -> anyhow::Result<()> {
     let _temp;
     let (backend, topics, application_id, state_dir, on) = match &args.bootstrap_servers {
         Some(servers) => {
-            let (backend, run) = super::kafka::connect(servers)?;
+            let (backend, run) = super::kafka::connect(servers, None)?;
             let topics = Topics {
                 customers: format!("riffle-sample-customers-{run}"),
                 orders: format!("riffle-sample-orders-{run}"),

@@ -22,8 +22,15 @@ use super::{CountArgs, topology};
 
 /// A connection to the cluster at `servers`, and this run's number (seconds since the epoch)
 /// for the names of generated topics and applications.
-pub(super) fn connect(servers: &str) -> anyhow::Result<(KafkaBackend, u64)> {
-    let backend = KafkaBackend::connect(KafkaConfig::new(servers))
+pub(super) fn connect(
+    servers: &str,
+    command_config: Option<&std::path::Path>,
+) -> anyhow::Result<(KafkaBackend, u64)> {
+    let mut config = KafkaConfig::new(servers);
+    if let Some(path) = command_config {
+        config.load_properties(path)?;
+    }
+    let backend = KafkaBackend::connect(config)
         .with_context(|| format!("connecting to Kafka at {servers}"))?;
     let run = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -33,7 +40,7 @@ pub(super) fn connect(servers: &str) -> anyhow::Result<(KafkaBackend, u64)> {
 }
 
 pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Result<()> {
-    let (backend, run) = connect(servers)?;
+    let (backend, run) = connect(servers, args.command_config.as_deref())?;
     let (input, output, application_id, expected) = match (&args.input, &args.output) {
         (Some(input), Some(output)) => (
             input.clone(),
@@ -95,6 +102,9 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
         move |app| app.records_processed() >= remaining,
         args.follow.clone(),
     )?;
+    // Under exactly_once the last transaction's records are readable once its markers are
+    // written.
+    backend.wait_until_stable(&output, Duration::from_secs(30))?;
     let counts = super::latest_counts(&backend, &output)?;
     super::report(&summary, elapsed, interrupted, &counts, expected.as_ref())
 }
@@ -162,7 +172,7 @@ pub(super) fn windowed_count(
     servers: &str,
 ) -> anyhow::Result<()> {
     use super::windowed::{self, Expected};
-    let (backend, run) = connect(servers)?;
+    let (backend, run) = connect(servers, None)?;
     let (input, output, application_id, generated) = match (&args.input, &args.output) {
         (Some(input), Some(output)) => (
             input.clone(),
@@ -211,6 +221,7 @@ pub(super) fn windowed_count(
         args.follow.clone(),
     )?;
     let dropped: u64 = metrics.iter().map(|m| m.dropped_records()).sum();
+    backend.wait_until_stable(&output, Duration::from_secs(30))?;
     let (written, records) = windowed::read_output(&backend, &output, &spec)?;
     let expected = match (&generated, args.check) {
         (Some(generated), _) => Some(generated.expected(&spec)),

@@ -270,8 +270,24 @@ impl Cluster {
     /// One partition's ListOffsets answer for `timestamp` (or [`LATEST`], [`EARLIEST`]),
     /// retried on its leader; `None` when the broker answers -1 (no such record).
     fn list_offset(&self, tp: &TopicPartition, timestamp: i64) -> Result<Option<u64>> {
-        let request =
-            list_offsets_request_for(std::iter::once(tp), timestamp, self.read_committed());
+        self.list_offset_as(tp, timestamp, self.read_committed())
+    }
+
+    /// Whether `tp` has no open transaction: its last stable offset is its high watermark.
+    pub(crate) fn is_stable(&self, tp: &TopicPartition) -> Result<bool> {
+        let stable = self.list_offset_as(tp, LATEST, true)?;
+        let end = self.list_offset_as(tp, LATEST, false)?;
+        Ok(stable == end)
+    }
+
+    /// [`Cluster::list_offset`] at the given isolation level.
+    fn list_offset_as(
+        &self,
+        tp: &TopicPartition,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> Result<Option<u64>> {
+        let request = list_offsets_request_for(std::iter::once(tp), timestamp, read_committed);
         let client_id = self.config.client_id.clone();
         self.on_leader(tp, |c| {
             let response = c.send("ListOffsets", &client_id, &request, versions::LIST_OFFSETS)?;

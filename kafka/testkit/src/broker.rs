@@ -42,6 +42,11 @@ pub enum Error {
     },
 }
 
+/// The user every SASL mechanism of a [`KafkaBrokerBuilder::secure`] broker knows.
+pub const SASL_USER: &str = "alice";
+/// [`SASL_USER`]'s password.
+pub const SASL_PASSWORD: &str = "alice-secret";
+
 /// The test kit's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -165,9 +170,21 @@ fn kafka_libs() -> Result<PathBuf> {
 #[derive(Debug, Default, Clone)]
 pub struct KafkaBrokerBuilder {
     overrides: Vec<(String, String)>,
+    secure: bool,
 }
 
 impl KafkaBrokerBuilder {
+    /// Also listen with SASL_PLAINTEXT and SASL_SSL ([`KafkaBroker::sasl_plaintext_bootstrap`],
+    /// [`KafkaBroker::sasl_ssl_bootstrap`]): mechanisms PLAIN, SCRAM-SHA-256 and
+    /// SCRAM-SHA-512, each knowing [`SASL_USER`] with [`SASL_PASSWORD`]; TLS with a
+    /// certificate for 127.0.0.1 signed by a CA made for this broker
+    /// ([`KafkaBroker::ca_file`]), and SASL_SSL clients must show a certificate signed by it
+    /// ([`KafkaBroker::client_cert_files`]).
+    pub fn secure(mut self) -> Self {
+        self.secure = true;
+        self
+    }
+
     /// Sets a broker configuration (`--override name=value`), e.g.
     /// `group.streams.num.standby.replicas`.
     pub fn config(mut self, name: &str, value: &str) -> Self {
@@ -207,7 +224,11 @@ impl KafkaBrokerBuilder {
         let log2 = log
             .try_clone()
             .map_err(io(format!("opening {}", console.display())))?;
+        if self.secure {
+            crate::tls::write_certificates(&dir.path().join("tls"))?;
+        }
         let mut cmd = Command::new("bash");
+        cmd.env("RIFFLE_KAFKA_SECURE", if self.secure { "1" } else { "0" });
         cmd.arg(scripts().join("start-broker.sh"))
             .arg(dir.path())
             .arg(port.to_string())
@@ -238,6 +259,8 @@ impl KafkaBrokerBuilder {
             .ok();
         let mut broker = KafkaBroker {
             bootstrap: String::new(),
+            sasl_plaintext: None,
+            sasl_ssl: None,
             libs,
             child: Some(child),
             watchdog,
@@ -262,6 +285,17 @@ impl KafkaBrokerBuilder {
                     .map_err(io("reading kafka/testkit/wait-broker.sh's output"))?;
                 if out.status.success() {
                     broker.bootstrap = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                    if self.secure {
+                        let env = std::fs::read_to_string(broker.dir.path().join("broker.env"))
+                            .map_err(io("reading broker.env"))?;
+                        let port = |name: &str| {
+                            env.lines()
+                                .find_map(|l| l.strip_prefix(name))
+                                .map(|p| format!("127.0.0.1:{}", p.trim()))
+                        };
+                        broker.sasl_plaintext = port("SASL_PLAINTEXT_PORT=");
+                        broker.sasl_ssl = port("SASL_SSL_PORT=");
+                    }
                     return Ok(broker);
                 }
                 break format!(
@@ -297,6 +331,8 @@ impl KafkaBrokerBuilder {
 #[derive(Debug)]
 pub struct KafkaBroker {
     bootstrap: String,
+    sasl_plaintext: Option<String>,
+    sasl_ssl: Option<String>,
     libs: PathBuf,
     child: Option<Child>,
     watchdog: Option<Child>,
@@ -318,6 +354,37 @@ impl KafkaBroker {
     /// `127.0.0.1:PORT`, for `bootstrap.servers`.
     pub fn bootstrap(&self) -> &str {
         &self.bootstrap
+    }
+
+    /// `127.0.0.1:PORT` of the SASL_PLAINTEXT listener (a [`KafkaBrokerBuilder::secure`]
+    /// broker; `None` otherwise).
+    pub fn sasl_plaintext_bootstrap(&self) -> Option<&str> {
+        self.sasl_plaintext.as_deref()
+    }
+
+    /// `127.0.0.1:PORT` of the SASL_SSL listener (a [`KafkaBrokerBuilder::secure`] broker;
+    /// `None` otherwise).
+    pub fn sasl_ssl_bootstrap(&self) -> Option<&str> {
+        self.sasl_ssl.as_deref()
+    }
+
+    /// The CA certificate (PEM) that signed a secure broker's certificate: a client's
+    /// `ssl.ca.location`.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("tls").join("ca.pem")
+    }
+
+    /// A CA certificate (PEM) that signed nothing the broker shows: trusting only it, a client
+    /// must refuse the broker.
+    pub fn untrusted_ca_file(&self) -> PathBuf {
+        self.dir.path().join("tls").join("other-ca.pem")
+    }
+
+    /// A client certificate and its key (PEM) signed by [`KafkaBroker::ca_file`]'s CA:
+    /// `ssl.certificate.location` and `ssl.key.location`.
+    pub fn client_cert_files(&self) -> (PathBuf, PathBuf) {
+        let tls = self.dir.path().join("tls");
+        (tls.join("client.pem"), tls.join("client-key.pem"))
     }
 
     /// The broker's directory (`server.properties`, `data/`, `logs/server.log`).

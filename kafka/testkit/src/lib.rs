@@ -10,6 +10,9 @@
 //! test and a person at a shell start the very same broker. Streams groups (KIP-1071) need no
 //! switch in Kafka 4.4; the scripts only turn the initial rebalance delays off.
 //!
+//! [`KafkaBrokerBuilder::secure`] adds SASL_PLAINTEXT and SASL_SSL listeners (PLAIN and
+//! SCRAM-SHA-256/512 for the user [`SASL_USER`]), with certificates made in the test.
+//!
 //! What it is not: a cluster (one node, replication factor 1), or a mock. Tests that use it
 //! need Java 17+ and Maven; without them [`KafkaBroker::start`] fails with an error that says
 //! what to install — it never skips.
@@ -28,5 +31,6 @@
 //! ```
 
 mod broker;
+mod tls;
 
-pub use broker::{Error, KafkaBroker, KafkaBrokerBuilder, Result};
+pub use broker::{Error, KafkaBroker, KafkaBrokerBuilder, Result, SASL_PASSWORD, SASL_USER};
