@@ -8,7 +8,7 @@ mod offsets;
 mod records;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -186,6 +186,8 @@ type Slot = Arc<Mutex<Option<Connection>>>;
 #[derive(Debug)]
 pub(crate) struct Cluster {
     config: KafkaConfig,
+    /// Where [`Cluster::with_any_broker`] starts next.
+    next_broker: AtomicUsize,
     /// Node id → `host:port`.
     brokers: RwLock<HashMap<i32, String>>,
     /// `host:port` → its connection (made on first use, dropped on I/O errors).
@@ -220,6 +222,7 @@ impl Cluster {
                     let cluster = Cluster {
                         config: config.clone(),
                         connector: connector.clone(),
+                        next_broker: AtomicUsize::new(0),
                         brokers: RwLock::default(),
                         connections: Mutex::default(),
                         topics: RwLock::default(),
@@ -391,15 +394,42 @@ impl Cluster {
         result
     }
 
-    fn any_broker(&self) -> String {
-        let brokers = self.brokers.read().unwrap_or_else(PoisonError::into_inner);
-        brokers
-            .iter()
-            .filter(|(id, _)| **id >= 0)
-            .map(|(_, a)| a.clone())
-            .next()
-            .or_else(|| brokers.get(&-1).cloned())
-            .unwrap_or_else(|| self.config.bootstrap_servers.clone())
+    /// Runs `f` on a connection to any broker: the known brokers and the bootstrap servers,
+    /// starting after the one used last, moving on to the next while one cannot be reached (a
+    /// broker that died), so metadata and coordinator lookups go on while any broker lives.
+    /// Other errors end it at once.
+    pub(crate) fn with_any_broker<T>(
+        &self,
+        mut f: impl FnMut(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
+        let mut candidates: Vec<String> = {
+            let brokers = self.brokers.read().unwrap_or_else(PoisonError::into_inner);
+            let mut known: Vec<(i32, String)> = brokers
+                .iter()
+                .filter(|(id, _)| **id >= 0)
+                .map(|(id, a)| (*id, a.clone()))
+                .collect();
+            known.sort_unstable();
+            known.into_iter().map(|(_, a)| a).collect()
+        };
+        for server in self.config.bootstrap_servers.split(',').map(str::trim) {
+            if !server.is_empty() && !candidates.iter().any(|c| c == server) {
+                candidates.push(server.to_owned());
+            }
+        }
+        let start = self.next_broker.load(Ordering::Relaxed);
+        let mut last = None;
+        for i in 0..candidates.len() {
+            let at = (start + i) % candidates.len();
+            match self.with_connection(&candidates[at], &mut f) {
+                Err(e @ Error::Io { .. }) => {
+                    self.next_broker.store(at + 1, Ordering::Relaxed);
+                    last = Some(e);
+                }
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Config("no broker to connect to".into())))
     }
 
     /// Refreshes the brokers and the leaders of `topics`; returns each topic's partition count
@@ -417,11 +447,9 @@ impl Cluster {
                 .collect(),
         );
         request.allow_auto_topic_creation = false;
-        let broker = self.any_broker();
         let client_id = self.config.client_id.clone();
-        let response = self.with_connection(&broker, |c| {
-            c.send("Metadata", &client_id, &request, versions::METADATA)
-        })?;
+        let response =
+            self.with_any_broker(|c| c.send("Metadata", &client_id, &request, versions::METADATA))?;
         {
             let mut brokers = self.brokers.write().unwrap_or_else(PoisonError::into_inner);
             for b in &response.brokers {
@@ -550,9 +578,8 @@ impl Cluster {
         request.coordinator_keys = vec![name(key)];
         let deadline = Instant::now() + self.config.request_timeout;
         loop {
-            let broker = self.any_broker();
             let client_id = self.config.client_id.clone();
-            let response = self.with_connection(&broker, |c| {
+            let response = self.with_any_broker(|c| {
                 c.send(
                     "FindCoordinator",
                     &client_id,

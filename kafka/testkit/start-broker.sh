@@ -10,6 +10,11 @@
 #   KAFKA_ARGS are passed to kafka.Kafka, e.g. -- --override group.streams.num.standby.replicas=1
 #
 # Env: KAFKA_LIBS                jar dir (default: fetched by fetch-kafka.sh)
+#      RIFFLE_KAFKA_NODE_ID, RIFFLE_KAFKA_CONTROLLER_PORT, RIFFLE_KAFKA_VOTERS,
+#      RIFFLE_KAFKA_CLUSTER_ID   one node of a cluster: its node id (default 1), its
+#                                controller port (default: a free one), the quorum's voters
+#                                (default: this node alone) and the cluster id to format with
+#                                (default: a random one). Every node is broker and controller.
 #      RIFFLE_KAFKA_SECURE=1     also listen with SASL_PLAINTEXT and SASL_SSL on two more
 #                                free ports (SASL_PLAINTEXT_PORT, SASL_SSL_PORT in broker.env):
 #                                SASL mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, user
@@ -58,8 +63,10 @@ fi
 if [[ "${PORT}" == 0 ]]; then PORT="$(free_port)"
 elif port_in_use "${PORT}"; then die "port ${PORT} on 127.0.0.1 is already in use"
 fi
-CPORT="$(free_port)"
-[[ "${CPORT}" != "${PORT}" ]] || CPORT="$(free_port)"
+CPORT="${RIFFLE_KAFKA_CONTROLLER_PORT:-$(free_port)}"
+while [[ "${CPORT}" == "${PORT}" ]]; do CPORT="$(free_port)"; done
+NODE_ID="${RIFFLE_KAFKA_NODE_ID:-1}"
+VOTERS="${RIFFLE_KAFKA_VOTERS:-${NODE_ID}@127.0.0.1:${CPORT}}"
 LISTENERS="PLAINTEXT://127.0.0.1:${PORT}"
 PROTOCOLS="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
 SECURE_PROPS=""
@@ -94,8 +101,8 @@ fi
 cat > "${DIR}/server.properties" <<PROPS
 # Written by riffle kafka/testkit/start-broker.sh; rewritten on every start.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:${CPORT}
+node.id=${NODE_ID}
+controller.quorum.voters=${VOTERS}
 listeners=${LISTENERS},CONTROLLER://127.0.0.1:${CPORT}
 advertised.listeners=${LISTENERS}
 controller.listener.names=CONTROLLER
@@ -151,7 +158,7 @@ PROPS
 
 if [[ ! -f "${DIR}/data/meta.properties" ]]; then
   # A random 16-byte id in Kafka's Uuid text form (base64url, no padding).
-  cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  cluster_id="${RIFFLE_KAFKA_CLUSTER_ID:-$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')}"
   log "formatting ${DIR}/data (cluster id ${cluster_id})"
   java "${TOOL_JVM_OPTS[@]}" -Dlog4j2.configurationFile="${TESTKIT_DIR}/log4j2-tools.properties" \
     -cp "${KAFKA_LIBS}/*" kafka.tools.StorageTool format \
@@ -167,6 +174,10 @@ CONTROLLER_PORT=${CPORT}
 KAFKA_LIBS=${KAFKA_LIBS}
 KAFKA_VERSION=${KAFKA_VERSION}${SECURE_ENV}
 ENV
+# A restart on the same DIR: wait-broker.sh must see this start's "Kafka Server started".
+if [[ -f "${DIR}/logs/server.log" ]]; then
+  mv -f "${DIR}/logs/server.log" "${DIR}/logs/server.log.previous"
+fi
 echo $$ > "${DIR}/broker.pid"
 log "starting Kafka ${KAFKA_VERSION} on 127.0.0.1:${PORT} (controller 127.0.0.1:${CPORT}), log ${DIR}/logs/server.log"
 

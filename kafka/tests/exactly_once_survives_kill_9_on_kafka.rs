@@ -16,7 +16,10 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{Instance, latest_counts, wait_for};
+use common::{
+    Instance, all_records, check_read_committed_by_kafka, latest_counts,
+    produce_words_now as produce_words, wait_for,
+};
 use riffle::StoreType;
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
@@ -55,22 +58,6 @@ fn seed() -> u64 {
         })
 }
 
-/// Records with timestamps of now, which the broker's time retention keeps.
-fn produce_words(
-    backend: &KafkaBackend,
-    topic: &str,
-    partitions: u32,
-    records: u64,
-    keys: u64,
-    seed: u64,
-) -> HashMap<String, i64> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    common::produce_words_at(backend, topic, partitions, records, keys, seed, now)
-}
-
 /// A broker whose streams groups let a killed member's tasks go within seconds.
 fn broker() -> KafkaBroker {
     KafkaBroker::builder()
@@ -87,86 +74,6 @@ fn broker() -> KafkaBroker {
 }
 
 const EXACTLY_ONCE: [(&str, &str); 2] = [("GUARANTEE", "exactly_once"), ("COMMIT_MS", "100")];
-
-/// Reads "counts" with Kafka's console consumer, read_committed, and checks every key's
-/// counts: strictly rising in the order written, the last equal to `expected`. Returns how
-/// many records it read.
-fn check_read_committed_by_kafka(
-    broker: &KafkaBroker,
-    committed: &KafkaBackend,
-    expected: &HashMap<String, i64>,
-    what: &str,
-) -> usize {
-    // riffle's own read_committed fetch counts the records, so the console consumer can stop
-    // at that many instead of waiting out its timeout.
-    let mut records = 0;
-    common::for_each_batch(committed, "counts", |batch, position| {
-        records += batch
-            .records()
-            .filter(|r| r.as_ref().unwrap().offset() >= position)
-            .count();
-    });
-    let lines = broker
-        .console_consume_with(
-            "counts",
-            records,
-            &[
-                ("print.key", "true"),
-                ("print.partition", "true"),
-                (
-                    "key.deserializer",
-                    "org.apache.kafka.common.serialization.StringDeserializer",
-                ),
-                (
-                    "value.deserializer",
-                    "org.apache.kafka.common.serialization.LongDeserializer",
-                ),
-            ],
-            &["--isolation-level", "read_committed"],
-        )
-        .unwrap();
-    assert_eq!(lines.len(), records, "{what}: the console consumer's lines");
-    let mut last: HashMap<String, i64> = HashMap::new();
-    for (i, line) in lines.iter().enumerate() {
-        // "Partition:N<TAB>key<TAB>value"
-        let mut fields = line.split('\t');
-        let (_, key, value) = (
-            fields.next().unwrap(),
-            fields.next().unwrap(),
-            fields.next().unwrap(),
-        );
-        let count: i64 = value.trim().parse().unwrap();
-        if let Some(&before) = last.get(key) {
-            assert!(
-                count > before,
-                "{what}: key {key} counted {before} then {count} (line {i} of {}): an update emitted twice",
-                lines.len()
-            );
-        }
-        last.insert(key.to_owned(), count);
-    }
-    assert_eq!(
-        last.len(),
-        expected.len(),
-        "{what}: keys read back by Kafka's console consumer"
-    );
-    for (key, n) in expected {
-        assert_eq!(last.get(key), Some(n), "{what}: the count of {key}");
-    }
-    records
-}
-
-/// Records of "counts" a read_uncommitted reader sees (aborted transactions included).
-fn all_records(backend: &KafkaBackend) -> usize {
-    let mut records = 0;
-    common::for_each_batch(backend, "counts", |batch, position| {
-        records += batch
-            .records()
-            .filter(|r| r.as_ref().unwrap().offset() >= position)
-            .count();
-    });
-    records
-}
 
 #[test]
 fn kill_9_at_random_points_under_exactly_once_gives_exact_counts_read_committed() {

@@ -1,7 +1,8 @@
 //! A topology with two sub-topologies on Kafka: lines are split into words, re-keyed by word
 //! through a repartition topic, and counted. The heartbeat describes both sub-topologies (the
 //! repartition topic as sink of one and source of the other), the broker assigns tasks of both,
-//! and the counts are exact.
+//! and the counts are exact — under at_least_once, and under exactly_once, where the repartition
+//! topic is written in the same transactions as the changelogs and read read_committed.
 
 #![allow(clippy::unwrap_used)]
 
@@ -13,14 +14,28 @@ use std::time::Duration;
 use common::{config, latest_counts, wait_for};
 use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, TopicPartition};
-use riffle::{Consumed, Grouped, Produced, Serdes, StreamsApp, StreamsBuilder};
+use riffle::{
+    Consumed, Grouped, ProcessingGuarantee, Produced, Serdes, StreamsApp, StreamsBuilder,
+};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 
 #[test]
 fn word_count_through_a_repartition_topic_is_exact() {
+    word_count(ProcessingGuarantee::AtLeastOnce);
+}
+
+#[test]
+fn word_count_through_a_repartition_topic_is_exact_under_exactly_once() {
+    word_count(ProcessingGuarantee::ExactlyOnce);
+}
+
+fn word_count(guarantee: ProcessingGuarantee) {
     common::init_tracing();
-    let broker = KafkaBroker::start().unwrap();
+    let broker = KafkaBroker::builder()
+        .config("transaction.state.log.num.partitions", "3")
+        .start()
+        .unwrap();
     let backend = KafkaBackend::connect(KafkaConfig::new(broker.bootstrap())).unwrap();
     backend.create_topic("lines", 3, TopicKind::User).unwrap();
     let mut expected: HashMap<String, i64> = HashMap::new();
@@ -54,8 +69,9 @@ fn word_count_through_a_repartition_topic_is_exact() {
         );
     let topology = builder.build().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut app =
-        StreamsApp::new(topology, config("wc", state.path(), 2), backend.shared()).unwrap();
+    let mut app_config = config("wc", state.path(), 2);
+    app_config.processing_guarantee = guarantee;
+    let mut app = StreamsApp::new(topology, app_config, backend.shared()).unwrap();
     app.start().unwrap();
     wait_for("exact word counts", Duration::from_secs(60), || {
         (latest_counts(&backend, "word-counts") == expected).then_some(())

@@ -18,11 +18,9 @@ impl Cluster {
         let mut request = MetadataRequest::default();
         request.topics = None;
         request.allow_auto_topic_creation = false;
-        let broker = self.any_broker();
         let client_id = self.config.client_id.clone();
-        let response = self.with_connection(&broker, |c| {
-            c.send("Metadata", &client_id, &request, versions::METADATA)
-        })?;
+        let response =
+            self.with_any_broker(|c| c.send("Metadata", &client_id, &request, versions::METADATA))?;
         let mut out: Vec<(String, u32)> = response
             .topics
             .iter()
@@ -51,9 +49,8 @@ impl Cluster {
             })
             .collect();
         request.timeout_ms = self.config.request_timeout.as_millis() as i32;
-        let broker = self.any_broker();
         let client_id = self.config.client_id.clone();
-        let response = self.with_connection(&broker, |c| {
+        let response = self.with_any_broker(|c| {
             c.send(
                 "DeleteTopics",
                 &client_id,

@@ -39,9 +39,8 @@ impl Cluster {
         let mut request = CreateTopicsRequest::default();
         request.topics = vec![creatable];
         request.timeout_ms = self.config.request_timeout.as_millis() as i32;
-        let broker = self.any_broker();
         let client_id = self.config.client_id.clone();
-        let response = self.with_connection(&broker, |c| {
+        let response = self.with_any_broker(|c| {
             c.send(
                 "CreateTopics",
                 &client_id,

@@ -210,6 +210,14 @@ impl KafkaBrokerBuilder {
     }
 
     fn start_once(&self) -> Result<KafkaBroker> {
+        let mut broker = self.spawn(None)?;
+        broker.wait_ready()?;
+        Ok(broker)
+    }
+
+    /// A broker whose start script runs, not yet ready: in its own directory, on a port free
+    /// now, as `node` of a cluster if given.
+    pub(crate) fn spawn(&self, node: Option<NodeSpec>) -> Result<KafkaBroker> {
         let libs = kafka_libs()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -219,33 +227,92 @@ impl KafkaBrokerBuilder {
             .prefix("riffle-kafka-")
             .tempdir()
             .map_err(io("creating the broker's directory"))?;
-        let console = dir.path().join("console.log");
+        if self.secure {
+            crate::tls::write_certificates(&dir.path().join("tls"))?;
+        }
+        let mut broker = KafkaBroker {
+            bootstrap: format!("127.0.0.1:{port}"),
+            port,
+            sasl_plaintext: None,
+            sasl_ssl: None,
+            libs,
+            builder: self.clone(),
+            node,
+            child: None,
+            watchdog: None,
+            dir,
+        };
+        broker.launch()?;
+        Ok(broker)
+    }
+}
+
+/// What a node of a cluster needs beyond a single broker: its id, its controller port, the
+/// quorum's voters and the cluster id every node is formatted with.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeSpec {
+    pub(crate) id: u32,
+    pub(crate) controller_port: u16,
+    pub(crate) voters: String,
+    pub(crate) cluster_id: String,
+}
+
+/// A running single-node Kafka broker, stopped and deleted on drop.
+#[derive(Debug)]
+pub struct KafkaBroker {
+    bootstrap: String,
+    port: u16,
+    sasl_plaintext: Option<String>,
+    sasl_ssl: Option<String>,
+    libs: PathBuf,
+    /// How it was started, to start it again.
+    builder: KafkaBrokerBuilder,
+    node: Option<NodeSpec>,
+    child: Option<Child>,
+    watchdog: Option<Child>,
+    // Last: the directory is deleted after the broker stopped.
+    dir: tempfile::TempDir,
+}
+
+impl KafkaBroker {
+    /// Runs the start script on this broker's directory and port, and a watchdog that stops
+    /// the broker when this process is gone without having dropped it.
+    fn launch(&mut self) -> Result<()> {
+        let console = self.dir.path().join("console.log");
         let log = File::create(&console).map_err(io(format!("creating {}", console.display())))?;
         let log2 = log
             .try_clone()
             .map_err(io(format!("opening {}", console.display())))?;
-        if self.secure {
-            crate::tls::write_certificates(&dir.path().join("tls"))?;
-        }
         let mut cmd = Command::new("bash");
-        cmd.env("RIFFLE_KAFKA_SECURE", if self.secure { "1" } else { "0" });
+        cmd.env(
+            "RIFFLE_KAFKA_SECURE",
+            if self.builder.secure { "1" } else { "0" },
+        );
+        if let Some(node) = &self.node {
+            cmd.env("RIFFLE_KAFKA_NODE_ID", node.id.to_string())
+                .env(
+                    "RIFFLE_KAFKA_CONTROLLER_PORT",
+                    node.controller_port.to_string(),
+                )
+                .env("RIFFLE_KAFKA_VOTERS", &node.voters)
+                .env("RIFFLE_KAFKA_CLUSTER_ID", &node.cluster_id);
+        }
         cmd.arg(scripts().join("start-broker.sh"))
-            .arg(dir.path())
-            .arg(port.to_string())
+            .arg(self.dir.path())
+            .arg(self.port.to_string())
             .arg("--");
-        for (name, value) in &self.overrides {
+        for (name, value) in &self.builder.overrides {
             cmd.arg("--override").arg(format!("{name}={value}"));
         }
         let child = cmd
-            .env("KAFKA_LIBS", &libs)
+            .env("KAFKA_LIBS", &self.libs)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
             .spawn()
             .map_err(io("spawning kafka/testkit/start-broker.sh"))?;
-        // The script execs java, so the child's pid is the broker's. The watchdog stops it when
-        // this process is gone without having dropped the broker.
-        let watchdog = Command::new("sh")
+        // The script execs java, so the child's pid is the broker's.
+        self.watchdog = Command::new("sh")
             .arg("-c")
             .arg(format!(
                 "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -TERM {} 2>/dev/null",
@@ -257,21 +324,17 @@ impl KafkaBrokerBuilder {
             .stderr(Stdio::null())
             .spawn()
             .ok();
-        let mut broker = KafkaBroker {
-            bootstrap: String::new(),
-            sasl_plaintext: None,
-            sasl_ssl: None,
-            libs,
-            child: Some(child),
-            watchdog,
-            dir,
-        };
-        // Wait for readiness, but stop waiting as soon as the broker's process is gone (a
-        // failed format or start would otherwise cost the whole timeout).
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until the broker serves clients, but stops waiting as soon as its process is gone
+    /// (a failed format or start would otherwise cost the whole timeout).
+    pub(crate) fn wait_ready(&mut self) -> Result<()> {
         let mut wait = Command::new("bash");
         let mut waiter = wait
             .arg(scripts().join("wait-broker.sh"))
-            .arg(broker.dir.path())
+            .arg(self.dir.path())
             .arg("120")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -284,19 +347,19 @@ impl KafkaBrokerBuilder {
                     .wait_with_output()
                     .map_err(io("reading kafka/testkit/wait-broker.sh's output"))?;
                 if out.status.success() {
-                    broker.bootstrap = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-                    if self.secure {
-                        let env = std::fs::read_to_string(broker.dir.path().join("broker.env"))
+                    self.bootstrap = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                    if self.builder.secure {
+                        let env = std::fs::read_to_string(self.dir.path().join("broker.env"))
                             .map_err(io("reading broker.env"))?;
                         let port = |name: &str| {
                             env.lines()
                                 .find_map(|l| l.strip_prefix(name))
                                 .map(|p| format!("127.0.0.1:{}", p.trim()))
                         };
-                        broker.sasl_plaintext = port("SASL_PLAINTEXT_PORT=");
-                        broker.sasl_ssl = port("SASL_SSL_PORT=");
+                        self.sasl_plaintext = port("SASL_PLAINTEXT_PORT=");
+                        self.sasl_ssl = port("SASL_SSL_PORT=");
                     }
-                    return Ok(broker);
+                    return Ok(());
                 }
                 break format!(
                     "kafka/testkit/wait-broker.sh failed ({}): {}",
@@ -304,7 +367,7 @@ impl KafkaBrokerBuilder {
                     String::from_utf8_lossy(&out.stderr).trim()
                 );
             }
-            let exited = broker
+            let exited = self
                 .child
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten());
@@ -316,31 +379,40 @@ impl KafkaBrokerBuilder {
             std::thread::sleep(Duration::from_millis(100));
         };
         let mut console = String::new();
-        if let Ok(mut f) = File::open(broker.dir.path().join("console.log")) {
+        if let Ok(mut f) = File::open(self.dir.path().join("console.log")) {
             let _ = f.read_to_string(&mut console);
         }
         Err(Error::Command {
-            what: format!("starting Kafka on 127.0.0.1:{port}"),
+            what: format!("starting Kafka on 127.0.0.1:{}", self.port),
             status: failure,
             output: tail(&console, 4_000).to_owned(),
         })
     }
-}
 
-/// A running single-node Kafka broker, stopped and deleted on drop.
-#[derive(Debug)]
-pub struct KafkaBroker {
-    bootstrap: String,
-    sasl_plaintext: Option<String>,
-    sasl_ssl: Option<String>,
-    libs: PathBuf,
-    child: Option<Child>,
-    watchdog: Option<Child>,
-    // Last: the directory is deleted after the broker stopped.
-    dir: tempfile::TempDir,
-}
+    /// Kills the broker with SIGKILL (no clean shutdown, as a machine failing), keeping its
+    /// directory for [`KafkaBroker::restart`].
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
+        let _ = std::fs::remove_file(self.dir.path().join("broker.pid"));
+    }
 
-impl KafkaBroker {
+    /// Starts a killed or stopped broker again on its directory (its data kept) and port, and
+    /// waits until it serves clients.
+    pub fn restart(&mut self) -> Result<()> {
+        if self.child.is_some() {
+            self.kill();
+        }
+        self.launch()?;
+        self.wait_ready()
+    }
+
     /// Starts a broker with the test kit's defaults.
     pub fn start() -> Result<KafkaBroker> {
         Self::builder().start()

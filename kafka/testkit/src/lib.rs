@@ -13,7 +13,10 @@
 //! [`KafkaBrokerBuilder::secure`] adds SASL_PLAINTEXT and SASL_SSL listeners (PLAIN and
 //! SCRAM-SHA-256/512 for the user [`SASL_USER`]), with certificates made in the test.
 //!
-//! What it is not: a cluster (one node, replication factor 1), or a mock. Tests that use it
+//! [`KafkaCluster`] starts several such nodes as one KRaft cluster (replication factor 3,
+//! `min.insync.replicas` 2 for three nodes) whose nodes a test kills and restarts.
+//!
+//! What it is not: a mock. Tests that use it
 //! need Java 17+ and Maven; without them [`KafkaBroker::start`] fails with an error that says
 //! what to install — it never skips.
 //!
@@ -31,6 +34,8 @@
 //! ```
 
 mod broker;
+mod cluster;
 mod tls;
 
 pub use broker::{Error, KafkaBroker, KafkaBrokerBuilder, Result, SASL_PASSWORD, SASL_USER};
+pub use cluster::KafkaCluster;
