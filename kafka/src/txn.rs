@@ -300,11 +300,19 @@ impl TxnProducer {
         let mut pending = encoded;
         loop {
             let mut by_leader: HashMap<String, Vec<(usize, Bytes)>> = HashMap::new();
-            for (i, bytes) in pending.drain(..) {
-                let leader = cluster.leader(&batches[i].0)?;
-                by_leader.entry(leader).or_default().push((i, bytes));
-            }
             let mut failed: Option<Error> = None;
+            let mut leaderless = Vec::new();
+            for (i, bytes) in pending.drain(..) {
+                // A partition whose leader is being elected has none for a moment: retried.
+                match cluster.leader(&batches[i].0) {
+                    Ok(leader) => by_leader.entry(leader).or_default().push((i, bytes)),
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                        leaderless.push((i, bytes));
+                    }
+                }
+            }
+            pending.append(&mut leaderless);
             for (broker, group) in by_leader {
                 match self.produce_to(cluster, &broker, batches, &group) {
                     Ok(results) => {
