@@ -168,6 +168,21 @@ fn name(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
 
+/// Groups `items` by topic, topics in the order they first appear: the shape of every request
+/// that lists partitions under their topic.
+pub(crate) fn by_topic<'a, T>(
+    items: impl IntoIterator<Item = (&'a TopicPartition, T)>,
+) -> Vec<(&'a str, Vec<T>)> {
+    let mut out: Vec<(&str, Vec<T>)> = Vec::new();
+    for (tp, item) in items {
+        match out.iter_mut().find(|(topic, _)| *topic == &*tp.topic) {
+            Some((_, items)) => items.push(item),
+            None => out.push((&tp.topic, vec![item])),
+        }
+    }
+    out
+}
+
 /// Error codes that mean "metadata moved: refresh and retry".
 pub(crate) fn is_stale_metadata(code: i16) -> bool {
     // NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION (just created),

@@ -37,7 +37,7 @@ use kafka_protocol::protocol::StrBytes;
 use riffle_log::{BatchBuilder, TopicPartition};
 
 use crate::batch::{ProducerFields, encode_batch_as};
-use crate::cluster::{Cluster, is_coordinator_error, versions};
+use crate::cluster::{Cluster, by_topic, is_coordinator_error, versions};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Kafka Streams' `transaction.timeout.ms` under exactly_once: a transaction left open by a
@@ -211,18 +211,15 @@ impl TxnProducer {
         cluster: &Cluster,
         tps: impl Iterator<Item = &'a TopicPartition>,
     ) -> Result<()> {
-        let mut topics: Vec<add_partitions_to_txn_request::AddPartitionsToTxnTopic> = Vec::new();
-        for tp in tps {
-            match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
-                Some(t) => t.partitions.push(tp.partition as i32),
-                None => {
-                    let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
-                    t.name = TopicName(name(&tp.topic));
-                    t.partitions = vec![tp.partition as i32];
-                    topics.push(t);
-                }
-            }
-        }
+        let topics = by_topic(tps.map(|tp| (tp, tp.partition as i32)))
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+                t.name = TopicName(name(topic));
+                t.partitions = partitions;
+                t
+            })
+            .collect();
         let mut request = AddPartitionsToTxnRequest::default();
         request.v3_and_below_transactional_id = TransactionalId(name(&self.transactional_id));
         request.v3_and_below_producer_id = ProducerId(self.producer_id);
@@ -369,22 +366,21 @@ impl TxnProducer {
         batches: &[(TopicPartition, &mut BatchBuilder)],
         group: &[(usize, Bytes)],
     ) -> Result<Vec<Result<u64>>> {
-        let mut topics: Vec<produce_request::TopicProduceData> = Vec::new();
-        for (i, bytes) in group {
+        let topics = by_topic(group.iter().map(|(i, bytes)| {
             let tp = &batches[*i].0;
             let mut data = produce_request::PartitionProduceData::default();
             data.index = tp.partition as i32;
             data.records = Some(bytes.clone());
-            match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
-                Some(t) => t.partition_data.push(data),
-                None => {
-                    let mut t = produce_request::TopicProduceData::default();
-                    t.name = TopicName(name(&tp.topic));
-                    t.partition_data = vec![data];
-                    topics.push(t);
-                }
-            }
-        }
+            (tp, data)
+        }))
+        .into_iter()
+        .map(|(topic, partition_data)| {
+            let mut t = produce_request::TopicProduceData::default();
+            t.name = TopicName(name(topic));
+            t.partition_data = partition_data;
+            t
+        })
+        .collect();
         let mut request = ProduceRequest::default();
         request.transactional_id = Some(TransactionalId(name(&self.transactional_id)));
         request.acks = -1;
@@ -437,23 +433,22 @@ impl TxnProducer {
         member: &TxnMember<'_>,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<()> {
-        let mut topics: Vec<txn_offset_commit_request::TxnOffsetCommitRequestTopic> = Vec::new();
-        for (tp, offset) in offsets {
+        let topics = by_topic(offsets.iter().map(|(tp, offset)| {
             let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
             p.partition_index = tp.partition as i32;
             p.committed_offset = *offset as i64;
             p.committed_leader_epoch = -1;
             p.committed_metadata = Some(StrBytes::from_static_str(""));
-            match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
-                Some(t) => t.partitions.push(p),
-                None => {
-                    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
-                    t.name = TopicName(name(&tp.topic));
-                    t.partitions = vec![p];
-                    topics.push(t);
-                }
-            }
-        }
+            (tp, p)
+        }))
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+            t.name = TopicName(name(topic));
+            t.partitions = partitions;
+            t
+        })
+        .collect();
         let mut request = TxnOffsetCommitRequest::default();
         request.transactional_id = TransactionalId(name(&self.transactional_id));
         request.group_id = GroupId(name(member.group));

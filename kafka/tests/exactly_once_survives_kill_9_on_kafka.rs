@@ -73,6 +73,14 @@ fn broker() -> KafkaBroker {
         .unwrap()
 }
 
+/// A backend that reads everything, and one that reads committed data only.
+fn backends(broker: &KafkaBroker) -> (KafkaBackend, KafkaBackend) {
+    let backend = KafkaBackend::connect(KafkaConfig::new(broker.bootstrap())).unwrap();
+    let mut committed = KafkaConfig::new(broker.bootstrap());
+    committed.read_committed = true;
+    (backend, KafkaBackend::connect(committed).unwrap())
+}
+
 const EXACTLY_ONCE: [(&str, &str); 2] = [("GUARANTEE", "exactly_once"), ("COMMIT_MS", "100")];
 
 #[test]
@@ -88,10 +96,7 @@ fn kill_9_at_random_points_under_exactly_once_gives_exact_counts_read_committed(
     println!("kill -9 exactly_once on Kafka: seed {seed} (RIFFLE_CRASH_SEED replays it)");
     let mut rng = Rng(seed);
     let broker = broker();
-    let backend = KafkaBackend::connect(KafkaConfig::new(broker.bootstrap())).unwrap();
-    let mut committed_config = KafkaConfig::new(broker.bootstrap());
-    committed_config.read_committed = true;
-    let committed = KafkaBackend::connect(committed_config).unwrap();
+    let (backend, committed) = backends(&broker);
     let dirs = tempfile::tempdir().unwrap();
     let state = dirs.path().join("instance");
     let started = Instant::now();
@@ -161,10 +166,7 @@ fn two_instances_under_exactly_once_one_killed_give_exact_counts() {
     println!("two instances, exactly_once on Kafka: seed {seed}");
     let mut rng = Rng(seed);
     let broker = broker();
-    let backend = KafkaBackend::connect(KafkaConfig::new(broker.bootstrap())).unwrap();
-    let mut committed_config = KafkaConfig::new(broker.bootstrap());
-    committed_config.read_committed = true;
-    let committed = KafkaBackend::connect(committed_config).unwrap();
+    let (backend, committed) = backends(&broker);
     let dirs = tempfile::tempdir().unwrap();
     let mut expected = produce_words(&backend, "words", 4, 20_000, 400, 0);
     let spawn = |name: &str| {
@@ -211,10 +213,7 @@ fn a_fenced_producer_closes_its_tasks_dirty_and_goes_on_exactly() {
     }
     common::init_tracing();
     let broker = broker();
-    let backend = KafkaBackend::connect(KafkaConfig::new(broker.bootstrap())).unwrap();
-    let mut committed_config = KafkaConfig::new(broker.bootstrap());
-    committed_config.read_committed = true;
-    let committed = KafkaBackend::connect(committed_config).unwrap();
+    let (backend, committed) = backends(&broker);
     let dirs = tempfile::tempdir().unwrap();
     let mut expected = produce_words(&backend, "words", 4, 5_000, 200, 0);
     let mut config = common::config("count-fence", dirs.path(), 1);

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use riffle_log::TopicPartition;
 
-use super::{Cluster, is_coordinator_error, name, versions};
+use super::{Cluster, by_topic, is_coordinator_error, name, versions};
 use crate::error::{Error, ErrorCode, Result};
 
 impl Cluster {
@@ -22,23 +22,22 @@ impl Cluster {
         member_epoch: i32,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<Option<(TopicPartition, i16)>> {
-        let mut topics: Vec<offset_commit_request::OffsetCommitRequestTopic> = Vec::new();
-        for (tp, offset) in offsets {
+        let topics = by_topic(offsets.iter().map(|(tp, offset)| {
             let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
             p.partition_index = tp.partition as i32;
             p.committed_offset = *offset as i64;
             p.committed_leader_epoch = -1;
             p.committed_metadata = Some(StrBytes::from_static_str(""));
-            match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
-                Some(t) => t.partitions.push(p),
-                None => {
-                    let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
-                    t.name = TopicName(name(&tp.topic));
-                    t.partitions = vec![p];
-                    topics.push(t);
-                }
-            }
-        }
+            (tp, p)
+        }))
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+            t.name = TopicName(name(topic));
+            t.partitions = partitions;
+            t
+        })
+        .collect();
         let mut request = OffsetCommitRequest::default();
         request.group_id = GroupId(name(group));
         request.generation_id_or_member_epoch = member_epoch;
