@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use riffle::backend::{Backend, GroupCoordinator, GroupInfo, TopicKind};
-use riffle::log::{BatchBuilder, FetchedBatch, TopicPartition};
+use riffle_record::{BatchBuilder, FetchedBatch, TopicPartition};
 
 use crate::batch::encode_batch;
 use crate::cluster::{Cluster, KafkaConfig, is_coordinator_error};

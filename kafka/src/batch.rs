@@ -1,46 +1,25 @@
-//! Kafka record batches (magic v2) ↔ riffle-log's batch types.
+//! Kafka record batches (magic v2) in fetch responses and Produce requests, with the record
+//! crate's one implementation of the format (`riffle-record`, the same the embedded log
+//! stores):
 //!
-//! Kafka's v2 *records* are byte for byte riffle-log's records (`log/FORMAT.md`, "Record"), so
-//! only the 61-byte batch header differs:
-//!
-//! - **fetch**: each Kafka batch in a fetch response becomes a [`FetchedBatch`] whose records
-//!   section is a slice of the response buffer (no copy, no per-record work; compressed batches
-//!   are decompressed once per batch);
-//! - **produce**: a [`BatchBuilder`]'s encoded records section goes behind a Kafka header as it
-//!   is (compressed with the builder's codec, if any), never re-encoded.
+//! - **fetch**: each batch in a fetch response becomes a [`FetchedBatch`] whose records section
+//!   is a slice of the response buffer (no copy, no per-record work; compressed batches are
+//!   decompressed once per batch); transaction markers and aborted transactions are dropped
+//!   here;
+//! - **produce**: a [`BatchBuilder`] seals its records as a Kafka batch (base offset 0, leader
+//!   epoch -1, the producer's fields in a transaction), compressing once; those bytes are the
+//!   request's records, never re-encoded.
 
-use std::io::Read;
+use bytes::Bytes;
+use riffle_record::{
+    BatchBuilder, BatchHeader, BatchMeta, Compression, FetchedBatch, HEADER_LEN, LOG_OVERHEAD,
+    Placement, TimestampType, TopicPartition, batch_crc,
+};
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes};
-use riffle_log::{
-    BatchBuilder, BatchMeta, Compression, FetchedBatch, TimestampType, TopicPartition,
-};
+pub(crate) use riffle_record::ProducerFields;
 
 use crate::error::{Error, Result};
-
-/// Bytes of a Kafka v2 batch header, up to and including the record count.
-const HEADER_LEN: usize = 61;
-/// `baseOffset` + `batchLength`: the part of the header before the length's coverage.
-const LOG_OVERHEAD: usize = 12;
-/// The CRC covers the batch from the attributes on.
-const CRC_START: usize = 21;
-const ATTR_CODEC_MASK: i16 = 0b111;
-const ATTR_LOG_APPEND_TIME: i16 = 1 << 3;
-const ATTR_TRANSACTIONAL: i16 = 1 << 4;
-const ATTR_CONTROL: i16 = 1 << 5;
-/// Where the producer id sits in the header (then the epoch, then the base sequence).
-const PRODUCER_ID_AT: usize = 43;
-/// Decompressed records sections beyond this are refused.
-const MAX_DECOMPRESSED: u64 = 1 << 30;
-
-fn be<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
-    let mut out = [0u8; N];
-    if let Some(src) = b.get(at..at + N) {
-        out.copy_from_slice(src);
-    }
-    out
-}
 
 /// One entry of a read_committed fetch's aborted-transaction list: a producer whose
 /// transaction starting at `first_offset` was aborted.
@@ -76,8 +55,8 @@ pub(crate) fn decode_batches(
     let mut pos = 0;
     while records.len() - pos >= LOG_OVERHEAD {
         let head = records.get(pos..).unwrap_or_default();
-        let base_offset = i64::from_be_bytes(be(head, 0));
-        let batch_len = i32::from_be_bytes(be(head, 8));
+        let base_offset = i64::from_be_bytes(head[..8].try_into().unwrap_or_default());
+        let batch_len = i32::from_be_bytes(head[8..12].try_into().unwrap_or_default());
         let err = |reason: String| Error::Batch {
             topic: tp.topic.to_string(),
             partition: tp.partition,
@@ -94,42 +73,21 @@ pub(crate) fn decode_batches(
         }
         let batch = records.slice(pos..pos + total);
         pos += total;
-        let magic = batch.get(16).copied().unwrap_or_default();
-        if magic != 2 {
+        let h = BatchHeader::parse(&batch).map_err(err)?;
+        let actual = batch_crc(&batch);
+        if h.crc != actual {
             return Err(err(format!(
-                "record batch magic {magic}: only the v2 format (Kafka 0.11+) is supported"
+                "CRC32C mismatch (batch says {:#010x}, data has {actual:#010x})",
+                h.crc
             )));
         }
-        let crc = u32::from_be_bytes(be(&batch, 17));
-        let actual = crc32c::crc32c(batch.get(CRC_START..).unwrap_or_default());
-        if crc != actual {
-            return Err(err(format!(
-                "CRC32C mismatch (batch says {crc:#010x}, data has {actual:#010x})"
-            )));
-        }
-        let attributes = i16::from_be_bytes(be(&batch, 21));
-        let last_offset_delta = i32::from_be_bytes(be(&batch, 23));
-        let first_timestamp = i64::from_be_bytes(be(&batch, 27));
-        let max_timestamp = i64::from_be_bytes(be(&batch, 35));
-        let count = i32::from_be_bytes(be(&batch, 57));
-        let leader_epoch = i32::from_be_bytes(be(&batch, 12));
-        let (Ok(base), Ok(last_delta), Ok(count)) = (
-            u64::try_from(base_offset),
-            u32::try_from(last_offset_delta),
-            u32::try_from(count),
-        ) else {
-            return Err(err(format!(
-                "negative base offset, last offset delta ({last_offset_delta}) or record count ({count})"
-            )));
-        };
-        let last = base + u64::from(last_delta);
+        let (base, last) = (h.base_offset, h.last_offset());
         if last < from {
             continue;
         }
-        let control = attributes & ATTR_CONTROL != 0;
-        let producer_id = i64::from_be_bytes(be(&batch, PRODUCER_ID_AT));
-        let mut skip = control || count == 0;
-        if aborted.is_some() && producer_id >= 0 {
+        let control = h.is_control();
+        let mut skip = control || h.record_count == 0;
+        if aborted.is_some() && h.producer_id >= 0 {
             while let Some(a) = aborted_sorted.get(next_aborted)
                 && a.first_offset <= last as i64
             {
@@ -138,9 +96,9 @@ pub(crate) fn decode_batches(
             }
             if control {
                 if is_abort_marker(&batch) {
-                    aborting.retain(|&p| p != producer_id);
+                    aborting.retain(|&p| p != h.producer_id);
                 }
-            } else if attributes & ATTR_TRANSACTIONAL != 0 && aborting.contains(&producer_id) {
+            } else if h.is_transactional() && aborting.contains(&h.producer_id) {
                 skip = true;
             }
         }
@@ -149,64 +107,7 @@ pub(crate) fn decode_batches(
             continue;
         }
         skipped = None;
-        if count > last_delta.saturating_add(1) {
-            return Err(err(format!(
-                "{count} records but a last offset delta of {last_delta}"
-            )));
-        }
-        let payload = batch.slice(HEADER_LEN..);
-        let (compression, section) = match attributes & ATTR_CODEC_MASK {
-            0 => (Compression::None, payload),
-            3 => {
-                let mut out = Vec::new();
-                lz4_flex::frame::FrameDecoder::new(&payload[..])
-                    .take(MAX_DECOMPRESSED)
-                    .read_to_end(&mut out)
-                    .map_err(|e| err(format!("decompressing LZ4: {e}")))?;
-                (Compression::Lz4, Bytes::from(out))
-            }
-            4 => {
-                let mut out = Vec::new();
-                zstd::stream::read::Decoder::new(&payload[..])
-                    .map_err(|e| err(format!("decompressing Zstandard: {e}")))?
-                    .take(MAX_DECOMPRESSED)
-                    .read_to_end(&mut out)
-                    .map_err(|e| err(format!("decompressing Zstandard: {e}")))?;
-                (Compression::Zstd, Bytes::from(out))
-            }
-            1 => {
-                let mut out = Vec::new();
-                riffle_log::codec::gzip_decompress(&payload, &mut out, MAX_DECOMPRESSED as usize)
-                    .map_err(|e| err(format!("decompressing gzip: {e}")))?;
-                (Compression::Gzip, Bytes::from(out))
-            }
-            2 => {
-                let mut out = Vec::new();
-                riffle_log::codec::snappy_decompress(&payload, &mut out, MAX_DECOMPRESSED as usize)
-                    .map_err(|e| err(format!("decompressing snappy: {e}")))?;
-                (Compression::Snappy, Bytes::from(out))
-            }
-            other => return Err(err(format!("unknown compression codec {other}"))),
-        };
-        let meta = BatchMeta {
-            topic_partition: tp.clone(),
-            base_offset: base,
-            record_count: count,
-            first_timestamp,
-            max_timestamp,
-            timestamp_type: if attributes & ATTR_LOG_APPEND_TIME != 0 {
-                TimestampType::LogAppendTime
-            } else {
-                TimestampType::CreateTime
-            },
-            leader_epoch,
-            compression,
-        };
-        out.push(FetchedBatch::from_kafka(
-            Arc::new(meta),
-            last_delta,
-            section,
-        ));
+        out.push(FetchedBatch::decode(tp, &h, batch).map_err(|e| err(e.to_string()))?);
     }
     if let Some((first, last)) = skipped {
         let meta = BatchMeta {
@@ -234,7 +135,7 @@ pub(crate) fn decode_batches(
 /// compressed. A marker that cannot be read counts as a COMMIT: the producer's batches
 /// stay skipped until the broker's aborted list says otherwise.
 fn is_abort_marker(batch: &Bytes) -> bool {
-    use riffle_log::varint::{get_varint, get_varlong};
+    use riffle_record::varint::{get_varint, get_varlong};
     let record = batch.get(HEADER_LEN..).unwrap_or_default();
     let mut pos = 0;
     let key_len = (|| {
@@ -250,98 +151,30 @@ fn is_abort_marker(batch: &Bytes) -> bool {
     }
 }
 
-/// A transactional producer's fields in a batch header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ProducerFields {
-    pub(crate) producer_id: i64,
-    pub(crate) epoch: i16,
-    /// The sequence number of the batch's first record (per partition, from 0).
-    pub(crate) base_sequence: i32,
-}
-
-/// Encodes `builder`'s records as one Kafka v2 batch (base offset 0: the broker assigns it),
-/// compressed with the builder's codec.
-pub(crate) fn encode_batch(tp: &TopicPartition, builder: &BatchBuilder) -> Result<Bytes> {
+/// Seals `builder`'s records as one Kafka v2 batch for a Produce request (base offset 0: the
+/// broker assigns it; leader epoch -1), compressed with the builder's codec.
+pub(crate) fn encode_batch(tp: &TopicPartition, builder: &mut BatchBuilder) -> Result<Bytes> {
     encode_batch_as(tp, builder, None)
 }
 
 /// [`encode_batch`], as part of a transaction when `producer` is given.
 pub(crate) fn encode_batch_as(
     tp: &TopicPartition,
-    builder: &BatchBuilder,
+    builder: &mut BatchBuilder,
     producer: Option<ProducerFields>,
 ) -> Result<Bytes> {
-    let records = builder.records_section();
-    let count = builder.len();
-    let err = |reason: String| Error::Batch {
+    let at = Placement {
+        base_offset: 0,
+        leader_epoch: -1,
+        producer,
+    };
+    let sealed = builder.seal(tp, at).map_err(|e| Error::Batch {
         topic: tp.topic.to_string(),
         partition: tp.partition,
         offset: -1,
-        reason,
-    };
-    let (codec, payload): (i16, std::borrow::Cow<'_, [u8]>) = match builder.compression() {
-        Compression::Lz4 => {
-            let mut enc = lz4_flex::frame::FrameEncoder::new(Vec::new());
-            std::io::Write::write_all(&mut enc, records)
-                .map_err(|e| err(format!("compressing with LZ4: {e}")))?;
-            let out = enc
-                .finish()
-                .map_err(|e| err(format!("compressing with LZ4: {e}")))?;
-            (3, out.into())
-        }
-        Compression::Zstd => {
-            let out = zstd::bulk::compress(records, 0)
-                .map_err(|e| err(format!("compressing with Zstandard: {e}")))?;
-            (4, out.into())
-        }
-        Compression::Gzip => {
-            let mut out = Vec::new();
-            riffle_log::codec::gzip_compress(records, &mut out)
-                .map_err(|e| err(format!("compressing with gzip: {e}")))?;
-            (1, out.into())
-        }
-        Compression::Snappy => {
-            let mut out = Vec::new();
-            riffle_log::codec::snappy_compress(records, &mut out)
-                .map_err(|e| err(format!("compressing with snappy: {e}")))?;
-            (2, out.into())
-        }
-        _ => (0, records.into()),
-    };
-    let total = HEADER_LEN + payload.len();
-    let batch_len = i32::try_from(total - LOG_OVERHEAD)
-        .map_err(|_| err(format!("batch of {total} bytes is too large")))?;
-    let last_delta = i32::try_from(count.saturating_sub(1))
-        .map_err(|_| err(format!("{count} records in one batch")))?;
-    let mut b = Vec::with_capacity(total);
-    b.put_i64(0); // base offset
-    b.put_i32(batch_len);
-    b.put_i32(-1); // partition leader epoch
-    b.put_i8(2); // magic
-    b.put_u32(0); // CRC, filled below
-    b.put_i16(if producer.is_some() {
-        codec | ATTR_TRANSACTIONAL
-    } else {
-        codec
-    });
-    b.put_i32(last_delta);
-    b.put_i64(builder.first_timestamp());
-    b.put_i64(builder.max_timestamp());
-    let p = producer.unwrap_or(ProducerFields {
-        producer_id: -1,
-        epoch: -1,
-        base_sequence: -1,
-    });
-    b.put_i64(p.producer_id);
-    b.put_i16(p.epoch);
-    b.put_i32(p.base_sequence);
-    b.put_i32(last_delta + 1);
-    b.put_slice(&payload);
-    let crc = crc32c::crc32c(b.get(CRC_START..).unwrap_or_default());
-    if let Some(dst) = b.get_mut(17..21) {
-        dst.copy_from_slice(&crc.to_be_bytes());
-    }
-    Ok(Bytes::from(b))
+        reason: e.to_string(),
+    })?;
+    Ok(Bytes::copy_from_slice(sealed))
 }
 
 #[cfg(test)]
@@ -349,13 +182,14 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use riffle_record::ATTR_CONTROL;
 
     fn round_trip(compression: Compression) {
         let tp = TopicPartition::new("t", 1);
         let mut builder = BatchBuilder::new(compression);
         builder.push(5, Some(b"a"), Some(b"1"));
         builder.push(9, Some(b"b"), None);
-        let mut encoded = encode_batch(&tp, &builder).expect("encodes").to_vec();
+        let mut encoded = encode_batch(&tp, &mut builder).expect("encodes").to_vec();
         encoded[..8].copy_from_slice(&40i64.to_be_bytes()); // as the broker assigns it
         let mut two = encoded.clone();
         two.extend_from_slice(&encoded[..30]); // a partial batch behind it
@@ -421,10 +255,10 @@ mod tests {
     fn placed(mut bytes: Vec<u8>, base: u64, control: bool) -> Vec<u8> {
         bytes[..8].copy_from_slice(&(base as i64).to_be_bytes());
         if control {
-            let attributes = i16::from_be_bytes([bytes[21], bytes[22]]) | ATTR_CONTROL;
+            let attributes = u16::from_be_bytes([bytes[21], bytes[22]]) | ATTR_CONTROL;
             bytes[21..23].copy_from_slice(&attributes.to_be_bytes());
         }
-        let crc = crc32c::crc32c(&bytes[CRC_START..]);
+        let crc = riffle_record::batch_crc(&bytes);
         bytes[17..21].copy_from_slice(&crc.to_be_bytes());
         bytes
     }
@@ -460,7 +294,7 @@ mod tests {
                             epoch: 0,
                             base_sequence: 0,
                         });
-                        let bytes = encode_batch_as(&tp, &b, fields).unwrap().to_vec();
+                        let bytes = encode_batch_as(&tp, &mut b, fields).unwrap().to_vec();
                         let offsets: Vec<u64> = (offset..offset + u64::from(n)).collect();
                         match producer {
                             None => visible.extend(&offsets),
@@ -477,7 +311,7 @@ mod tests {
                         let mut b = BatchBuilder::new(Compression::None);
                         b.push(1, Some(&[0, 0, 0, u8::from(commit)]), Some(&[0, 0, 0, 0, 0, 0]));
                         let fields = ProducerFields { producer_id: 1000 + i64::from(p), epoch: 0, base_sequence: -1 };
-                        let bytes = encode_batch_as(&tp, &b, Some(fields)).unwrap().to_vec();
+                        let bytes = encode_batch_as(&tp, &mut b, Some(fields)).unwrap().to_vec();
                         if commit {
                             visible.extend(offsets);
                         } else {

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
     ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, TopicName, metadata_request,
 };
 use kafka_protocol::protocol::StrBytes;
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 
 use crate::conn::Connection;
 use crate::error::{Error, ErrorCode, Result};

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use riffle::backend::{Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat};
 use riffle::{HostInfo, StreamsMetadata};
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 
 use crate::cluster::Cluster;
 use crate::error::{ErrorCode, Result};

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use riffle::TaskId;
 use riffle::backend::{Assignment, GroupInfo, GroupIntervals};
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::streams::{

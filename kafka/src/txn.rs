@@ -34,7 +34,7 @@ use kafka_protocol::messages::{
     txn_offset_commit_request,
 };
 use kafka_protocol::protocol::StrBytes;
-use riffle_log::{BatchBuilder, TopicPartition};
+use riffle_record::{BatchBuilder, TopicPartition};
 
 use crate::batch::{ProducerFields, encode_batch_as};
 use crate::cluster::{Cluster, by_topic, is_coordinator_error, versions};
@@ -277,13 +277,13 @@ impl TxnProducer {
     fn produce(
         &mut self,
         cluster: &Cluster,
-        batches: &[(TopicPartition, &mut BatchBuilder)],
+        batches: &mut [(TopicPartition, &mut BatchBuilder)],
         written: &[usize],
         bases: &mut [u64],
     ) -> Result<()> {
         let mut encoded: Vec<(usize, Bytes)> = Vec::with_capacity(written.len());
         for &i in written {
-            let (tp, builder) = &batches[i];
+            let (tp, builder) = &mut batches[i];
             let base_sequence = self.sequences.get(tp).copied().unwrap_or(0);
             let fields = ProducerFields {
                 producer_id: self.producer_id,
@@ -351,7 +351,7 @@ impl TxnProducer {
             let _ = cluster.refresh_metadata(&topics);
         }
         for &i in written {
-            let (tp, builder) = &batches[i];
+            let (tp, builder) = &mut batches[i];
             let next = self.sequences.entry(tp.clone()).or_insert(0);
             *next = increment_sequence(*next, builder.len() as i32);
         }

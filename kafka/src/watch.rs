@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName, fetch_request};
 use kafka_protocol::protocol::StrBytes;
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 
 use crate::cluster::{Cluster, versions};
 use crate::conn::Connection;

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use riffle::backend::{Backend, TopicKind};
-use riffle::log::{BatchBuilder, Compression, TopicPartition};
+use riffle::batch::{BatchBuilder, Compression, TopicPartition};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 use riffle::backend::Backend;
-use riffle::log::{Compression, Header, TopicPartition};
+use riffle::batch::{Compression, Header, TopicPartition};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

@@ -12,7 +12,7 @@ use common::{
     config, console_consume_counts, count_topology, latest_counts, produce_words, wait_for,
 };
 use riffle::backend::Backend;
-use riffle::log::{BatchBuilder, Compression, TopicPartition};
+use riffle::batch::{BatchBuilder, Compression, TopicPartition};
 use riffle::{StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;

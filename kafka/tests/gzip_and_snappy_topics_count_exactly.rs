@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{
     config, console_consume_counts, count_topology, for_each_batch, latest_counts, wait_for,
 };
-use riffle::log::Compression;
+use riffle::batch::Compression;
 use riffle::{StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;

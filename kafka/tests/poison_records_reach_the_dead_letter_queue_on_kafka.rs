@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::{config, for_each_batch, latest_counts, wait_for};
 use riffle::backend::{Backend, TopicKind};
-use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
 use riffle::{Consumed, Produced, Serdes, StreamsApp, StreamsBuilder};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{fast_broker, latest_counts, produce_words, stable_assignment, task_count, wait_for};
-use riffle::log::partition_for_key;
+use riffle::batch::partition_for_key;
 use riffle::{HostInfo, QueryableStoreTypes, Serdes, StoreQueryParameters, StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{config, latest_counts, wait_for};
 use riffle::backend::{Backend, TopicKind};
-use riffle::log::{BatchBuilder, Compression, TopicPartition};
+use riffle::batch::{BatchBuilder, Compression, TopicPartition};
 use riffle::{
     Consumed, Grouped, ProcessingGuarantee, Produced, Serdes, StreamsApp, StreamsBuilder,
 };

@@ -17,7 +17,7 @@ use common::{
     wait_for,
 };
 use riffle::backend::Backend;
-use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
 use riffle::{StoreType, StreamsApp};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 

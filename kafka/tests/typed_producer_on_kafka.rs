@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use riffle::backend::TopicKind;
-use riffle::log::{Compression, partition_for_key};
+use riffle::batch::{Compression, partition_for_key};
 use riffle::{Producer, ProducerConfig, Serdes};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::{config, wait_for};
 use riffle::backend::Backend;
-use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
 use riffle::{
     Consumed, EmitStrategy, Materialized, Produced, Serdes, StoreType, StreamsApp, StreamsBuilder,
     TimeWindows, Windowed,

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::storage::{Storage, StorageFile};
-use crate::types::TopicPartition;
+use riffle_record::TopicPartition;
 
 /// The change file's name in the log directory.
 pub(crate) const FILE_NAME: &str = "changes";

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::types::{Compression, TopicPartition};
+use riffle_record::TopicPartition;
 
 /// Everything that can go wrong in the log.
 #[derive(Debug, thiserror::Error)]
@@ -86,31 +86,20 @@ pub enum Error {
         /// The rejected name.
         name: String,
     },
-    /// Compressing or decompressing a batch failed.
-    #[error("{codec:?} compression error: {reason}")]
-    Compression {
-        /// The codec.
-        codec: Compression,
-        /// What failed, naming the partition and offset where known.
-        reason: String,
-    },
-    /// A record inside a checksum-valid batch does not decode.
-    #[error("corrupt record in {topic_partition} at offset {offset}: {reason}")]
-    CorruptRecord {
-        /// The partition.
-        topic_partition: TopicPartition,
-        /// The offset of the record (or of its batch, if the record's own is unknown).
-        offset: u64,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A batch too large for the format (4 GiB) or for a segment's index (2 GiB).
-    #[error("batch of {size} bytes too large for {topic_partition}")]
-    BatchTooLarge {
-        /// The partition.
-        topic_partition: TopicPartition,
-        /// The batch's encoded size.
-        size: u64,
+    /// A batch or record that does not encode or decode (`riffle-record`'s error: a corrupt
+    /// record, a compression failure, a batch too large).
+    #[error(transparent)]
+    Record(#[from] riffle_record::Error),
+    /// The log directory was written in a format this version does not read (an older
+    /// riffle-log's, before its segments held Kafka's v2 batches). Nothing was changed.
+    #[error("the log at {} is in {found}; this riffle reads only riffle-log format 2 (Kafka's v2 record batches, log/FORMAT.md) and does not convert older logs: {hint}", path.display())]
+    UnsupportedFormat {
+        /// The log directory.
+        path: PathBuf,
+        /// What was found there.
+        found: String,
+        /// What to do.
+        hint: String,
     },
     /// A write was asked of a log opened read-only ([`LogOptions::read_only`](crate::LogOptions)).
     #[error("cannot {what}: the log was opened read-only")]

@@ -17,7 +17,7 @@ use crate::error::{IoContext, Result};
 use crate::log::Log;
 use crate::options::LogOptions;
 use crate::storage::{MemStorage, Storage};
-use crate::types::TopicPartition;
+use riffle_record::TopicPartition;
 
 /// A log directory in memory. Paths are relative to its root, `/` separated, as in `FORMAT.md`
 /// (`topics/t/partitions`, `topics/t/0/00000000000000000000.log`, `txn/journal`, …).

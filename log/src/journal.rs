@@ -10,11 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::{BatchHeader, batch_crc};
 use crate::error::{Error, IoContext, Result};
 use crate::offsets::Reader;
 use crate::storage::{Storage, StorageFile};
-use crate::types::TopicPartition;
+use riffle_record::TopicPartition;
+use riffle_record::batch_crc;
 
 const MAGIC: &[u8; 4] = b"RFTX";
 const VERSION: u8 = 1;
@@ -92,10 +92,10 @@ pub(crate) fn encode(
     let Ok(len) = u32::try_from(body.len()) else {
         // Only batches can make a record this large, so there is a first one.
         let tp = batches.first().map(|b| b.0.clone());
-        return Err(Error::BatchTooLarge {
+        return Err(Error::Record(riffle_record::Error::BatchTooLarge {
             topic_partition: tp.unwrap_or_else(|| TopicPartition::new("", 0)),
             size: body.len() as u64,
-        });
+        }));
     };
     let crc = crc32c::crc32c(body);
     if let Some(dst) = out.get_mut(4..12) {
@@ -267,7 +267,7 @@ pub(crate) fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<Jour
     let group_len = r.array().map(u16::from_be_bytes).ok_or_else(truncated)?;
     let group = text(r.take(usize::from(group_len)).ok_or_else(truncated)?)?;
     // Replay writes `groups/<group>.offsets`: a name no commit could have had is damage.
-    crate::types::validate_name(&group, false)
+    crate::names::validate_name(&group, false)
         .map_err(|_| corrupt(format!("invalid group name {group:?}")))?;
     let batch_count = r.array().map(u32::from_be_bytes).ok_or_else(truncated)?;
     let mut batches = Vec::new();
@@ -276,7 +276,7 @@ pub(crate) fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<Jour
         let base = r.array().map(u64::from_be_bytes).ok_or_else(truncated)?;
         let len = r.array().map(u32::from_be_bytes).ok_or_else(truncated)?;
         let bytes = r.take(len as usize).ok_or_else(truncated)?;
-        let h = BatchHeader::parse(bytes)
+        let h = crate::segment::parse_stored(bytes)
             .map_err(|e| corrupt(format!("batch for {tp} at offset {base}: {e}")))?;
         if h.base_offset != base || h.total_len() != u64::from(len) || batch_crc(bytes) != h.crc {
             return Err(corrupt(format!(
@@ -286,7 +286,7 @@ pub(crate) fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<Jour
         batches.push(JournaledBatch {
             tp,
             base,
-            count: u64::from(h.record_count),
+            count: h.next_offset() - h.base_offset,
             crc: h.crc,
             bytes: bytes.to_vec(),
         });
@@ -433,7 +433,10 @@ mod tests {
         let tp = TopicPartition::new("t", 3);
         let mut b = BatchBuilder::new(Compression::Lz4);
         b.push(1, Some(b"k"), Some(b"v"));
-        let sealed = b.seal(&tp, 7).expect("seal").to_vec();
+        let sealed = b
+            .seal(&tp, riffle_record::Placement::at(7))
+            .expect("seal")
+            .to_vec();
         let mut one = Vec::new();
         encode(&mut one, "g", &[(&tp, 7, &sealed)], &[(tp.clone(), 9)]).expect("encode");
         let mut journal = one.clone();

@@ -28,7 +28,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError, Weak
 use std::time::{Duration, Instant};
 
 use crate::log::{Log, Shared};
-use crate::types::TopicPartition;
+use riffle_record::TopicPartition;
 
 /// A lease ends after this long without an append of its handle.
 pub(crate) const LEASE_IDLE: Duration = Duration::from_millis(5);

@@ -4,9 +4,12 @@
 //!
 //! - **Topics** with a fixed number of **partitions**. A partition is a directory of *segment*
 //!   files, named by their base offset and rolled at [`LogOptions::segment_bytes`], holding
-//!   length-prefixed, CRC32C-checked **record batches** (Kafka's record format inside, optionally
-//!   compressed with LZ4 or Zstandard), with a sparse **offset index** per segment that fetches
-//!   seek with. The byte layout is in `FORMAT.md` next to this crate's `Cargo.toml`.
+//!   Apache Kafka's **record batches** (magic 2, CRC32C-checked, optionally compressed with
+//!   gzip, snappy, LZ4 or Zstandard) byte for byte, with a sparse **offset index** per segment
+//!   in Kafka's format that fetches seek with: Kafka's `kafka-dump-log.sh` reads both. The
+//!   batch codec is the `riffle-record` crate, shared with the Kafka backend. The byte layout
+//!   is in `FORMAT.md` next to this crate's `Cargo.toml`; a log written before that format is
+//!   refused on open ([`Error::UnsupportedFormat`]), not converted.
 //! - **Durable, and never silently wrong**: on [`Log::open`] a *torn tail* — damage at the end
 //!   of a partition's active segment with no intact batch after it, what a crash mid-write
 //!   leaves — is truncated, with a `tracing` warning naming the file, the byte position and the
@@ -30,8 +33,9 @@
 //!   ([`Record::headers`], Kafka's record headers, written with
 //!   [`BatchBuilder::push_with_headers`]).
 //! - **Encode once**: a [`BatchBuilder`] reserves the batch header in its buffer, encodes
-//!   records in place behind it, and [`Log::append`] fills in header and CRC and writes the
-//!   buffer as it is. Compression goes to a second buffer of the builder, also reused.
+//!   records in place behind it, and [`Log::append`] seals it (header and CRC filled in) and
+//!   writes the buffer as it is. Compression goes to a second buffer of the builder, also
+//!   reused.
 //! - **Concurrent**: [`Log`] is `Clone + Send + Sync`; each partition has its own lock, so
 //!   appends and fetches of different partitions run in parallel. [`Log::append_version`] and
 //!   [`Log::wait_for_append`] let an idle consumer sleep without touching any partition.
@@ -61,8 +65,8 @@
 //!   retention or compaction yet (the start offset is always 0).
 //! - Not Kafka's transaction protocol: there are no transaction markers, producer ids or
 //!   read-committed fetches. [`Log::commit_transaction`] gets the same effect (see
-//!   *Transactions* above) without them; batch attributes still reserve the transactional and
-//!   control bits, and producer id, epoch and sequence are written as -1.
+//!   *Transactions* above) without them; the batches' transactional and control bits are 0,
+//!   and producer id, epoch and sequence are written as -1.
 //!
 //! # Example
 //!
@@ -93,9 +97,7 @@
 //! # }
 //! ```
 
-mod batch;
 mod changes;
-pub mod codec;
 #[cfg(test)]
 mod crash_tests;
 mod error;
@@ -105,11 +107,10 @@ mod handles;
 mod journal;
 mod lease;
 mod log;
-mod murmur;
+mod names;
 mod offsets;
 mod options;
 mod partition;
-mod record;
 mod repair;
 mod segment;
 mod storage;
@@ -119,17 +120,20 @@ mod txn;
 mod txn_crash_tests;
 #[cfg(test)]
 mod txn_model_tests;
-mod types;
-pub mod varint;
 mod wakeup;
 
 pub use crate::{
-    batch::BatchBuilder,
     error::{Error, Result},
     log::Log,
-    murmur::{murmur2, partition_for_key},
     options::{FsyncPolicy, LogOptions},
-    record::{FetchedBatch, Header, HeaderIter, Record, RecordIter},
     repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
-    types::{BatchMeta, Compression, TimestampType, TopicPartition, UnknownCompression},
 };
+/// The record format's error, inside [`Error::Record`].
+pub use riffle_record::Error as RecordError;
+/// The record types, shared with the Kafka backend (the `riffle-record` crate).
+pub use riffle_record::{
+    BatchBuilder, BatchMeta, Compression, FetchedBatch, Header, HeaderIter, Record, RecordIter,
+    TimestampType, TopicPartition, UnknownCompression, murmur2, partition_for_key,
+};
+/// The codecs and varints of the record format (the `riffle-record` crate).
+pub use riffle_record::{codec, varint};

@@ -17,19 +17,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::batch::BatchBuilder;
 use crate::changes::Changes;
 use crate::error::{Error, IoContext, Result};
 use crate::handles::BoundedHandles;
 use crate::lease::Leases;
+use crate::names::validate_name;
 use crate::offsets::OffsetStore;
 use crate::options::{FsyncPolicy, LogOptions};
 use crate::partition::{Locked, Partition};
-use crate::record::FetchedBatch;
 use crate::storage::{FileStorage, MemStorage, Storage};
 use crate::topic::Topic;
 use crate::txn::TxnState;
-use crate::types::{TopicPartition, validate_name};
+use riffle_record::BatchBuilder;
+use riffle_record::FetchedBatch;
+use riffle_record::TopicPartition;
 
 /// An embedded, durable, partitioned log. Cheap to clone; all clones share the same log.
 #[derive(Clone)]
@@ -207,6 +208,9 @@ impl Log {
                 let path = dir.join(sub);
                 storage.create_dir_all(&path).at(&path)?;
             }
+        }
+        check_format(&*storage, &dir, options.read_only)?;
+        if !options.read_only {
             storage.sync_dir(&dir).at(&dir)?;
         }
         let log = Self::with_storage(storage, dir.clone(), Some(dir), options);
@@ -542,7 +546,7 @@ impl Log {
         // Decompress outside the partition's lock, so appends are not held up by it.
         stored
             .into_iter()
-            .map(|b| FetchedBatch::decode(tp, &b.header, b.bytes))
+            .map(|b| FetchedBatch::decode(tp, &b.header, b.bytes).map_err(Error::from))
             .collect()
     }
 
@@ -897,4 +901,73 @@ impl Log {
             }
         })
     }
+}
+
+/// The format version this build reads and writes, in the log directory's `format` file.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The `format` file's content.
+const FORMAT_LINE: &str = "riffle-log format 2\n";
+
+/// Checks the log directory's `format` file, and writes it into a log that has none and holds
+/// no data yet. A log with data and no `format` file was written before format 2 (its batches
+/// are riffle's own, not Kafka's): it is refused, untouched.
+fn check_format(storage: &dyn Storage, dir: &Path, read_only: bool) -> Result<()> {
+    let path = dir.join("format");
+    let refuse = |found: String| Error::UnsupportedFormat {
+        path: dir.to_path_buf(),
+        found,
+        hint: "read it with the riffle build that wrote it (`riffle consume`), or move it \
+               aside and let the application rebuild it from its input topics"
+            .to_owned(),
+    };
+    if let Some(raw) = storage.read(&path).at(&path)? {
+        let text = String::from_utf8_lossy(&raw);
+        let version = text
+            .trim()
+            .strip_prefix("riffle-log format ")
+            .and_then(|v| v.parse::<u32>().ok());
+        return match version {
+            Some(FORMAT_VERSION) => Ok(()),
+            Some(v) => Err(refuse(format!("riffle-log format {v}"))),
+            None => Err(Error::Corrupt {
+                path,
+                position: 0,
+                reason: format!("not a format line: {:?}", text.trim()),
+            }),
+        };
+    }
+    // No `format` file: format 1 if any data was ever written (its first segments are never
+    // empty then: nothing is deleted from a format 1 log), else a new log.
+    let topics = dir.join("topics");
+    for topic in storage.list(&topics).at(&topics)? {
+        let tdir = topics.join(&topic);
+        for partition in storage.list(&tdir).at(&tdir)? {
+            let first = tdir
+                .join(&partition)
+                .join(crate::segment::segment_file_name(0));
+            if std::fs::metadata(&first).is_ok_and(|m| m.len() > 0) {
+                return Err(refuse(format!(
+                    "riffle-log format 1 (no `format` file, and {} holds batches)",
+                    first.display()
+                )));
+            }
+        }
+    }
+    let journal = dir.join("txn").join("journal");
+    if std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0) {
+        return Err(refuse(format!(
+            "riffle-log format 1 (no `format` file, and {} holds transactions)",
+            journal.display()
+        )));
+    }
+    if !read_only {
+        // Every process that opens a new log writes the same line. Two at once share the
+        // temporary file, so one's rename may find it gone: then the other's line is there.
+        if let Err(e) = storage.write_atomic(&path, FORMAT_LINE.as_bytes())
+            && storage.read(&path).ok().flatten().as_deref() != Some(FORMAT_LINE.as_bytes())
+        {
+            return Err(Error::Io { path, source: e });
+        }
+    }
+    Ok(())
 }

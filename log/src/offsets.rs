@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::storage::Storage;
-use crate::types::TopicPartition;
+use riffle_record::TopicPartition;
 
 const MAGIC: &[u8; 4] = b"RFGO";
 const VERSION: u16 = 1;

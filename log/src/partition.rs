@@ -16,13 +16,13 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::batch::{BatchBuilder, BatchHeader, HEADER_LEN, batch_crc};
+use riffle_record::{BatchBuilder, BatchHeader, HEADER_LEN, Placement, TopicPartition, batch_crc};
+
 use crate::error::{Error, IoContext, Result};
 use crate::lease::{CONTENDED_FOR, LEASE_IDLE, LEASE_MAX};
 use crate::options::{FsyncPolicy, LogOptions};
-use crate::segment::{Segment, parse_segment_file_name, segment_file_name};
+use crate::segment::{Expect, Segment, parse_segment_file_name, segment_file_name};
 use crate::storage::{Storage, StorageFile};
-use crate::types::TopicPartition;
 
 /// A whole stored batch, checksum verified, as read from a segment.
 #[derive(Debug)]
@@ -569,7 +569,7 @@ impl Partition {
             return Ok((base, false));
         }
         let count = batch.len() as u64;
-        let bytes = batch.seal(&self.tp, base)?;
+        let bytes = batch.seal(&self.tp, Placement::at(base))?;
         self.write_sealed(bytes, base, count)?;
         let newly_unsynced = !self.unsynced;
         self.unsynced = true;
@@ -613,7 +613,7 @@ impl Partition {
                 what: self.tp.to_string(),
             });
         };
-        if let Err((e, restored)) = active.append(bytes, base, interval) {
+        if let Err((e, restored)) = active.append(bytes, base + count - 1, interval) {
             self.poisoned = !restored;
             return Err(e);
         }
@@ -712,11 +712,11 @@ impl Partition {
         // says where the first one starts): anything else is damage, never skipped over.
         let (mut pos, mut expected) = seg.position_for(offset);
         let unexpected =
-            |seg: &Segment, position: u64, h: &BatchHeader, expected: u64| Error::Corrupt {
+            |seg: &Segment, position: u64, h: &BatchHeader, expected: Expect| Error::Corrupt {
                 path: seg.path.clone(),
                 position,
                 reason: format!(
-                    "the batch there holds offsets {}..{} where offset {expected} was expected",
+                    "the batch there holds offsets {}..{} where {expected} was expected",
                     h.base_offset,
                     h.next_offset()
                 ),
@@ -724,7 +724,7 @@ impl Partition {
         // An index entry that does not point at its batch is a stale index (derived data), not
         // damage: the walk starts over from the segment's first batch.
         // (An entry naming a later offset at position 0 is one too.)
-        let mut at_index_entry = pos != 0 || expected != seg.base;
+        let mut at_index_entry = pos != 0 || expected != Expect::Base(seg.base);
         // The active segment is read up to its last whole batch only.
         let (last, active_end) = (self.segments.len() - 1, self.active_end);
         let end_of = |si: usize, seg: &Segment| if si == last { active_end } else { seg.size() };
@@ -733,7 +733,7 @@ impl Partition {
             if pos >= end_of(si, seg) {
                 if at_index_entry {
                     tracing::warn!(file = %seg.path.display(), position = pos, "an index entry points past the segment's data; reading the segment from its start");
-                    (pos, expected, at_index_entry) = (0, seg.base, false);
+                    (pos, expected, at_index_entry) = (0, Expect::Base(seg.base), false);
                     continue;
                 }
                 si += 1;
@@ -742,11 +742,11 @@ impl Partition {
                 continue;
             }
             let h = match seg.read_header(pos) {
-                Ok(h) if h.base_offset == expected => h,
+                Ok(h) if expected.matches(&h) => h,
                 Err(e @ Error::Io { .. }) => return Err(e),
                 _ if at_index_entry => {
                     tracing::warn!(file = %seg.path.display(), position = pos, "an index entry does not point at its batch; reading the segment from its start");
-                    (pos, expected, at_index_entry) = (0, seg.base, false);
+                    (pos, expected, at_index_entry) = (0, Expect::Base(seg.base), false);
                     continue;
                 }
                 Ok(h) => return Err(unexpected(seg, pos, &h, expected)),
@@ -757,7 +757,7 @@ impl Partition {
                 break;
             }
             pos += h.total_len();
-            expected = h.next_offset();
+            expected = Expect::Base(h.next_offset());
         }
         let mut used = 0usize;
         while let Some(seg) = self.segments.get_mut(si) {
@@ -784,9 +784,9 @@ impl Partition {
                 let corrupt = |reason: String| Error::Corrupt {
                     path: seg.path.clone(),
                     position,
-                    reason: format!("{reason} (offset {expected} expected there)"),
+                    reason: format!("{reason} ({expected} expected there)"),
                 };
-                let h = BatchHeader::parse(rest).map_err(corrupt)?;
+                let h = crate::segment::parse_stored(rest).map_err(corrupt)?;
                 let total = h.total_len() as usize;
                 if total > rest.len() {
                     if position + h.total_len() > seg_end {
@@ -800,10 +800,10 @@ impl Partition {
                         "checksum mismatch in the batch of {total} bytes there"
                     )));
                 }
-                if h.base_offset != expected {
+                if !expected.matches(&h) {
                     return Err(unexpected(seg, position, &h, expected));
                 }
-                expected = h.next_offset();
+                expected = Expect::Base(h.next_offset());
                 out.push(StoredBatch {
                     header: h,
                     bytes: batch,

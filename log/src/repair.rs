@@ -14,11 +14,12 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::journal;
+use crate::names::validate_name;
 use crate::segment::{
     Seal, parse_index, parse_segment_file_name, scan_file_from, segment_file_name,
 };
 use crate::storage::StorageFile;
-use crate::types::{TopicPartition, validate_name};
+use riffle_record::TopicPartition;
 
 /// What [`repair`] is asked to do.
 #[derive(Debug, Clone, Default)]

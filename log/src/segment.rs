@@ -1,6 +1,7 @@
-//! One segment: a `.log` file of batches starting at a base offset, and its sparse `.index`
-//! (relative offset → byte position, one entry per `index_interval_bytes` of batches, and a
-//! *seal* once the segment was rolled: where it ends, so a later segment is known to exist).
+//! One segment: a `.log` file of Kafka v2 batches starting at a base offset, and its sparse
+//! `.index` in Kafka's format (a batch's relative *last* offset → its byte position, one entry
+//! per `index_interval_bytes` of batches), ended by a *seal* once the segment was rolled: where
+//! it ends, so a later segment is known to exist.
 //!
 //! A segment owns the classification of its own bytes; the partition (`partition.rs`) acts on
 //! it, under its lock:
@@ -22,15 +23,45 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::{BatchHeader, HEADER_LEN, MAGIC, batch_crc};
+use riffle_record::{BatchHeader, HEADER_LEN, MAGIC, MAGIC_AT, batch_crc};
+
 use crate::error::{Error, IoContext, Result};
 use crate::storage::{Storage, StorageFile};
 
 /// Size of one index entry: `u32` relative offset, `u32` position, both big-endian.
 pub(crate) const INDEX_ENTRY_LEN: usize = 8;
-/// The entry that announces a seal: no batch can start at relative offset `u32::MAX` (its
-/// records would overflow the relative offsets) nor at byte `u32::MAX`.
-const SEAL_MARKER: (u32, u32) = (u32::MAX, u32::MAX);
+/// The entry that announces a seal: no batch entry can be `(0, 0)` after the first entry
+/// (entries strictly increase), and Kafka's `DumpLogSegments` stops reading an index at an
+/// entry naming the base offset, as it does at the zeroed tail of a preallocated index.
+const SEAL_MARKER: (u32, u32) = (0, 0);
+
+/// What the first batch read from a position must be, so that a walk notices it is not where
+/// it thinks it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// A batch starting at this offset (a segment's start, or the batch after another).
+    Base(u64),
+    /// A batch whose last offset is this one: what an index entry names, as in Kafka.
+    Last(u64),
+}
+
+impl Expect {
+    pub(crate) fn matches(self, h: &BatchHeader) -> bool {
+        match self {
+            Expect::Base(base) => h.base_offset == base,
+            Expect::Last(last) => h.last_offset() == last,
+        }
+    }
+}
+
+impl std::fmt::Display for Expect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expect::Base(base) => write!(f, "offset {base}"),
+            Expect::Last(last) => write!(f, "a batch ending at offset {last}"),
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct Segment {
@@ -92,6 +123,7 @@ pub(crate) fn parse_index(raw: &[u8], base: u64, size: u64) -> IndexFile {
     let mut seal = None;
     if let [.., marker, (rel, pos)] = pairs[..]
         && marker == SEAL_MARKER
+        && (rel, pos) != SEAL_MARKER
     {
         seal = Some(Seal {
             end_offset: base + u64::from(rel),
@@ -211,13 +243,32 @@ impl Damage {
     }
 }
 
+/// Parses the header of a batch stored in a segment (or the journal): a Kafka v2 header, with
+/// what the embedded log always writes outside the CRC's coverage checked too: leader epoch 0
+/// (the base offset is checked against the offsets around it). A batch taken over from Kafka
+/// gets epoch 0 and its base offset when it is written, without re-encoding. At least one
+/// record: the log writes no empty batch.
+pub(crate) fn parse_stored(b: &[u8]) -> Result<BatchHeader, String> {
+    let h = BatchHeader::parse(b)?;
+    if h.leader_epoch != 0 {
+        return Err(format!(
+            "leader epoch {} (the embedded log writes 0)",
+            h.leader_epoch
+        ));
+    }
+    if h.record_count == 0 {
+        return Err("batch with zero records".to_owned());
+    }
+    Ok(h)
+}
+
 /// Whether a whole, checksum-valid batch starts at `at` of `bytes`; its header if so.
 fn intact_batch_at(bytes: &[u8], at: usize) -> Option<BatchHeader> {
     let rest = bytes.get(at..)?;
-    if rest.get(8) != Some(&MAGIC) {
+    if rest.get(MAGIC_AT) != Some(&MAGIC) {
         return None;
     }
-    let h = BatchHeader::parse(rest).ok()?;
+    let h = parse_stored(rest).ok()?;
     let batch = rest.get(..usize::try_from(h.total_len()).ok()?)?;
     (batch_crc(batch) == h.crc).then_some(h)
 }
@@ -269,7 +320,7 @@ pub(crate) fn scan_file_from(
             break Some(reason);
         }
         file.read_exact_at(pos, &mut header).at(path)?;
-        let h = match BatchHeader::parse(&header) {
+        let h = match parse_stored(&header) {
             Ok(h) => h,
             Err(reason) => break Some(reason),
         };
@@ -426,10 +477,10 @@ impl Segment {
     ) -> Result<Scan> {
         let mut noted = Vec::new();
         let scan = scan_file_from(&mut *self.file, &self.path, pos, expected, |pos, h| {
-            noted.push((pos, h.base_offset, h.total_len()));
+            noted.push((pos, h.last_offset(), h.total_len()));
         })?;
-        for (pos, base_offset, len) in noted {
-            self.note_batch(pos, base_offset, len, index_interval);
+        for (pos, last_offset, len) in noted {
+            self.note_batch(pos, last_offset, len, index_interval);
         }
         Ok(scan)
     }
@@ -562,22 +613,31 @@ impl Segment {
     /// after the last batch, or `None` if a header is not the expected one.
     fn walk_from(&mut self, entries: &[(u32, u32)]) -> Result<Option<u64>> {
         let size = self.size();
-        let (mut pos, mut expected) = entries.last().map_or((0, self.base), |&(r, p)| {
-            (u64::from(p), self.base + u64::from(r))
-        });
+        let (mut pos, mut expected) = self.entry_start(entries.last().copied());
         while pos < size {
             let h = match self.read_header(pos) {
                 Ok(h) => h,
                 Err(Error::Corrupt { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             };
-            if h.base_offset != expected {
+            if !expected.matches(&h) {
                 return Ok(None);
             }
             pos += h.total_len();
-            expected = h.next_offset();
+            expected = Expect::Base(h.next_offset());
         }
-        Ok(Some(expected))
+        Ok(Some(match expected {
+            Expect::Base(end) => end,
+            Expect::Last(last) => last + 1,
+        }))
+    }
+
+    /// Where a walk from index entry `entry` starts, and what it must find there (no entry:
+    /// the segment's start).
+    fn entry_start(&self, entry: Option<(u32, u32)>) -> (u64, Expect) {
+        entry.map_or((0, Expect::Base(self.base)), |(r, p)| {
+            (u64::from(p), Expect::Last(self.base + u64::from(r)))
+        })
     }
 
     /// The in-memory index as the index file would hold it.
@@ -643,17 +703,18 @@ impl Segment {
         self.index_file.refresh_len().at(&self.index_path)
     }
 
-    /// Index bookkeeping for a batch at `pos`; returns the entry to persist, if one is due.
+    /// Index bookkeeping for a batch at `pos` ending at `last_offset`; returns the entry to
+    /// persist, if one is due. As in Kafka, an entry names the batch's last offset.
     fn note_batch(
         &mut self,
         pos: u64,
-        base_offset: u64,
+        last_offset: u64,
         len: u64,
         interval: u64,
     ) -> Option<(u32, u32)> {
         let mut entry = None;
         if self.bytes_since_index >= interval {
-            let rel = u32::try_from(base_offset - self.base).ok();
+            let rel = u32::try_from(last_offset - self.base).ok();
             let p = u32::try_from(pos).ok();
             if let (Some(rel), Some(p)) = (rel, p) {
                 self.index.push((rel, p));
@@ -670,7 +731,7 @@ impl Segment {
     pub(crate) fn append(
         &mut self,
         bytes: &[u8],
-        base_offset: u64,
+        last_offset: u64,
         index_interval: u64,
     ) -> Result<(), (Error, bool)> {
         let old = self.size();
@@ -687,7 +748,7 @@ impl Segment {
         }
         let (index, since) = (self.index.len(), self.bytes_since_index);
         if let Some((rel, p)) =
-            self.note_batch(old, base_offset, bytes.len() as u64, index_interval)
+            self.note_batch(old, last_offset, bytes.len() as u64, index_interval)
         {
             let mut raw = [0u8; INDEX_ENTRY_LEN];
             raw[..4].copy_from_slice(&rel.to_be_bytes());
@@ -710,16 +771,13 @@ impl Segment {
         Ok(())
     }
 
-    /// Position of the last indexed batch at or before `offset` (0 if none), and that batch's
-    /// base offset: scanning from there finds the batch holding `offset`.
-    pub(crate) fn position_for(&self, offset: u64) -> (u64, u64) {
+    /// Position of the last indexed batch ending at or before `offset` (the segment's start if
+    /// none), and what must be found there: scanning from there finds the batch holding
+    /// `offset`.
+    pub(crate) fn position_for(&self, offset: u64) -> (u64, Expect) {
         let rel = u32::try_from(offset.saturating_sub(self.base)).unwrap_or(u32::MAX);
         let i = self.index.partition_point(|&(r, _)| r <= rel);
-        i.checked_sub(1)
-            .and_then(|i| self.index.get(i))
-            .map_or((0, self.base), |&(r, p)| {
-                (u64::from(p), self.base + u64::from(r))
-            })
+        self.entry_start(i.checked_sub(1).and_then(|i| self.index.get(i)).copied())
     }
 
     /// The header of the batch at `pos`.
@@ -737,7 +795,7 @@ impl Segment {
         }
         let mut header = [0u8; HEADER_LEN];
         self.file.read_exact_at(pos, &mut header).at(&self.path)?;
-        let h = BatchHeader::parse(&header).map_err(corrupt)?;
+        let h = parse_stored(&header).map_err(corrupt)?;
         if pos + h.total_len() > self.size() {
             return Err(Error::Corrupt {
                 path: self.path.clone(),

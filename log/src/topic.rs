@@ -16,11 +16,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
+use crate::names::validate_name;
 use crate::options::LogOptions;
 use crate::partition::{LOCK_FILE, Partition};
 use crate::segment::segment_file_name;
 use crate::storage::Storage;
-use crate::types::{TopicPartition, validate_name};
+use riffle_record::TopicPartition;
 
 const TOPIC_META: &str = "partitions";
 /// In a staging directory: locked by its creator while it works, so a cleaner can tell a live

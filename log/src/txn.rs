@@ -23,15 +23,16 @@ use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 
-use crate::batch::BatchBuilder;
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal};
 use crate::log::{Log, lock};
+use crate::names::validate_name;
 use crate::options::FsyncPolicy;
 use crate::partition::Partition;
 use crate::storage::StorageFile;
 use crate::topic::Topic;
-use crate::types::{TopicPartition, validate_name};
+use riffle_record::BatchBuilder;
+use riffle_record::TopicPartition;
 
 /// `txn/lock`: bytes 0..8 the generation (bumped whenever a group file is written or the
 /// journal emptied), byte 8 set while a transaction is in flight.
@@ -258,7 +259,13 @@ impl Log {
             }
             let (base, count) = (*end, builder.len() as u64);
             let tp: &TopicPartition = tp;
-            sealed.push((i, tp, base, count, builder.seal(tp, base)?));
+            sealed.push((
+                i,
+                tp,
+                base,
+                count,
+                builder.seal(tp, riffle_record::Placement::at(base))?,
+            ));
             *end += count;
         }
         if sealed.is_empty() && offsets.is_empty() {

@@ -50,7 +50,7 @@ fn signatures_match_the_contract() {
     let _: fn(&FetchedBatch) -> u64 = FetchedBatch::base_offset;
     let _: fn(&FetchedBatch) -> u64 = FetchedBatch::last_offset;
     let _: fn(&FetchedBatch) -> RecordIter = FetchedBatch::records;
-    let _: fn(&mut RecordIter) -> Option<Result<Record>> = Iterator::next;
+    let _: fn(&mut RecordIter) -> Option<Result<Record, riffle_log::RecordError>> = Iterator::next;
     let _: fn(&Record) -> &Arc<BatchMeta> = Record::meta;
     let _: fn(&Record) -> &TopicPartition = Record::topic_partition;
     let _: fn(&Record) -> u64 = Record::offset;
@@ -127,7 +127,9 @@ fn error_variants_match_the_contract(e: Error) -> String {
             reason,
         } => format!("{path:?}{position}{reason}"),
         Error::InvalidName { name } => name,
-        Error::Compression { codec, reason } => format!("{codec:?}{reason}"),
+        Error::Record(riffle_log::RecordError::Compression { codec, reason }) => {
+            format!("{codec:?}{reason}")
+        }
         other => other.to_string(),
     }
 }

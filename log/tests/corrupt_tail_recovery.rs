@@ -99,7 +99,16 @@ fn a_last_batch_torn_in_the_middle_is_cut() {
 fn a_flipped_byte_in_the_last_batch_is_cut() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (before, full) = three_batches(dir.path());
-    for at in [before, before + 5, before + 12, before + 40, full - 1] {
+    // The length (byte 8), the leader epoch (12, always 0 here), the magic (16), the CRC
+    // (17), the attributes and on (21.., under the CRC).
+    for at in [
+        before + 9,
+        before + 12,
+        before + 16,
+        before + 18,
+        before + 40,
+        full - 1,
+    ] {
         let copy = tempfile::tempdir().expect("tempdir");
         copy_dir(dir.path(), copy.path());
         let path = segment(copy.path());
@@ -109,6 +118,30 @@ fn a_flipped_byte_in_the_last_batch_is_cut() {
         }
         std::fs::write(&path, bytes).expect("write");
         reopen_and_check(copy.path(), 6, before);
+    }
+}
+
+/// Kafka's CRC does not cover the base offset: a flipped bit there leaves a whole,
+/// checksum-valid batch at the wrong offset. That is no torn write (a write cut short never
+/// checks out), so it is corruption, named, and nothing is cut.
+#[test]
+fn a_flipped_bit_in_the_last_batch_s_base_offset_is_an_error_not_a_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (before, full) = three_batches(dir.path());
+    for at in [before, before + 7] {
+        let copy = tempfile::tempdir().expect("tempdir");
+        copy_dir(dir.path(), copy.path());
+        let path = segment(copy.path());
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[at as usize] ^= 0x10;
+        std::fs::write(&path, bytes).expect("write");
+        let err = Log::open(copy.path(), LogOptions::default()).expect_err("corrupt");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("at byte {before}")) && text.contains("offset 6 expected"),
+            "{text}"
+        );
+        assert_eq!(std::fs::metadata(&path).expect("meta").len(), full);
     }
 }
 

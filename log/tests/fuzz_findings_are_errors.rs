@@ -9,8 +9,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use riffle_log::fuzzing::{MemDir, decode_group_offsets, encode_group_offsets};
 use riffle_log::{
-    BatchBuilder, BatchMeta, Compression, Error, FetchedBatch, LogOptions, TimestampType,
-    TopicPartition,
+    BatchBuilder, BatchMeta, Compression, Error, FetchedBatch, LogOptions, RecordError,
+    TimestampType, TopicPartition,
 };
 
 fn meta(count: u32) -> Arc<BatchMeta> {
@@ -35,7 +35,7 @@ fn section(n: usize) -> Vec<u8> {
     b.records_section().to_vec()
 }
 
-fn read(count: u32, last_delta: u32, section: Vec<u8>) -> Vec<Result<u64, Error>> {
+fn read(count: u32, last_delta: u32, section: Vec<u8>) -> Vec<Result<u64, RecordError>> {
     FetchedBatch::from_kafka(meta(count), last_delta, Bytes::from(section))
         .records()
         .map(|r| r.map(|r| r.offset()))
@@ -50,7 +50,7 @@ fn a_repeated_offset_delta_is_a_corrupt_record() {
     let got = read(2, 1, twice);
     assert!(matches!(got[0], Ok(100)), "{got:?}");
     assert!(
-        matches!(&got[1], Err(Error::CorruptRecord { offset: 101, .. })),
+        matches!(&got[1], Err(RecordError::CorruptRecord { offset: 101, .. })),
         "{got:?}"
     );
 }
@@ -63,7 +63,7 @@ fn a_first_record_past_its_place_is_refused_before_it_is_yielded() {
     let second = two[first_len..].to_vec();
     let got = read(2, 1, [second.clone(), second].concat());
     assert!(
-        matches!(&got[0], Err(Error::CorruptRecord { offset: 100, .. })),
+        matches!(&got[0], Err(RecordError::CorruptRecord { offset: 100, .. })),
         "{got:?}"
     );
     assert_eq!(got.len(), 1);
@@ -73,7 +73,7 @@ fn a_first_record_past_its_place_is_refused_before_it_is_yielded() {
 fn records_beyond_the_batch_count_are_a_corrupt_record_not_dropped() {
     let got = read(1, 0, section(2));
     assert!(
-        matches!(&got[0], Err(Error::CorruptRecord { offset: 100, .. })),
+        matches!(&got[0], Err(RecordError::CorruptRecord { offset: 100, .. })),
         "{got:?}"
     );
 }

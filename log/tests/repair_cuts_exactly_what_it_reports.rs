@@ -111,7 +111,7 @@ fn a_flipped_byte_mid_active_segment_cuts_there_and_counts_the_intact_records_af
         bytes.len() > 200,
         "the active segment holds several batches"
     );
-    let len = u32::from_be_bytes(bytes[0..4].try_into().expect("4")) as usize + 4;
+    let len = u32::from_be_bytes(bytes[8..12].try_into().expect("4")) as usize + 12;
     let mut damaged = bytes.clone();
     damaged[len - 3] ^= 0x20; // the first batch's last byte
     std::fs::write(last, &damaged).expect("write");

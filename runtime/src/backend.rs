@@ -1,20 +1,19 @@
 //! What a backend implements: where records live ([`Backend`]) and how the stream threads form a
 //! group ([`GroupCoordinator`], [`Heartbeat`], [`Assignment`]), with the embedded log's
-//! implementation ([`EmbeddedBackend`], also at the crate root).
+//! implementation (`EmbeddedBackend`, in `embedded.rs`, also at the crate root; the `embedded`
+//! feature, on by default).
 //!
 //! This is all the runtime sees of storage and membership (docs/design.md §5). The embedded log
 //! is the default; the Kafka backend (riffle-kafka) implements the same traits. Batches are
-//! riffle-log's types on both: a fetched batch shares its metadata with its records, and an
+//! riffle-record's types on both: a fetched batch shares its metadata with its records, and an
 //! outgoing batch is encoded once, in place. Application authors need none of this module
-//! beyond [`EmbeddedBackend`] — or a backend's `shared()` handle — to run an application.
+//! beyond `EmbeddedBackend` — or a backend's `shared()` handle — to run an application.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use riffle_log::{BatchBuilder, FetchedBatch, Log, TopicPartition};
+use riffle_record::{BatchBuilder, FetchedBatch, TopicPartition};
 
-use crate::coordinator::Coordinator;
 use crate::error::Result;
 pub use crate::group::{
     Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat, SubtopologyInfo,
@@ -112,125 +111,5 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// The embedded log as a backend. Applications with the same id on one backend share a
-/// coordinator, so several instances in one process form one group.
-#[derive(Clone)]
-pub struct EmbeddedBackend {
-    log: Log,
-    coordinators: Arc<Mutex<HashMap<String, Arc<Coordinator>>>>,
-}
-
-impl EmbeddedBackend {
-    /// A backend over `log`.
-    pub fn new(log: Log) -> Self {
-        EmbeddedBackend {
-            log,
-            coordinators: Arc::default(),
-        }
-    }
-
-    /// The underlying log.
-    pub fn log(&self) -> &Log {
-        &self.log
-    }
-
-    /// This backend behind the trait object the runtime uses.
-    pub fn shared(self) -> Arc<dyn Backend> {
-        Arc::new(self)
-    }
-}
-
-impl Backend for EmbeddedBackend {
-    fn create_topic(&self, topic: &str, partitions: u32, _kind: TopicKind) -> Result<()> {
-        Ok(self.log.create_topic(topic, partitions)?)
-    }
-    fn partitions(&self, topic: &str) -> Result<Option<u32>> {
-        Ok(self.log.partitions(topic))
-    }
-    fn fetch(
-        &self,
-        tp: &TopicPartition,
-        offset: u64,
-        max_bytes: usize,
-    ) -> Result<Vec<FetchedBatch>> {
-        Ok(self.log.fetch(tp, offset, max_bytes)?)
-    }
-    fn append(&self, tp: &TopicPartition, batch: &mut BatchBuilder) -> Result<u64> {
-        Ok(self.log.append(tp, batch)?)
-    }
-    fn end_offset(&self, tp: &TopicPartition) -> Result<u64> {
-        Ok(self.log.end_offset(tp)?)
-    }
-    fn start_offset(&self, tp: &TopicPartition) -> Result<u64> {
-        Ok(self.log.start_offset(tp)?)
-    }
-    fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp: i64) -> Result<u64> {
-        let end = self.log.end_offset(tp)?;
-        let mut position = self.log.start_offset(tp)?;
-        while position < end {
-            let batches = self.log.fetch(tp, position, 1 << 20)?;
-            let Some(last) = batches.last().map(FetchedBatch::last_offset) else {
-                break;
-            };
-            for batch in batches
-                .iter()
-                .filter(|b| b.meta().max_timestamp >= timestamp)
-            {
-                for record in batch.records() {
-                    let record = record?;
-                    if record.offset() >= position && record.timestamp() >= timestamp {
-                        return Ok(record.offset());
-                    }
-                }
-            }
-            position = last + 1;
-        }
-        Ok(end)
-    }
-    fn commit_offsets(
-        &self,
-        group: &str,
-        _member: &str,
-        offsets: &[(TopicPartition, u64)],
-    ) -> Result<()> {
-        Ok(self.log.commit_offsets(group, offsets)?)
-    }
-    fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
-        Ok(self.log.committed_offset(group, tp)?)
-    }
-    fn data_version(&self) -> u64 {
-        self.log.append_version()
-    }
-    fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
-        self.log.wait_for_append(seen, timeout)
-    }
-    fn changed_partitions(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
-        self.log.appended_since(seen, out)
-    }
-    fn wake_waiters(&self) {
-        self.log.wake_waiters()
-    }
-    fn supports_exactly_once(&self) -> bool {
-        true
-    }
-    fn commit_transaction(
-        &self,
-        group: &str,
-        _member: &str,
-        batches: &mut [(TopicPartition, &mut BatchBuilder)],
-        offsets: &[(TopicPartition, u64)],
-    ) -> Result<Vec<u64>> {
-        Ok(self.log.commit_transaction(group, batches, offsets)?)
-    }
-    fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>> {
-        let mut coordinators = self
-            .coordinators
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let coordinator = coordinators
-            .entry(group.application_id.clone())
-            .or_insert_with(|| Arc::new(Coordinator::new(group.tasks())))
-            .clone();
-        Ok(coordinator)
-    }
-}
+#[cfg(feature = "embedded")]
+pub use crate::embedded::EmbeddedBackend;

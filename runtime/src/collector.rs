@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use riffle_log::{BatchBuilder, Compression, Record, TopicPartition};
+use riffle_record::{BatchBuilder, Compression, Record, TopicPartition};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -242,7 +242,7 @@ impl RecordCollector {
         let partitions = self.topics.partitions(topic).max(1);
         let key = source.and_then(Record::key);
         let partition = match key {
-            Some(key) => riffle_log::partition_for_key(key, partitions),
+            Some(key) => riffle_record::partition_for_key(key, partitions),
             None => task_partition % partitions,
         };
         self.send(

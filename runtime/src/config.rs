@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use riffle_log::Compression;
+use riffle_record::Compression;
 use riffle_task_manager::SnapshotStrategy;
 
 use crate::error::{Error, Result};

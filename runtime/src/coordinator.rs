@@ -5,6 +5,10 @@
 //! ⌈tasks / members⌉). A stateful task without an owner goes to the member that reported the
 //! largest offset sum for it: that member holds the most of its state.
 
+// The in-process group coordinator serves the embedded backend only; without it (no
+// `embedded` feature) only `OffsetSendPolicy` is used.
+#![cfg_attr(not(feature = "embedded"), allow(dead_code))]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

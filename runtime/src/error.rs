@@ -27,8 +27,12 @@ pub enum SerdeError {
 #[non_exhaustive]
 pub enum Error {
     /// The embedded log failed.
+    #[cfg(feature = "embedded")]
     #[error(transparent)]
     Log(#[from] riffle_log::Error),
+    /// A fetched batch or record does not decode, or a batch does not encode.
+    #[error(transparent)]
+    Record(#[from] riffle_record::Error),
     /// The state directory failed.
     #[error(transparent)]
     StateDir(#[from] riffle_state_dir::Error),
@@ -273,13 +277,16 @@ impl Error {
     /// Whether a fetch failed because its offset is outside the partition (below its start or
     /// past its end), on either backend.
     pub fn is_offset_out_of_range(&self) -> bool {
+        #[cfg(feature = "embedded")]
+        if let Error::Log(riffle_log::Error::OffsetOutOfRange { .. }) = self {
+            return true;
+        }
         matches!(
             self,
-            Error::Log(riffle_log::Error::OffsetOutOfRange { .. })
-                | Error::Backend {
-                    kind: BackendErrorKind::OffsetOutOfRange,
-                    ..
-                }
+            Error::Backend {
+                kind: BackendErrorKind::OffsetOutOfRange,
+                ..
+            }
         )
     }
 

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 use riffle_state_dir::TaskId;
 
 use crate::backend::Backend;
@@ -268,6 +268,8 @@ impl GlobalState {
     }
 
     /// Reads every partition to its end, round after round (the test driver, between records).
+    // Used by the test driver (the `embedded` feature).
+    #[cfg_attr(not(feature = "embedded"), allow(dead_code))]
     pub(crate) fn catch_up_fully(&mut self, backend: &dyn Backend, max_bytes: usize) -> Result<()> {
         while self.catch_up(backend, None, max_bytes)? > 0 {}
         Ok(())
@@ -503,7 +505,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = riffle_log::Log::in_memory();
         log.create_topic("t", 2).expect("topic");
-        let mut batch = riffle_log::BatchBuilder::new(riffle_log::Compression::None);
+        let mut batch = riffle_record::BatchBuilder::new(riffle_record::Compression::None);
         for i in 0..5u8 {
             batch.push(0, Some(&[i]), Some(&[i]));
         }

@@ -170,6 +170,8 @@ mod collector;
 mod config;
 mod coordinator;
 mod dsl;
+#[cfg(feature = "embedded")]
+mod embedded;
 mod error;
 mod foreign_key;
 mod global;
@@ -194,6 +196,7 @@ mod suppress;
 mod table;
 mod task;
 mod telemetry;
+#[cfg(feature = "embedded")]
 mod test_driver;
 mod thread;
 mod timestamp;
@@ -203,6 +206,7 @@ mod windowed;
 mod windows;
 
 pub use app::{RunSummary, ShutdownHandle, StreamsApp};
+#[cfg(feature = "embedded")]
 pub use backend::EmbeddedBackend;
 pub use config::{
     AutoOffsetReset, FetchStrategy, IdleWakeup, ProcessingGuarantee, RecordingLevel, StreamsConfig,
@@ -240,6 +244,7 @@ pub use stores::{
 pub use stream_join::{JoinWindows, StreamJoined};
 pub use suppress::{BufferConfig, Suppressed};
 pub use telemetry::Metric;
+#[cfg(feature = "embedded")]
 pub use test_driver::{
     TestInputTopic, TestKeyValueStore, TestOutputTopic, TestRecord, TestSessionStore,
     TestWindowStore, TopologyTestDriver,
@@ -252,7 +257,12 @@ pub use topology::{Topology, TopologyDescription};
 pub use window_store::{SessionStore, WindowStore};
 pub use windows::{EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, Windowed};
 
-/// The embedded log, re-exported: open one, create topics, append and read batches.
+/// The embedded log, re-exported: open one, create topics, append and read batches (its record
+/// types are [`batch`]'s).
+#[cfg(feature = "embedded")]
 pub use riffle_log as log;
+/// Kafka's record batch (the `riffle-record` crate), shared by both backends: topic-partitions, batch builders, fetched
+/// batches and records, codecs, Kafka's partitioner.
+pub use riffle_record as batch;
 pub use riffle_state_dir::TaskId;
 pub use riffle_task_manager::SnapshotStrategy;

@@ -17,7 +17,7 @@
 use std::collections::BTreeSet;
 use std::str::FromStr;
 
-use riffle_log::{TopicPartition, partition_for_key};
+use riffle_record::{TopicPartition, partition_for_key};
 
 use crate::error::{Error, Result};
 use crate::shared::AppShared;

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use riffle_log::{Record, partition_for_key};
+use riffle_record::{Record, partition_for_key};
 use riffle_state_dir::TaskId;
 
 use crate::collector::RecordCollector;

@@ -542,6 +542,8 @@ pub(crate) struct StoreScratch {
 }
 
 impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
+    // Used by the test driver (the `embedded` feature).
+    #[cfg_attr(not(feature = "embedded"), allow(dead_code))]
     pub(crate) fn new(
         store: &'a mut CachedStore,
         scratch: &'a mut StoreScratch,

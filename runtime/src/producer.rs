@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use riffle_log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle_record::{BatchBuilder, Compression, TopicPartition, partition_for_key};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};

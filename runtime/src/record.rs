@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-pub use riffle_log::Header;
+pub use riffle_record::Header;
 
 /// A record's headers: Kafka's record headers, in order, keys may repeat.
 ///
@@ -23,7 +23,7 @@ impl Headers {
     }
 
     /// The headers of a record read from a topic (slices of its batch, no copy of the bytes).
-    pub(crate) fn from_log(record: &riffle_log::Record) -> Self {
+    pub(crate) fn from_log(record: &riffle_record::Record) -> Self {
         if record.header_count() == 0 {
             return Headers::default();
         }

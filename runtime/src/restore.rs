@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use riffle_log::{FetchedBatch, RecordIter, TopicPartition};
+use riffle_record::{FetchedBatch, RecordIter, TopicPartition};
 use riffle_state_dir::ChangelogPartition;
 use riffle_task_manager::{BoxError, ChangelogReader, ChangelogRecord, RestoreTarget};
 

@@ -13,7 +13,7 @@ use riffle_task_manager::{
     LiveOffsets, OffsetSumSnapshot, SnapshotStrategy, TaskKind, TaskRegistry, TaskState,
 };
 
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 
 use crate::backend::Backend;
 use crate::error::Result;

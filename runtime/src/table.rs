@@ -299,7 +299,7 @@ impl<V: 'static> crate::serdes::Serde<Change<V>> for ChangeSerde<V> {
                 let start = out.len();
                 self.inner.serialize(new, out);
                 let len = out.len() - start;
-                riffle_log::varint::put_varlong(out, len as i64);
+                riffle_record::varint::put_varlong(out, len as i64);
                 let varint = out.len() - start - len;
                 out[start..].rotate_right(varint);
                 self.inner.serialize(old, out);
@@ -348,7 +348,7 @@ impl<V: 'static> crate::serdes::Serde<Change<V>> for ChangeSerde<V> {
             }),
             _ => {
                 let mut pos = 0;
-                let len = riffle_log::varint::get_varint(rest, &mut pos)
+                let len = riffle_record::varint::get_varint(rest, &mut pos)
                     .and_then(|n| usize::try_from(n).ok())
                     .filter(|&n| n <= rest.len() - pos)
                     .ok_or_else(|| invalid("a new value's length past the end".into()))?;

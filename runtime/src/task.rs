@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use riffle_log::{FetchedBatch, Record, RecordIter, TopicPartition};
+use riffle_record::{FetchedBatch, Record, RecordIter, TopicPartition};
 use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
 
 use crate::backend::Backend;

@@ -21,7 +21,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 use riffle_state_dir::TaskId;
 
 use crate::error::{Error, Result};

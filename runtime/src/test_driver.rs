@@ -36,7 +36,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use riffle_log::{BatchBuilder, Compression, Log, TopicPartition};
+use riffle_log::Log;
+use riffle_record::{BatchBuilder, Compression, TopicPartition};
 use riffle_state_dir::TaskId;
 
 use crate::app::resolve_topics;
@@ -360,7 +361,7 @@ impl TopologyTestDriver {
 
     /// Records of `topic` (partition 0) the topology wrote, from offset `from`: for tests
     /// reading internal topics.
-    pub fn read_raw(&self, topic: &str, from: u64) -> Result<Vec<riffle_log::Record>> {
+    pub fn read_raw(&self, topic: &str, from: u64) -> Result<Vec<riffle_record::Record>> {
         let inner = self.inner.borrow();
         inner.read(&TopicPartition::new(topic, 0), from)
     }
@@ -493,7 +494,7 @@ impl Inner {
         tp: &TopicPartition,
         from: u64,
         max: usize,
-    ) -> Result<Vec<riffle_log::Record>> {
+    ) -> Result<Vec<riffle_record::Record>> {
         if self.log.partitions(&tp.topic).is_none() {
             return Err(Error::Topology(format!(
                 "the topology writes no topic {}",
@@ -520,7 +521,7 @@ impl Inner {
         Ok(out)
     }
 
-    fn read(&self, tp: &TopicPartition, from: u64) -> Result<Vec<riffle_log::Record>> {
+    fn read(&self, tp: &TopicPartition, from: u64) -> Result<Vec<riffle_record::Record>> {
         self.read_at_most(tp, from, usize::MAX)
     }
 }
@@ -609,7 +610,7 @@ pub struct TestOutputTopic<K, V> {
 }
 
 impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
-    fn decode(&self, record: &riffle_log::Record) -> Result<TestRecord<K, V>> {
+    fn decode(&self, record: &riffle_record::Record) -> Result<TestRecord<K, V>> {
         let error = |part, source| Error::Deserialize {
             part,
             topic: self.tp.topic.to_string(),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 use riffle_state_dir::TaskId;
 use riffle_task_manager::{
     StateUpdaterConfig, StateUpdaterThread, TaskKind, UpdaterEvent, UpdaterTask,

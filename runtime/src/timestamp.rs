@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use riffle_log::Record;
+use riffle_record::Record;
 
 use crate::error::{Error, Result};
 

@@ -64,8 +64,11 @@ pub fn segment_name(base: u64) -> String {
     format!("{base:020}.log")
 }
 
-/// Batch header length and the fields the harness needs (FORMAT.md, "Batch").
+/// Batch header length and the fields the harness needs (log/FORMAT.md, "Batch": Kafka's v2
+/// record batch).
 pub const HEADER_LEN: usize = 61;
+/// The base offset and length fields, before what the length counts.
+const LOG_OVERHEAD: usize = 12;
 
 fn be_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
@@ -85,18 +88,18 @@ pub fn fix_segment_crcs(seg: &mut [u8], base: u64) -> u64 {
     let mut next = base;
     while seg.len() - pos >= HEADER_LEN {
         let left = seg.len() - pos;
-        let mut len = be_u32(seg, pos).unwrap_or(0) as usize;
-        if len < HEADER_LEN - 4 || len + 4 > left {
-            len = left - 4;
-            seg[pos..pos + 4].copy_from_slice(&(len as u32).to_be_bytes());
+        let mut len = be_u32(seg, pos + 8).unwrap_or(0) as usize;
+        if len < HEADER_LEN - LOG_OVERHEAD || len + LOG_OVERHEAD > left {
+            len = left - LOG_OVERHEAD;
+            seg[pos + 8..pos + 12].copy_from_slice(&(len as u32).to_be_bytes());
         }
-        let batch = &mut seg[pos..pos + len + 4];
-        let crc = crc32c::crc32c(&batch[8..]);
-        batch[4..8].copy_from_slice(&crc.to_be_bytes());
-        let b = be_u64(batch, 11).unwrap_or(0);
-        let count = be_u32(batch, 19).unwrap_or(0);
-        next = b.saturating_add(u64::from(count));
-        pos += len + 4;
+        let batch = &mut seg[pos..pos + len + LOG_OVERHEAD];
+        let crc = crc32c::crc32c(&batch[21..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        let b = be_u64(batch, 0).unwrap_or(0);
+        let last_delta = be_u32(batch, 23).unwrap_or(0);
+        next = b.saturating_add(u64::from(last_delta)).saturating_add(1);
+        pos += len + LOG_OVERHEAD;
     }
     next
 }

@@ -6,7 +6,7 @@
 use kafka_protocol::messages::{
     DeleteTopicsRequest, MetadataRequest, TopicName, delete_topics_request,
 };
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 
 use super::{Cluster, name, versions};
 use crate::error::{Error, ErrorCode, Result};

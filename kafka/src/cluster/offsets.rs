@@ -7,7 +7,7 @@ use kafka_protocol::messages::{
     offset_fetch_request,
 };
 use kafka_protocol::protocol::StrBytes;
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 
 use super::{Cluster, by_topic, is_coordinator_error, name, versions};
 use crate::error::{Error, ErrorCode, Result};

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
     BrokerId, CreateTopicsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest, TopicName,
     create_topics_request, fetch_request, list_offsets_request, produce_request,
 };
-use riffle_log::{FetchedBatch, TopicPartition};
+use riffle_record::{FetchedBatch, TopicPartition};
 
 use super::{Cluster, name, versions};
 use crate::batch::AbortedTxn;

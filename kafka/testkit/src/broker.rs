@@ -166,6 +166,20 @@ fn kafka_libs() -> Result<PathBuf> {
     Ok(PathBuf::from(libs))
 }
 
+/// Runs one of Kafka's tools that needs no broker (`kafka-run.sh <main class> <args>`), such as
+/// `kafka.tools.DumpLogSegments` (`kafka-dump-log.sh`), and returns its stdout. Fetches Kafka's
+/// jars first if they are not cached.
+pub fn run_offline_tool(main_class: &str, args: &[&str]) -> Result<String> {
+    let libs = kafka_libs()?;
+    let mut cmd = Command::new("bash");
+    cmd.arg(scripts().join("kafka-run.sh"))
+        .arg(main_class)
+        .args(args)
+        .env("KAFKA_LIBS", &libs);
+    let short = main_class.rsplit('.').next().unwrap_or(main_class);
+    run_with_stdin(cmd, &format!("{short} {}", args.join(" ")), None)
+}
+
 /// Options of a broker to start; [`KafkaBroker::builder`].
 #[derive(Debug, Default, Clone)]
 pub struct KafkaBrokerBuilder {

@@ -37,5 +37,7 @@ mod broker;
 mod cluster;
 mod tls;
 
-pub use broker::{Error, KafkaBroker, KafkaBrokerBuilder, Result, SASL_PASSWORD, SASL_USER};
+pub use broker::{
+    Error, KafkaBroker, KafkaBrokerBuilder, Result, SASL_PASSWORD, SASL_USER, run_offline_tool,
+};
 pub use cluster::KafkaCluster;

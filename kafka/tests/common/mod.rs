@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use riffle::backend::{Backend, TopicKind};
-use riffle::log::{BatchBuilder, Compression, TopicPartition, partition_for_key};
+use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
 use riffle::{Consumed, Materialized, Produced, Serdes, StoreType, StreamsBuilder, StreamsConfig};
 use riffle_kafka::KafkaBackend;
 
@@ -93,7 +93,7 @@ pub fn produce_words_at(
 pub fn for_each_batch(
     backend: &KafkaBackend,
     topic: &str,
-    mut f: impl FnMut(&riffle::log::FetchedBatch, u64),
+    mut f: impl FnMut(&riffle::batch::FetchedBatch, u64),
 ) {
     let Some(partitions) = backend.partitions(topic).unwrap() else {
         return;

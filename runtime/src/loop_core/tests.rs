@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use riffle_log::TopicPartition;
+use riffle_record::TopicPartition;
 use riffle_state_dir::TaskId;
 use riffle_task_manager::TaskKind;
 

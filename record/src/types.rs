@@ -1,10 +1,8 @@
-//! Identities and small value types shared by the whole crate.
+//! Identities and small value types: topic-partitions, codecs, timestamp types, batch metadata.
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
-
-use crate::error::Error;
 
 /// A partition of a topic. Cheap to clone: the topic name is shared.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,7 +47,7 @@ pub enum Compression {
     /// Stored as is.
     #[default]
     None,
-    /// LZ4 block format (`lz4_flex`).
+    /// LZ4 in the LZ4 frame format, as Kafka writes it (`lz4_flex`).
     Lz4,
     /// Zstandard (`zstd`, default level).
     Zstd,
@@ -61,24 +59,25 @@ pub enum Compression {
 }
 
 impl Compression {
-    /// The codec's number in a batch's attributes (bits 0–2).
-    pub(crate) fn id(self) -> u16 {
+    /// The codec's number in a batch's attributes (bits 0–2), Kafka's `CompressionType.id`.
+    pub fn id(self) -> u16 {
         match self {
             Compression::None => 0,
-            Compression::Lz4 => 1,
-            Compression::Zstd => 2,
-            Compression::Gzip => 3,
-            Compression::Snappy => 4,
+            Compression::Gzip => 1,
+            Compression::Snappy => 2,
+            Compression::Lz4 => 3,
+            Compression::Zstd => 4,
         }
     }
 
-    pub(crate) fn from_id(id: u16) -> Option<Self> {
+    /// The codec with Kafka's number `id`, if there is one.
+    pub fn from_id(id: u16) -> Option<Self> {
         match id {
             0 => Some(Compression::None),
-            1 => Some(Compression::Lz4),
-            2 => Some(Compression::Zstd),
-            3 => Some(Compression::Gzip),
-            4 => Some(Compression::Snappy),
+            1 => Some(Compression::Gzip),
+            2 => Some(Compression::Snappy),
+            3 => Some(Compression::Lz4),
+            4 => Some(Compression::Zstd),
             _ => None,
         }
     }
@@ -125,26 +124,4 @@ pub struct BatchMeta {
     pub leader_epoch: i32,
     /// Codec the batch was stored with.
     pub compression: Compression,
-}
-
-/// Checks that `name` is safe as a single file-name component: not empty, at most 249 bytes,
-/// not `.` or `..`, without `/`, `\` or NUL. Topic names are further limited to Kafka's legal
-/// characters (`[A-Za-z0-9._-]`), so that they survive any file system and tool.
-pub(crate) fn validate_name(name: &str, topic: bool) -> Result<(), Error> {
-    let ok = !name.is_empty()
-        && name.len() <= 249
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0'])
-        && (!topic
-            || name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidName {
-            name: name.to_owned(),
-        })
-    }
 }

@@ -2,43 +2,20 @@
 //! (decompressed) records section as one `Bytes`; its [`Record`]s are slices of that buffer and
 //! clones of that `Arc`. Decoding a record allocates nothing.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::batch::{BatchHeader, HEADER_LEN};
+use crate::codec;
 use crate::error::{Error, Result};
 use crate::types::{BatchMeta, Compression, TopicPartition};
 use crate::varint::{get_varint, get_varlong};
 
-/// Records section sizes beyond this are refused before allocating a decompression buffer.
+/// Records sections beyond this, decompressed, are refused.
 const MAX_RECORDS_LEN: usize = 1 << 30;
 
-thread_local! {
-    /// Each thread's Zstandard decompression context, reused batch after batch: creating one
-    /// allocates and clears about 100 KiB, which cost more than decoding a small batch.
-    static ZSTD: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
-}
-
-/// Decompresses one Zstandard frame into `out`; the bytes written.
-fn zstd_decompress(payload: &[u8], out: &mut [u8]) -> std::io::Result<usize> {
-    ZSTD.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let context = match slot.as_mut() {
-            Some(context) => context,
-            None => slot.insert(zstd::bulk::Decompressor::new()?),
-        };
-        let result = context.decompress_to_buffer(payload, out);
-        if result.is_err() {
-            // A fresh context after a refused frame: nothing of it carries over.
-            *slot = None;
-        }
-        result
-    })
-}
-
-/// One batch returned by [`Log::fetch`](crate::Log::fetch).
+/// One fetched batch: from the embedded log's `Log::fetch` or from a Kafka fetch response.
 #[derive(Clone, Debug)]
 pub struct FetchedBatch {
     meta: Arc<BatchMeta>,
@@ -49,62 +26,25 @@ pub struct FetchedBatch {
 }
 
 impl FetchedBatch {
-    /// Builds a fetched batch from a whole stored batch whose checksum was already verified,
-    /// decompressing its records section if needed.
-    pub(crate) fn decode(tp: &TopicPartition, h: &BatchHeader, batch: Bytes) -> Result<Self> {
+    /// Builds a fetched batch from a whole Kafka v2 batch (`h` is its parsed header) whose
+    /// checksum was already verified, decompressing its records section if needed: a slice of
+    /// `batch` when it is not compressed, no copy.
+    pub fn decode(tp: &TopicPartition, h: &BatchHeader, batch: Bytes) -> Result<Self> {
         let codec = h.compression();
         let payload = batch.slice(HEADER_LEN.min(batch.len())..);
-        let records_len = h.records_len as usize;
-        let decompress_err = |reason: String| Error::Compression {
-            codec,
-            reason: format!(
-                "decompressing the batch of {tp} at offset {}: {reason}",
-                h.base_offset
-            ),
-        };
         let records = match codec {
             Compression::None => payload,
-            _ if records_len > MAX_RECORDS_LEN => {
-                return Err(decompress_err(format!(
-                    "records section of {records_len} bytes"
-                )));
-            }
-            Compression::Lz4 => {
-                let mut out = vec![0u8; records_len];
-                let n = lz4_flex::block::decompress_into(&payload, &mut out)
-                    .map_err(|e| decompress_err(e.to_string()))?;
-                if n != records_len {
-                    return Err(decompress_err(format!(
-                        "{n} bytes, header says {records_len}"
-                    )));
-                }
-                Bytes::from(out)
-            }
-            Compression::Zstd => {
-                let mut out = vec![0u8; records_len];
-                let n = zstd_decompress(&payload, &mut out[..])
-                    .map_err(|e| decompress_err(e.to_string()))?;
-                if n != records_len {
-                    return Err(decompress_err(format!(
-                        "{n} bytes, header says {records_len}"
-                    )));
-                }
-                Bytes::from(out)
-            }
-            Compression::Gzip | Compression::Snappy => {
-                let mut out = Vec::with_capacity(records_len);
-                let decoded = if codec == Compression::Gzip {
-                    crate::codec::gzip_decompress(&payload, &mut out, records_len)
-                } else {
-                    crate::codec::snappy_decompress(&payload, &mut out, records_len)
-                };
-                decoded.map_err(|e| decompress_err(e.to_string()))?;
-                if out.len() != records_len {
-                    return Err(decompress_err(format!(
-                        "{} bytes, header says {records_len}",
-                        out.len()
-                    )));
-                }
+            _ => {
+                let mut out = Vec::new();
+                codec::decompress(codec, &payload, &mut out, MAX_RECORDS_LEN).map_err(|e| {
+                    Error::Compression {
+                        codec,
+                        reason: format!(
+                            "decompressing the batch of {tp} at offset {}: {e}",
+                            h.base_offset
+                        ),
+                    }
+                })?;
                 Bytes::from(out)
             }
         };
@@ -118,11 +58,11 @@ impl FetchedBatch {
             leader_epoch: h.leader_epoch,
             compression: codec,
         };
-        Ok(Self {
-            last_offset_delta: h.record_count.saturating_sub(1),
-            meta: Arc::new(meta),
+        Ok(Self::from_kafka(
+            Arc::new(meta),
+            h.last_offset_delta,
             records,
-        })
+        ))
     }
 
     /// A batch fetched from an Apache Kafka broker: its metadata (from the Kafka batch header;
@@ -479,30 +419,6 @@ mod tests {
         put_varlong(&mut out, body.len() as i64);
         out.extend_from_slice(&body);
         out
-    }
-
-    #[test]
-    fn the_reused_zstd_context_decodes_after_refusing_a_damaged_frame() {
-        let plain: Vec<u8> = (0..10_000u32)
-            .flat_map(|i| (i % 251).to_be_bytes())
-            .collect();
-        let frame = zstd::bulk::compress(&plain, 3).expect("compress");
-        let mut out = vec![0u8; plain.len()];
-        for round in 0..3 {
-            assert_eq!(
-                zstd_decompress(&frame, &mut out).expect("decodes"),
-                plain.len()
-            );
-            assert_eq!(out, plain, "round {round}");
-            let mut damaged = frame.clone();
-            let mid = damaged.len() / 2;
-            damaged[mid] ^= 0xff;
-            damaged.truncate(mid + 3);
-            assert!(
-                zstd_decompress(&damaged, &mut out).is_err(),
-                "a cut frame is refused"
-            );
-        }
     }
 
     #[test]
