@@ -21,7 +21,7 @@ pub mod seeds;
 pub mod segment_reader;
 pub mod txn_journal;
 
-use riffle_log::{BatchBuilder, Compression, Error, LogOptions, TopicPartition};
+use riffle_log::{BatchBuilder, Compression, Error, LogOptions, RecordError, TopicPartition};
 
 /// The topic every target's log has.
 pub const TOPIC: &str = "t";
@@ -53,7 +53,10 @@ pub fn assert_data_error(e: &Error, what: &str) {
     assert!(
         matches!(
             e,
-            Error::Corrupt { .. } | Error::CorruptRecord { .. } | Error::Compression { .. }
+            Error::Corrupt { .. }
+                | Error::Record(
+                    RecordError::CorruptRecord { .. } | RecordError::Compression { .. }
+                )
         ),
         "{what}: bad bytes must be a corruption error, got {e:?}"
     );

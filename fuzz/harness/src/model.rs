@@ -3,7 +3,7 @@
 //! v2 records section written from FORMAT.md (not from the log's code).
 
 use arbitrary::Arbitrary;
-use riffle_log::{BatchBuilder, Error, Log, Result, TopicPartition};
+use riffle_log::{BatchBuilder, Log, RecordError, Result, TopicPartition};
 
 /// One record as produced: what must come back.
 #[derive(Arbitrary, Debug, Clone, PartialEq, Eq)]
@@ -183,7 +183,7 @@ pub fn decode_section(s: &[u8], count: u32, last_offset_delta: u32) -> Option<Ve
     (pos == s.len()).then_some(out)
 }
 
-/// Whether `e` is the error a record decoder gives.
-pub fn is_record_error(e: &Error) -> bool {
-    matches!(e, Error::CorruptRecord { .. })
+/// Whether `e` is the error a record decoder gives, from a batch's record iterator.
+pub fn is_corrupt_record(e: &RecordError) -> bool {
+    matches!(e, RecordError::CorruptRecord { .. })
 }

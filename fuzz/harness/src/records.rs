@@ -15,7 +15,7 @@ use bytes::Bytes;
 use riffle_log::fuzzing::MemDir;
 use riffle_log::{BatchBuilder, BatchMeta, Compression, FetchedBatch, TimestampType};
 
-use crate::model::{Rec, decode_section, is_record_error, read_all};
+use crate::model::{Rec, decode_section, is_corrupt_record, read_all};
 use crate::{codec, small_options, tp};
 
 #[derive(Arbitrary, Debug)]
@@ -176,8 +176,8 @@ fn raw(base_offset: u64, first_timestamp: i64, count: u8, gaps: u8, section: Vec
             Ok(r) => got.push(r),
             Err(e) => {
                 assert!(
-                    is_record_error(&e),
-                    "a bad record must be Error::CorruptRecord: {e:?}"
+                    is_corrupt_record(&e),
+                    "a bad record must be RecordError::CorruptRecord: {e:?}"
                 );
                 failed = true;
             }
