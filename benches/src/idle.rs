@@ -16,9 +16,7 @@ use riffle::{
     Consumed, EmbeddedBackend, FetchStrategy, IdleWakeup, Produced, Serdes, SnapshotStrategy,
     StreamsApp, StreamsBuilder, StreamsConfig, ThreadMetrics, Topology,
 };
-use riffle_state_dir::{
-    ChangelogPartition, Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId,
-};
+use riffle_state_dir::{Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId};
 use riffle_task_manager::BoxError;
 
 use crate::cpu::thread_cpu_time;
@@ -51,7 +49,7 @@ fn write_checkpoints(
         .ok_or("the idle topology has no store")?;
     let changelog = format!("{application_id}-{store}-changelog");
     for p in 0..tasks {
-        let checkpoint: Checkpoint = [(ChangelogPartition::new(changelog.as_str(), p), 0)]
+        let checkpoint: Checkpoint = [(TopicPartition::new(changelog.as_str(), p), 0)]
             .into_iter()
             .collect();
         dir.write_checkpoint(TaskId::new(0, p), &checkpoint)?;

@@ -18,9 +18,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use riffle_state_dir::{
-    ChangelogPartition, Durability, StateDirectory, StateDirectoryConfig, TaskId,
-};
+use riffle_state_dir::{Durability, StateDirectory, StateDirectoryConfig, TaskId, TopicPartition};
 use riffle_task_manager::{
     BoxError, ChangelogRecord, DEFAULT_RESTORE_BATCH, LiveOffsets, OffsetSumSnapshot,
     RestoreTarget, SnapshotStrategy, StateUpdater, TaskKind, TaskRegistry, TaskState, UpdaterTask,
@@ -65,7 +63,7 @@ impl FromStr for FixtureState {
 struct Discard;
 
 impl RestoreTarget for Discard {
-    fn apply(&mut self, _: &ChangelogPartition, _: &[ChangelogRecord]) -> Result<(), BoxError> {
+    fn apply(&mut self, _: &TopicPartition, _: &[ChangelogRecord]) -> Result<(), BoxError> {
         Ok(())
     }
 }
@@ -78,7 +76,7 @@ pub const MAX_TASKS: usize = 10_000_000;
 pub struct SnapshotFixture {
     state: FixtureState,
     tasks: Vec<TaskId>,
-    changelogs: Vec<ChangelogPartition>,
+    changelogs: Vec<TopicPartition>,
     offsets: Vec<u64>,
     /// The next task to advance: changes walk round the task set.
     next: usize,
@@ -150,7 +148,7 @@ impl SnapshotFixture {
         for partition in 0..tasks {
             let partition = u32::try_from(partition)?;
             fixture.tasks.push(TaskId::new(0, partition));
-            fixture.changelogs.push(ChangelogPartition::new(
+            fixture.changelogs.push(TopicPartition::new(
                 "snapshot-bench-store-changelog",
                 partition,
             ));

@@ -63,7 +63,7 @@ fn inspect_cmd(args: InspectArgs) -> anyhow::Result<()> {
             .map(|(task, cp)| match cp {
                 Ok(Some(cp)) => serde_json::json!({
                     "task": task.to_string(),
-                    "checkpoint": cp.iter().map(|(p, o)| serde_json::json!({"topic": p.topic, "partition": p.partition, "offset": o})).collect::<Vec<_>>(),
+                    "checkpoint": cp.iter().map(|(p, o)| serde_json::json!({"topic": &*p.topic, "partition": p.partition, "offset": o})).collect::<Vec<_>>(),
                     "offset_sum": cp.offset_sum(),
                 }),
                 Ok(None) => serde_json::json!({"task": task.to_string(), "checkpoint": null}),

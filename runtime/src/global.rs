@@ -35,7 +35,6 @@ use crate::store::{
     StorePosition,
 };
 use crate::topology::Topology;
-use riffle_state_dir::ChangelogPartition;
 
 /// Records written to a global store under one hold of its write lock.
 const WRITE_CHUNK: usize = 1_024;
@@ -386,7 +385,7 @@ impl GlobalState {
 /// The position after offset `next - 1` of `tp`, as a global store records it.
 fn position_of(tp: &TopicPartition, next: u64) -> StorePosition {
     StorePosition {
-        changelog: ChangelogPartition::new(tp.topic.to_string(), tp.partition),
+        changelog: tp.clone(),
         offset: next,
     }
 }
@@ -406,7 +405,7 @@ fn start_offsets(
     let recorded = store.partition_positions()?;
     let mut wrong = None;
     for p in &recorded {
-        let ours = p.changelog.partition < count && p.changelog.topic == topic;
+        let ours = p.changelog.partition < count && &*p.changelog.topic == topic;
         let end = match ours {
             true => backend.end_offset(&TopicPartition::new(topic, p.changelog.partition))?,
             false => 0,

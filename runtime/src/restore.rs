@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use riffle_record::{FetchedBatch, RecordIter, TopicPartition};
-use riffle_state_dir::ChangelogPartition;
 use riffle_task_manager::{BoxError, ChangelogReader, ChangelogRecord, RestoreTarget};
 
 use crate::backend::Backend;
@@ -20,7 +19,7 @@ use crate::task::TaskStores;
 pub(crate) struct BackendChangelogReader {
     backend: Arc<dyn Backend>,
     max_bytes: usize,
-    cursors: HashMap<ChangelogPartition, Cursor>,
+    cursors: HashMap<TopicPartition, Cursor>,
 }
 
 /// Where reading a partition stands: the next offset, and what was fetched beyond it.
@@ -40,18 +39,14 @@ impl BackendChangelogReader {
     }
 }
 
-fn tp(partition: &ChangelogPartition) -> TopicPartition {
-    TopicPartition::new(partition.topic.as_str(), partition.partition)
-}
-
 impl ChangelogReader for BackendChangelogReader {
-    fn end_offset(&mut self, partition: &ChangelogPartition) -> Result<u64, BoxError> {
-        Ok(self.backend.end_offset(&tp(partition))?)
+    fn end_offset(&mut self, partition: &TopicPartition) -> Result<u64, BoxError> {
+        Ok(self.backend.end_offset(partition)?)
     }
 
     fn read(
         &mut self,
-        partition: &ChangelogPartition,
+        partition: &TopicPartition,
         from: u64,
         max_records: usize,
         out: &mut Vec<ChangelogRecord>,
@@ -85,8 +80,7 @@ impl ChangelogReader for BackendChangelogReader {
                         None if !fetched_once => {
                             fetched_once = true;
                             let batches =
-                                self.backend
-                                    .fetch(&tp(partition), cursor.next, self.max_bytes)?;
+                                self.backend.fetch(partition, cursor.next, self.max_bytes)?;
                             if batches.is_empty() {
                                 break;
                             }
@@ -147,7 +141,7 @@ impl StoreLease {
 impl RestoreTarget for StoreLease {
     fn apply(
         &mut self,
-        partition: &ChangelogPartition,
+        partition: &TopicPartition,
         records: &[ChangelogRecord],
     ) -> Result<(), BoxError> {
         let mut guard = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
@@ -189,8 +183,8 @@ mod tests {
     use crate::store::{CachedStore, InMemoryKeyValueStore};
     use crate::task::ChangelogState;
 
-    fn lease() -> (StoreLease, ChangelogPartition) {
-        let partition = ChangelogPartition::new("app-s-changelog", 0);
+    fn lease() -> (StoreLease, TopicPartition) {
+        let partition = TopicPartition::new("app-s-changelog", 0);
         let stores = TaskStores::for_tests(
             TaskId {
                 subtopology: 0,

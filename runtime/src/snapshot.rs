@@ -8,12 +8,10 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use riffle_state_dir::{ChangelogPartition, StateDirectory, TaskId};
+use riffle_state_dir::{StateDirectory, TaskId, TopicPartition};
 use riffle_task_manager::{
     LiveOffsets, OffsetSumSnapshot, SnapshotStrategy, TaskKind, TaskRegistry, TaskState,
 };
-
-use riffle_record::TopicPartition;
 
 use crate::backend::Backend;
 use crate::error::Result;
@@ -72,7 +70,7 @@ impl ThreadSnapshot {
         &mut self,
         id: TaskId,
         kind: TaskKind,
-        changelogs: Vec<ChangelogPartition>,
+        changelogs: Vec<TopicPartition>,
     ) -> Result<()> {
         self.registry.add(id, kind, changelogs)?;
         self.registry.transition(id, TaskState::Restoring)?;
@@ -106,7 +104,7 @@ impl ThreadSnapshot {
         };
         let mut lag = 0u64;
         for p in &task.changelog_partitions {
-            let end = backend.end_offset(&TopicPartition::new(p.topic.as_str(), p.partition))?;
+            let end = backend.end_offset(p)?;
             let position = self.live.get(id, p).unwrap_or(0);
             lag = lag.saturating_add(end.saturating_sub(position));
         }

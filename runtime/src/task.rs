@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use riffle_record::{FetchedBatch, Record, RecordIter, TopicPartition};
-use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
+use riffle_state_dir::{Checkpoint, StateDirectory, TaskId};
 
 use crate::backend::Backend;
 use crate::collector::{RecordCollector, TopicTable};
@@ -40,7 +40,7 @@ const PERSISTENT_MIN_SEGMENT_MS: i64 = 10 * 60_000;
 pub(crate) struct ChangelogState {
     pub(crate) store: usize,
     pub(crate) topic: usize,
-    pub(crate) partition: ChangelogPartition,
+    pub(crate) partition: TopicPartition,
     /// The changelog end offset the store reflects (restored or written up to).
     pub(crate) offset: u64,
     /// The changelog is a table's source topic, read by this task: nothing is written to it,
@@ -146,7 +146,7 @@ impl TaskStores {
                 }
             };
             if let Some(topic) = changelog {
-                let partition = ChangelogPartition::new(&**topics.name(topic), id.partition);
+                let partition = TopicPartition::new(&**topics.name(topic), id.partition);
                 let checkpointed = checkpoint.as_ref().and_then(|cp| cp.get(&partition));
                 let offset = if inner.is_persistent() {
                     restore_start(id, &mut *inner, &partition, checkpointed)?
@@ -267,7 +267,7 @@ impl TaskStores {
     /// writes they amount to: ascending keys, each once.
     pub(crate) fn apply_restored(
         &mut self,
-        partition: &ChangelogPartition,
+        partition: &TopicPartition,
         records: &mut dyn Iterator<Item = (&[u8], Option<&[u8]>, i64)>,
         next_offset: u64,
         count: u64,
@@ -302,7 +302,7 @@ impl TaskStores {
 fn restore_start(
     task: TaskId,
     store: &mut dyn KeyValueStore,
-    partition: &ChangelogPartition,
+    partition: &TopicPartition,
     checkpointed: Option<u64>,
 ) -> Result<u64> {
     let name = store.name().to_owned();

@@ -658,9 +658,7 @@ impl StreamThread {
         Ok(())
     }
 
-    fn positions(
-        lease: &StoreLease,
-    ) -> Result<BTreeMap<riffle_state_dir::ChangelogPartition, u64>> {
+    fn positions(lease: &StoreLease) -> Result<BTreeMap<riffle_record::TopicPartition, u64>> {
         let stores = lease
             .take()
             .ok_or_else(|| Error::IllegalState("store lease empty".into()))?;
@@ -684,11 +682,10 @@ impl StreamThread {
         // the task processes what follows (none committed: nothing to restore).
         let mut limits = BTreeMap::new();
         for c in stores.changelogs.iter().filter(|c| c.source) {
-            let tp = TopicPartition::new(c.partition.topic.as_str(), c.partition.partition);
             let committed = self
                 .shared
                 .backend
-                .committed_offset(&self.shared.config.application_id, &tp)?;
+                .committed_offset(&self.shared.config.application_id, &c.partition)?;
             limits.insert(c.partition.clone(), committed.unwrap_or(0));
         }
         let lease = StoreLease::new(stores, self.shared.thread_metrics[self.index].clone());

@@ -12,41 +12,17 @@
 //! it is never read as "no offsets".
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;
+
+use riffle_record::TopicPartition;
 
 use crate::error::{Error, IoContext, Result};
 
 /// Kafka's sentinel for "offset unknown" in a checkpoint file; such entries are skipped on read.
 const OFFSET_UNKNOWN: i64 = -2;
 const VERSION: u32 = 0;
-
-/// A changelog topic partition.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ChangelogPartition {
-    /// Topic name (no whitespace, as in Kafka).
-    pub topic: String,
-    /// Partition number.
-    pub partition: u32,
-}
-
-impl ChangelogPartition {
-    /// A changelog partition from topic and partition.
-    pub fn new(topic: impl Into<String>, partition: u32) -> Self {
-        Self {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl fmt::Display for ChangelogPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
 
 /// Sums changelog offsets the way Kafka Streams does: saturating at `i64::MAX`.
 ///
@@ -73,7 +49,7 @@ pub enum Durability {
 /// Partitions whose offset is unknown are absent.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Checkpoint {
-    offsets: BTreeMap<ChangelogPartition, u64>,
+    offsets: BTreeMap<TopicPartition, u64>,
 }
 
 impl Checkpoint {
@@ -83,17 +59,17 @@ impl Checkpoint {
     }
 
     /// Records `offset` for `partition`, returning the previous one.
-    pub fn insert(&mut self, partition: ChangelogPartition, offset: u64) -> Option<u64> {
+    pub fn insert(&mut self, partition: TopicPartition, offset: u64) -> Option<u64> {
         self.offsets.insert(partition, offset)
     }
 
     /// The offset of `partition`, if known.
-    pub fn get(&self, partition: &ChangelogPartition) -> Option<u64> {
+    pub fn get(&self, partition: &TopicPartition) -> Option<u64> {
         self.offsets.get(partition).copied()
     }
 
     /// All (partition, offset) entries in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&ChangelogPartition, u64)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&TopicPartition, u64)> + '_ {
         self.offsets.iter().map(|(p, o)| (p, *o))
     }
 
@@ -154,7 +130,7 @@ impl Checkpoint {
             let offset: i64 = offset
                 .parse()
                 .map_err(|_| corrupt(format!("bad offset in {line:?}")))?;
-            let key = ChangelogPartition::new(*topic, partition);
+            let key = TopicPartition::new(*topic, partition);
             if offsets.contains_key(&key) {
                 return Err(corrupt(format!("duplicate entry for {key}")));
             }
@@ -237,8 +213,8 @@ impl Checkpoint {
     }
 }
 
-impl FromIterator<(ChangelogPartition, u64)> for Checkpoint {
-    fn from_iter<I: IntoIterator<Item = (ChangelogPartition, u64)>>(iter: I) -> Self {
+impl FromIterator<(TopicPartition, u64)> for Checkpoint {
+    fn from_iter<I: IntoIterator<Item = (TopicPartition, u64)>>(iter: I) -> Self {
         Self {
             offsets: iter.into_iter().collect(),
         }

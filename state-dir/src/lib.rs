@@ -20,12 +20,12 @@
 //! lock or allocates.
 //!
 //! ```
-//! use riffle_state_dir::{ChangelogPartition, Checkpoint, StateDirectory, TaskId};
+//! use riffle_state_dir::{Checkpoint, StateDirectory, TaskId, TopicPartition};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let root = tempfile::tempdir()?;
 //! let dir = StateDirectory::open(root.path(), "my-app")?;
 //! let task: TaskId = "0_3".parse()?;
-//! let cp: Checkpoint = [(ChangelogPartition::new("my-app-store-changelog", 3), 42)]
+//! let cp: Checkpoint = [(TopicPartition::new("my-app-store-changelog", 3), 42)]
 //!     .into_iter()
 //!     .collect();
 //! let before = dir.local_offsets().version();
@@ -47,7 +47,7 @@ mod lock;
 mod task_id;
 
 pub use crate::{
-    checkpoint::{ChangelogPartition, Checkpoint, Durability, offset_sum},
+    checkpoint::{Checkpoint, Durability, offset_sum},
     directory::{CHECKPOINT_FILE, StateDirectory, StateDirectoryConfig},
     error::{Error, Result},
     inspect::{Inspection, inspect},
@@ -57,3 +57,5 @@ pub use crate::{
     },
     task_id::{ParseTaskIdError, TaskId},
 };
+/// A topic-partition (riffle-record's, which both backends use): a changelog's, in checkpoints.
+pub use riffle_record::TopicPartition;

@@ -4,12 +4,12 @@ use std::fs;
 use std::path::Path;
 
 use proptest::prelude::*;
-use riffle_state_dir::{ChangelogPartition, Checkpoint, Error, StateDirectory, TaskId};
+use riffle_state_dir::{Checkpoint, Error, StateDirectory, TaskId, TopicPartition};
 
 fn cp(entries: &[(&str, u32, u64)]) -> Checkpoint {
     entries
         .iter()
-        .map(|(t, p, o)| (ChangelogPartition::new(*t, *p), *o))
+        .map(|(t, p, o)| (TopicPartition::new(*t, *p), *o))
         .collect()
 }
 
@@ -135,7 +135,7 @@ proptest! {
     ) {
         let cp: Checkpoint = entries
             .iter()
-            .map(|((t, p), o)| (ChangelogPartition::new(t.clone(), *p), *o))
+            .map(|((t, p), o)| (TopicPartition::new(t.clone(), *p), *o))
             .filter(|(_, o)| i64::try_from(*o).is_ok())
             .collect();
         let parsed = Checkpoint::parse(&cp.to_text(), Path::new("x"));

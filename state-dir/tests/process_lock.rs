@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use riffle_state_dir::{ChangelogPartition, Checkpoint, Error, StateDirectory, TaskId};
+use riffle_state_dir::{Checkpoint, Error, StateDirectory, TaskId, TopicPartition};
 
 #[test]
 fn second_open_fails_naming_the_holders_pid_until_the_first_is_dropped() -> Result<(), Error> {
@@ -63,7 +63,7 @@ fn cleanup_deletes_only_unowned_task_dirs_past_the_delay() -> Result<(), Error> 
     let root = tempfile::tempdir().expect("tempdir");
     let dir = StateDirectory::open(root.path(), "app")?;
     let (owned, released, never) = (TaskId::new(0, 0), TaskId::new(0, 1), TaskId::new(0, 2));
-    let cp: Checkpoint = [(ChangelogPartition::new("c", 0), 5)].into_iter().collect();
+    let cp: Checkpoint = [(TopicPartition::new("c", 0), 5)].into_iter().collect();
     for t in [owned, released, never] {
         dir.write_checkpoint(t, &cp)?;
     }
@@ -96,7 +96,7 @@ fn cleanup_deletes_only_unowned_task_dirs_past_the_delay() -> Result<(), Error> 
 fn inspect_reads_a_locked_directory_without_touching_it() -> Result<(), Error> {
     let root = tempfile::tempdir().expect("tempdir");
     let dir = StateDirectory::open(root.path(), "app")?;
-    let cp: Checkpoint = [(ChangelogPartition::new("c", 0), 9)].into_iter().collect();
+    let cp: Checkpoint = [(TopicPartition::new("c", 0), 9)].into_iter().collect();
     dir.write_checkpoint(TaskId::new(0, 0), &cp)?;
     dir.task_dir(TaskId::new(0, 1))?; // no checkpoint yet
     std::fs::create_dir(root.path().join("app").join("not-a-task")).expect("mkdir");

@@ -1,6 +1,6 @@
 //! The task manager's errors.
 
-use riffle_state_dir::{ChangelogPartition, TaskId};
+use riffle_state_dir::{TaskId, TopicPartition};
 
 use crate::task::TaskState;
 
@@ -37,7 +37,7 @@ pub enum Error {
         /// The task.
         task: TaskId,
         /// The changelog partition.
-        partition: ChangelogPartition,
+        partition: TopicPartition,
         /// The reader's error.
         #[source]
         source: BoxError,
@@ -48,7 +48,7 @@ pub enum Error {
         /// The task.
         task: TaskId,
         /// The changelog partition.
-        partition: ChangelogPartition,
+        partition: TopicPartition,
         /// The target's error.
         #[source]
         source: BoxError,

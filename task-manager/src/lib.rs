@@ -57,7 +57,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use riffle_state_dir::{ChangelogPartition, StateDirectory, TaskId};
+//! use riffle_state_dir::{TopicPartition, StateDirectory, TaskId};
 //! use riffle_task_manager::{
 //!     LiveOffsets, OffsetSumSnapshot, SnapshotStrategy, TaskKind, TaskRegistry, TaskState,
 //! };
@@ -69,7 +69,7 @@
 //! let mut snapshot = OffsetSumSnapshot::new(SnapshotStrategy::Incremental);
 //!
 //! let task = TaskId::new(0, 1);
-//! let changelog = ChangelogPartition::new("app-store-changelog", 1);
+//! let changelog = TopicPartition::new("app-store-changelog", 1);
 //! registry.add(task, TaskKind::Active, vec![changelog.clone()])?;
 //! registry.transition(task, TaskState::Restoring)?;
 //! live.set(task, &changelog, 500); // the state updater's progress
@@ -113,4 +113,4 @@ pub use crate::{
     },
     updater_thread::{StateUpdaterConfig, StateUpdaterThread},
 };
-pub use riffle_state_dir::{ChangelogPartition, TaskId};
+pub use riffle_state_dir::{TaskId, TopicPartition};

@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use riffle_state_dir::{
-    ChangelogPartition, Checkpoint, DEFAULT_JOURNAL_CAPACITY, SharedOffsetSums, TaskId, offset_sum,
+    Checkpoint, DEFAULT_JOURNAL_CAPACITY, SharedOffsetSums, TaskId, TopicPartition, offset_sum,
 };
 
 /// Live changelog offsets of owned tasks: task → (changelog partition → offset).
 #[derive(Debug)]
 pub struct LiveOffsets {
-    positions: Mutex<HashMap<TaskId, BTreeMap<ChangelogPartition, u64>>>,
+    positions: Mutex<HashMap<TaskId, BTreeMap<TopicPartition, u64>>>,
     sums: SharedOffsetSums,
 }
 
@@ -39,14 +39,14 @@ impl LiveOffsets {
         }
     }
 
-    fn positions(&self) -> MutexGuard<'_, HashMap<TaskId, BTreeMap<ChangelogPartition, u64>>> {
+    fn positions(&self) -> MutexGuard<'_, HashMap<TaskId, BTreeMap<TopicPartition, u64>>> {
         self.positions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records that `task` has applied `partition` up to (not including) `offset`.
-    pub fn set(&self, task: TaskId, partition: &ChangelogPartition, offset: u64) {
+    pub fn set(&self, task: TaskId, partition: &TopicPartition, offset: u64) {
         let mut positions = self.positions();
         let per_task = positions.entry(task).or_default();
         match per_task.get_mut(partition) {
@@ -79,7 +79,7 @@ impl LiveOffsets {
     }
 
     /// The position of one changelog partition of `task`, if known.
-    pub fn get(&self, task: TaskId, partition: &ChangelogPartition) -> Option<u64> {
+    pub fn get(&self, task: TaskId, partition: &TopicPartition) -> Option<u64> {
         self.positions().get(&task)?.get(partition).copied()
     }
 
@@ -115,10 +115,7 @@ mod tests {
     fn version_moves_only_when_a_sum_changes() {
         let live = LiveOffsets::new();
         let t = TaskId::new(0, 1);
-        let (a, b) = (
-            ChangelogPartition::new("a", 0),
-            ChangelogPartition::new("b", 0),
-        );
+        let (a, b) = (TopicPartition::new("a", 0), TopicPartition::new("b", 0));
         live.set(t, &a, 10);
         live.set(t, &b, 5);
         assert_eq!(live.sum(t), Some(15));

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use riffle_state_dir::{ChangeJournal, ChangelogPartition, DEFAULT_JOURNAL_CAPACITY, TaskId};
+use riffle_state_dir::{ChangeJournal, DEFAULT_JOURNAL_CAPACITY, TaskId, TopicPartition};
 
 use crate::error::{Error, Result};
 use crate::task::{Task, TaskKind, TaskState};
@@ -64,7 +64,7 @@ impl TaskRegistry {
         &mut self,
         task: TaskId,
         kind: TaskKind,
-        changelog_partitions: Vec<ChangelogPartition>,
+        changelog_partitions: Vec<TopicPartition>,
     ) -> Result<()> {
         if self.tasks.contains_key(&task) {
             return Err(Error::DuplicateTask(task));

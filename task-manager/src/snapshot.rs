@@ -314,7 +314,7 @@ impl OffsetSumSnapshot {
 
 #[cfg(test)]
 mod tests {
-    use riffle_state_dir::{ChangelogPartition, SharedOffsetSums};
+    use riffle_state_dir::{SharedOffsetSums, TopicPartition};
 
     use super::*;
 
@@ -324,11 +324,7 @@ mod tests {
         let mut registry = TaskRegistry::new();
         let task = TaskId::new(0, 0);
         registry
-            .add(
-                task,
-                TaskKind::Active,
-                vec![ChangelogPartition::new("c", 0)],
-            )
+            .add(task, TaskKind::Active, vec![TopicPartition::new("c", 0)])
             .expect("add");
         local.set(task, Some(7));
         let mut snapshot = OffsetSumSnapshot::new(SnapshotStrategy::Incremental);

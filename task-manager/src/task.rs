@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use riffle_state_dir::{ChangelogPartition, TaskId};
+use riffle_state_dir::{TaskId, TopicPartition};
 
 /// Whether a task processes records or only applies its changelog.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -76,7 +76,7 @@ pub struct Task {
     /// Current state.
     pub state: TaskState,
     /// The changelog partitions of its logged stores; empty for a stateless task.
-    pub changelog_partitions: Vec<ChangelogPartition>,
+    pub changelog_partitions: Vec<TopicPartition>,
 }
 
 impl Task {

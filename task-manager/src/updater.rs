@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use riffle_state_dir::{ChangelogPartition, TaskId};
+use riffle_state_dir::{TaskId, TopicPartition};
 use tracing::debug;
 
 use crate::error::{BoxError, Error};
@@ -32,13 +32,13 @@ pub struct ChangelogRecord {
 /// Where changelogs are read from. Implemented by the log/backend crates; tests use a `Vec`.
 pub trait ChangelogReader: Send {
     /// The offset the next record appended to `partition` will get.
-    fn end_offset(&mut self, partition: &ChangelogPartition) -> Result<u64, BoxError>;
+    fn end_offset(&mut self, partition: &TopicPartition) -> Result<u64, BoxError>;
 
     /// Appends to `out` up to `max_records` records of `partition` with offsets `>= from`, in
     /// offset order. Appending nothing while `from < end_offset` means the rest was compacted.
     fn read(
         &mut self,
-        partition: &ChangelogPartition,
+        partition: &TopicPartition,
         from: u64,
         max_records: usize,
         out: &mut Vec<ChangelogRecord>,
@@ -50,7 +50,7 @@ pub trait RestoreTarget: Send {
     /// Applies a batch of records of `partition`, in offset order.
     fn apply(
         &mut self,
-        partition: &ChangelogPartition,
+        partition: &TopicPartition,
         records: &[ChangelogRecord],
     ) -> Result<(), BoxError>;
 }
@@ -62,12 +62,12 @@ pub struct UpdaterTask {
     /// Active (restore, then hand back) or standby (follow forever).
     pub kind: TaskKind,
     /// Each changelog partition and the position to resume from (its checkpointed offset, or 0).
-    pub positions: BTreeMap<ChangelogPartition, u64>,
+    pub positions: BTreeMap<TopicPartition, u64>,
     /// Where an active task's restoration of a partition stops short of its end offset: a
     /// table's source topic, which serves as the table's changelog, is restored up to the
     /// committed offset of the input, and what follows is processed again (Kafka Streams'
     /// source-topic changelogs). A standby follows every partition to its end.
-    pub limits: BTreeMap<ChangelogPartition, u64>,
+    pub limits: BTreeMap<TopicPartition, u64>,
     /// Where the records go.
     pub target: Box<dyn RestoreTarget>,
 }

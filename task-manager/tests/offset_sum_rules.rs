@@ -1,13 +1,13 @@
 //! The offset-sum rules of docs/design.md §4, one scenario each, checked on both strategies.
 
-use riffle_state_dir::{ChangelogPartition, SharedOffsetSums, TaskId};
+use riffle_state_dir::{SharedOffsetSums, TaskId, TopicPartition};
 use riffle_task_manager::{
     LiveOffsets, OffsetSumSnapshot, SnapshotStrategy, TaskKind, TaskRegistry, TaskState,
     full_rebuild,
 };
 
-fn cl(p: u32) -> ChangelogPartition {
-    ChangelogPartition::new("app-store-changelog", p)
+fn cl(p: u32) -> TopicPartition {
+    TopicPartition::new("app-store-changelog", p)
 }
 
 /// A thread's world without a disk: the local offset map is a bare `SharedOffsetSums`.
@@ -49,7 +49,7 @@ impl World {
         out
     }
 
-    fn add(&mut self, task: TaskId, kind: TaskKind, changelogs: Vec<ChangelogPartition>) {
+    fn add(&mut self, task: TaskId, kind: TaskKind, changelogs: Vec<TopicPartition>) {
         self.registry.add(task, kind, changelogs).expect("add");
     }
 

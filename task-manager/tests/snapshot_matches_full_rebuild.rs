@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use riffle_state_dir::{
-    ChangelogPartition, Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId,
+    Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId, TopicPartition,
 };
 use riffle_task_manager::{
     Error, LiveOffsets, OffsetSumSnapshot, SnapshotMetrics, SnapshotStrategy, TaskKind,
@@ -138,8 +138,8 @@ impl StreamThread {
         TaskId::new(self.thread, p)
     }
 
-    fn changelog(&self, c: u32) -> ChangelogPartition {
-        ChangelogPartition::new(format!("app-s{}-changelog", self.thread), c)
+    fn changelog(&self, c: u32) -> TopicPartition {
+        TopicPartition::new(format!("app-s{}-changelog", self.thread), c)
     }
 
     fn apply(&mut self, dir: &StateDirectory, op: &Op) {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use riffle_state_dir::{ChangelogPartition, TaskId};
+use riffle_state_dir::{TaskId, TopicPartition};
 use riffle_task_manager::{
     BoxError, ChangelogReader, ChangelogRecord, Error, LiveOffsets, RestoreTarget, StateUpdater,
     StateUpdaterConfig, StateUpdaterThread, TaskKind, UpdaterEvent, UpdaterTask,
@@ -13,10 +13,10 @@ use riffle_task_manager::{
 
 /// Changelogs as in-memory vectors, shared so a test can append while the updater runs.
 #[derive(Clone, Default)]
-struct MemoryChangelogs(Arc<Mutex<HashMap<ChangelogPartition, Vec<ChangelogRecord>>>>);
+struct MemoryChangelogs(Arc<Mutex<HashMap<TopicPartition, Vec<ChangelogRecord>>>>);
 
 impl MemoryChangelogs {
-    fn append(&self, partition: &ChangelogPartition, n: u64) {
+    fn append(&self, partition: &TopicPartition, n: u64) {
         let mut logs = self.0.lock().expect("lock");
         let log = logs.entry(partition.clone()).or_default();
         for _ in 0..n {
@@ -32,19 +32,19 @@ impl MemoryChangelogs {
 }
 
 impl ChangelogReader for MemoryChangelogs {
-    fn end_offset(&mut self, partition: &ChangelogPartition) -> Result<u64, BoxError> {
+    fn end_offset(&mut self, partition: &TopicPartition) -> Result<u64, BoxError> {
         let logs = self.0.lock().map_err(|_| "poisoned")?;
         Ok(logs.get(partition).map_or(0, |l| l.len() as u64))
     }
 
     fn read(
         &mut self,
-        partition: &ChangelogPartition,
+        partition: &TopicPartition,
         from: u64,
         max: usize,
         out: &mut Vec<ChangelogRecord>,
     ) -> Result<(), BoxError> {
-        if partition.topic == "broken" {
+        if &*partition.topic == "broken" {
             return Err("broker unreachable".into());
         }
         let logs = self.0.lock().map_err(|_| "poisoned")?;
@@ -56,14 +56,10 @@ impl ChangelogReader for MemoryChangelogs {
 
 /// A store that counts what it was given.
 #[derive(Clone, Default)]
-struct CountingStore(Arc<Mutex<BTreeMap<ChangelogPartition, usize>>>);
+struct CountingStore(Arc<Mutex<BTreeMap<TopicPartition, usize>>>);
 
 impl RestoreTarget for CountingStore {
-    fn apply(
-        &mut self,
-        p: &ChangelogPartition,
-        records: &[ChangelogRecord],
-    ) -> Result<(), BoxError> {
+    fn apply(&mut self, p: &TopicPartition, records: &[ChangelogRecord]) -> Result<(), BoxError> {
         *self
             .0
             .lock()
@@ -74,14 +70,14 @@ impl RestoreTarget for CountingStore {
     }
 }
 
-fn cl(topic: &str, p: u32) -> ChangelogPartition {
-    ChangelogPartition::new(topic, p)
+fn cl(topic: &str, p: u32) -> TopicPartition {
+    TopicPartition::new(topic, p)
 }
 
 fn task(
     id: TaskId,
     kind: TaskKind,
-    parts: &[(ChangelogPartition, u64)],
+    parts: &[(TopicPartition, u64)],
     store: &CountingStore,
 ) -> UpdaterTask {
     UpdaterTask {
@@ -293,14 +289,14 @@ fn updater_thread_restores_reports_and_hands_back() -> Result<(), Error> {
 fn updater_thread_is_named() -> Result<(), Error> {
     struct NameCheck(Arc<Mutex<Option<String>>>);
     impl ChangelogReader for NameCheck {
-        fn end_offset(&mut self, _: &ChangelogPartition) -> Result<u64, BoxError> {
+        fn end_offset(&mut self, _: &TopicPartition) -> Result<u64, BoxError> {
             *self.0.lock().map_err(|_| "poisoned")? =
                 std::thread::current().name().map(str::to_owned);
             Ok(0)
         }
         fn read(
             &mut self,
-            _: &ChangelogPartition,
+            _: &TopicPartition,
             _: u64,
             _: usize,
             _: &mut Vec<ChangelogRecord>,

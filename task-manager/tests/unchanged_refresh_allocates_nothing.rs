@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use riffle_state_dir::{
-    ChangelogPartition, Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId,
+    Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId, TopicPartition,
 };
 use riffle_task_manager::alloc_counter::{CountingAllocator, measure};
 use riffle_task_manager::{
@@ -19,8 +19,8 @@ const TASKS: u32 = 5_000;
 
 const UNOWNED: u32 = 1_000;
 
-fn changelog(p: u32) -> ChangelogPartition {
-    ChangelogPartition::new("app-store-changelog", p)
+fn changelog(p: u32) -> TopicPartition {
+    TopicPartition::new("app-store-changelog", p)
 }
 
 /// A state directory with a checkpoint for each of `TASKS` tasks `0_p` and `UNOWNED` tasks `1_p`.

@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use arbitrary::{Arbitrary, Unstructured};
-use riffle_state_dir::{ChangelogPartition, Checkpoint, Error};
+use riffle_state_dir::{Checkpoint, Error, TopicPartition};
 
 /// Runs the target on one input.
 pub fn run(data: &[u8]) {
@@ -51,7 +51,7 @@ pub fn run(data: &[u8]) {
                 && t.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         })
-        .map(|(t, p, o)| (ChangelogPartition::new(t, p), o >> 1))
+        .map(|(t, p, o)| (TopicPartition::new(t, p), o >> 1))
         .collect();
     let back = Checkpoint::parse(&cp.to_text(), path).expect("a rendered checkpoint parses");
     assert_eq!(back, cp, "model -> to_text -> parse");

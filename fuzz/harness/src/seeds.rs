@@ -5,7 +5,7 @@
 
 use riffle_log::fuzzing::MemDir;
 use riffle_log::{BatchBuilder, Compression, LogOptions, TopicPartition};
-use riffle_state_dir::{ChangelogPartition, Checkpoint};
+use riffle_state_dir::Checkpoint;
 
 use crate::{TOPIC, tp};
 
@@ -65,8 +65,8 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
     }
     // Checkpoints, as `Checkpoint::to_text` renders them, and Kafka's unknown-offset sentinel.
     let cp: Checkpoint = [
-        (ChangelogPartition::new("app-store-changelog", 3), 1200),
-        (ChangelogPartition::new("app-other-changelog", 0), 17),
+        (TopicPartition::new("app-store-changelog", 3), 1200),
+        (TopicPartition::new("app-other-changelog", 0), 17),
     ]
     .into_iter()
     .collect();

@@ -517,7 +517,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
-    use riffle_state_dir::{ChangelogPartition, TaskId};
+    use riffle_state_dir::{TaskId, TopicPartition};
 
     use super::*;
     use crate::store::{KeyValueStore, PersistentKeyValueStore, StorePosition};
@@ -577,7 +577,7 @@ mod tests {
 
     fn position(store: usize, offset: u64) -> StorePosition {
         StorePosition {
-            changelog: ChangelogPartition::new(format!("app-{}-changelog", STORES[store].2), 0),
+            changelog: TopicPartition::new(format!("app-{}-changelog", STORES[store].2), 0),
             offset,
         }
     }

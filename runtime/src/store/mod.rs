@@ -55,7 +55,7 @@ pub enum StoreError {
 /// restoration goes on from (the changelog's end when the data was written).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StorePosition {
-    pub(crate) changelog: riffle_state_dir::ChangelogPartition,
+    pub(crate) changelog: riffle_record::TopicPartition,
     pub(crate) offset: u64,
 }
 
@@ -98,10 +98,7 @@ impl StorePosition {
             .ok_or_else(|| corrupt("is too short"))?;
         let topic = std::str::from_utf8(topic).map_err(|_| corrupt("names no topic"))?;
         Ok(StorePosition {
-            changelog: riffle_state_dir::ChangelogPartition::new(
-                topic,
-                u32::from_be_bytes(*partition),
-            ),
+            changelog: riffle_record::TopicPartition::new(topic, u32::from_be_bytes(*partition)),
             offset: u64::from_be_bytes(*offset),
         })
     }
@@ -280,7 +277,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let open = || PersistentKeyValueStore::open_in("p", dir.path()).expect("open");
         let at = |offset| StorePosition {
-            changelog: riffle_state_dir::ChangelogPartition::new("app-p-changelog", 1),
+            changelog: riffle_record::TopicPartition::new("app-p-changelog", 1),
             offset,
         };
         let mut store = open();

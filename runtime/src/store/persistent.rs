@@ -568,7 +568,7 @@ mod tests {
     fn a_large_write_back_is_ingested_and_reads_like_a_btreemap() {
         let dir = tempfile::tempdir().expect("tempdir");
         let at = |offset| StorePosition {
-            changelog: riffle_state_dir::ChangelogPartition::new("app-s-changelog", 0),
+            changelog: riffle_record::TopicPartition::new("app-s-changelog", 0),
             offset,
         };
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();

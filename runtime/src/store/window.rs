@@ -2028,7 +2028,7 @@ mod tests {
         let open =
             || SegmentedStore::persistent_in("s", Window, 1_000, 100, dir.path()).expect("open");
         let at = |offset| StorePosition {
-            changelog: riffle_state_dir::ChangelogPartition::new("app-s-changelog", 3),
+            changelog: riffle_record::TopicPartition::new("app-s-changelog", 3),
             offset,
         };
         let mut store = open();
