@@ -90,6 +90,15 @@ pub enum Error {
     /// record, a compression failure, a batch too large).
     #[error(transparent)]
     Record(#[from] riffle_record::Error),
+    /// [`Log::append_sealed`](crate::Log::append_sealed) was given a batch the log does not
+    /// store: damaged, cut, transactional, a control batch, or with gaps between its offsets.
+    #[error("cannot append the batch to {topic_partition}: {reason}")]
+    InvalidBatch {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// What is wrong with the batch.
+        reason: String,
+    },
     /// The log directory was written in a format this version does not read (an older
     /// riffle-log's, before its segments held Kafka's v2 batches). Nothing was changed.
     #[error("the log at {} is in {found}; this riffle reads only riffle-log format 2 (Kafka's v2 record batches, log/FORMAT.md) and does not convert older logs: {hint}", path.display())]

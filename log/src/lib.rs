@@ -35,7 +35,9 @@
 //! - **Encode once**: a [`BatchBuilder`] reserves the batch header in its buffer, encodes
 //!   records in place behind it, and [`Log::append`] seals it (header and CRC filled in) and
 //!   writes the buffer as it is. Compression goes to a second buffer of the builder, also
-//!   reused.
+//!   reused. [`Log::append_sealed`] takes a whole Kafka v2 batch as it is (one sealed for a
+//!   Kafka Produce request, or fetched from Kafka): only its base offset and leader epoch,
+//!   outside its CRC, change.
 //! - **Concurrent**: [`Log`] is `Clone + Send + Sync`; each partition has its own lock, so
 //!   appends and fetches of different partitions run in parallel. [`Log::append_version`] and
 //!   [`Log::wait_for_append`] let an idle consumer sleep without touching any partition.

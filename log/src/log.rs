@@ -475,12 +475,37 @@ impl Log {
         if batch.is_empty() {
             return self.end_offset(tp);
         }
+        let base = self.append_with(tp, |p| p.append(batch))?;
+        batch.clear();
+        Ok(base)
+    }
+
+    /// Appends one whole Kafka v2 record batch as it is — one sealed by a [`BatchBuilder`]
+    /// for a Kafka Produce request, or one a Kafka fetch returned — without re-encoding it:
+    /// only its base offset (set to the end offset, which is returned) and its leader epoch
+    /// (set to 0) change, both outside the batch's CRC. The batch must be intact (its length
+    /// is `batch.len()`, its CRC matches), hold at least one record at dense offsets, and be
+    /// neither transactional nor a control batch (the embedded log has no transaction
+    /// markers): otherwise an [`Error::InvalidBatch`] naming the partition, and nothing is
+    /// written.
+    pub fn append_sealed(&self, tp: &TopicPartition, batch: &mut [u8]) -> Result<u64> {
+        self.append_with(tp, |p| p.append_sealed(batch))
+    }
+
+    /// Runs `write` on `tp`'s partition under its lock (kept as a lease after a success),
+    /// recovering a dead process's transaction first if one holds offsets there; returns the
+    /// base offset it appended at and wakes waiters.
+    fn append_with(
+        &self,
+        tp: &TopicPartition,
+        mut write: impl FnMut(&mut crate::partition::Partition) -> Result<(u64, bool)>,
+    ) -> Result<u64> {
         let base = loop {
             let appended = self.with_partition(tp, |p| {
                 if p.lock_for_write(false)? == Locked::TxnPending {
                     return Ok(None);
                 }
-                let appended = p.append(batch);
+                let appended = write(p);
                 if appended.is_ok() {
                     // Keep the lock for this handle's next append, or release it.
                     p.keep_or_unlock(Instant::now(), || {
@@ -501,7 +526,6 @@ impl Log {
                 None => self.recover_dead_transaction(tp)?,
             }
         };
-        batch.clear();
         self.notify_append([tp]);
         Ok(base)
     }

@@ -571,6 +571,60 @@ impl Partition {
         let count = batch.len() as u64;
         let bytes = batch.seal(&self.tp, Placement::at(base))?;
         self.write_sealed(bytes, base, count)?;
+        self.appended(base)
+    }
+
+    /// Appends a whole Kafka v2 batch as it is, at the end offset: see
+    /// [`Log::append_sealed`](crate::Log::append_sealed). The caller holds the lock.
+    pub(crate) fn append_sealed(&mut self, batch: &mut [u8]) -> Result<(u64, bool)> {
+        self.check_poisoned()?;
+        let refuse = |offset: i64, reason: String| Error::InvalidBatch {
+            topic_partition: self.tp.clone(),
+            reason: format!("{reason} (the batch says base offset {offset})"),
+        };
+        let h = BatchHeader::parse(batch).map_err(|r| refuse(-1, r))?;
+        let at = h.base_offset as i64;
+        if h.total_len() != batch.len() as u64 {
+            return Err(refuse(
+                at,
+                format!(
+                    "its header says {} bytes, {} given",
+                    h.total_len(),
+                    batch.len()
+                ),
+            ));
+        }
+        if batch_crc(batch) != h.crc {
+            return Err(refuse(at, "its CRC does not match its bytes".to_owned()));
+        }
+        if h.is_control() || h.is_transactional() {
+            return Err(refuse(
+                at,
+                "a transactional or control batch (the embedded log has no transaction markers)"
+                    .to_owned(),
+            ));
+        }
+        if h.record_count == 0 || u64::from(h.record_count) != u64::from(h.last_offset_delta) + 1 {
+            return Err(refuse(
+                at,
+                format!(
+                    "{} records over a last offset delta of {} (the log keeps offsets dense)",
+                    h.record_count, h.last_offset_delta
+                ),
+            ));
+        }
+        let base = self.next_offset;
+        riffle_record::set_base_offset(batch, base);
+        if let Some(epoch) = batch.get_mut(12..16) {
+            epoch.copy_from_slice(&0i32.to_be_bytes());
+        }
+        self.write_sealed(batch, base, u64::from(h.record_count))?;
+        self.appended(base)
+    }
+
+    /// After a batch at `base` was written: marks the partition unsynced (fsyncing it at once
+    /// under [`FsyncPolicy::EveryAppend`]); whether it became unsynced by this append.
+    fn appended(&mut self, base: u64) -> Result<(u64, bool)> {
         let newly_unsynced = !self.unsynced;
         self.unsynced = true;
         if self.options.fsync == FsyncPolicy::EveryAppend {

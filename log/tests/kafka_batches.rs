@@ -114,3 +114,108 @@ fn an_offset_delta_past_the_batch_is_a_corrupt_record_not_a_panic() {
     let truncated = FetchedBatch::from_kafka(meta(0, 2, 0), 1, Bytes::from_static(&[0x40, 0]));
     assert!(truncated.records().next().expect("one item").is_err());
 }
+
+/// A batch sealed for a Kafka Produce request (base offset 0, leader epoch -1, LZ4) goes into
+/// the log as it is: the segment holds its bytes with only the base offset and the leader
+/// epoch changed (both outside the CRC), and it reads back record for record. A transactional,
+/// damaged or cut batch is refused, naming the partition, and nothing is written.
+#[test]
+fn a_batch_sealed_for_kafka_is_appended_without_re_encoding() {
+    use riffle_log::{Log, LogOptions};
+    use riffle_record::{Placement, ProducerFields};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+    log.create_topic("moved", 1).expect("create");
+    let tp = TopicPartition::new("moved", 0);
+    let mut first = BatchBuilder::new(Compression::None);
+    first.push(1, Some(b"before"), Some(b"x"));
+    assert_eq!(log.append(&tp, &mut first).expect("append"), 0);
+
+    let mut b = BatchBuilder::new(Compression::Lz4);
+    b.push(10, Some(b"k1"), Some(b"v1"));
+    b.push(11, Some(b"k2"), None);
+    b.push(12, None, Some(b"v3"));
+    let for_kafka = Placement {
+        base_offset: 0,
+        leader_epoch: -1,
+        producer: None,
+    };
+    let sealed = b.seal(&tp, for_kafka).expect("seal").to_vec();
+
+    // Refused, nothing written: transactional, a flipped byte, a cut batch.
+    let txn = Placement {
+        producer: Some(ProducerFields {
+            producer_id: 7,
+            epoch: 0,
+            base_sequence: 0,
+        }),
+        ..for_kafka
+    };
+    let mut transactional = b.seal(&tp, txn).expect("seal").to_vec();
+    let mut damaged = sealed.clone();
+    *damaged.last_mut().expect("bytes") ^= 1;
+    let mut cut = sealed[..sealed.len() - 1].to_vec();
+    for (what, bytes) in [
+        ("transactional", &mut transactional),
+        ("damaged", &mut damaged),
+        ("cut", &mut cut),
+    ] {
+        let err = log.append_sealed(&tp, bytes).expect_err(what);
+        assert!(
+            matches!(err, riffle_log::Error::InvalidBatch { .. })
+                && err.to_string().contains("moved-0"),
+            "{what}: {err}"
+        );
+        assert_eq!(log.end_offset(&tp).expect("end"), 1, "{what}");
+    }
+
+    let mut moved = sealed.clone();
+    assert_eq!(
+        log.append_sealed(&tp, &mut moved).expect("append sealed"),
+        1
+    );
+    assert_eq!(log.end_offset(&tp).expect("end"), 4);
+    log.sync().expect("sync");
+    let segment =
+        std::fs::read(dir.path().join("topics/moved/0/00000000000000000000.log")).expect("segment");
+    let stored = &segment[segment.len() - sealed.len()..];
+    assert_eq!(
+        &stored[..8],
+        &1u64.to_be_bytes(),
+        "the base offset, set by the log"
+    );
+    assert_eq!(&stored[12..16], &0i32.to_be_bytes(), "leader epoch 0");
+    assert_eq!(&stored[8..12], &sealed[8..12]);
+    assert_eq!(
+        &stored[16..],
+        &sealed[16..],
+        "every other byte as sealed for Kafka"
+    );
+
+    let batches = log.fetch(&tp, 1, 1 << 20).expect("fetch");
+    let records: Vec<_> = batches
+        .iter()
+        .flat_map(|b| b.records())
+        .map(|r| r.expect("record"))
+        .collect();
+    let got: Vec<_> = records
+        .iter()
+        .map(|r| {
+            (
+                r.offset(),
+                r.timestamp(),
+                r.key().map(|k| k.to_vec()),
+                r.value().map(|v| v.to_vec()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, 10, Some(b"k1".to_vec()), Some(b"v1".to_vec())),
+            (2, 11, Some(b"k2".to_vec()), None),
+            (3, 12, None, Some(b"v3".to_vec())),
+        ]
+    );
+}
