@@ -247,7 +247,7 @@ impl Damage {
 /// what the embedded log always writes outside the CRC's coverage checked too: leader epoch 0
 /// (the base offset is checked against the offsets around it). A batch taken over from Kafka
 /// gets epoch 0 and its base offset when it is written, without re-encoding. At least one
-/// record: the log writes no empty batch.
+/// record, at dense offsets: the log writes no empty or gapped batch.
 pub(crate) fn parse_stored(b: &[u8]) -> Result<BatchHeader, String> {
     let h = BatchHeader::parse(b)?;
     if h.leader_epoch != 0 {
@@ -258,6 +258,13 @@ pub(crate) fn parse_stored(b: &[u8]) -> Result<BatchHeader, String> {
     }
     if h.record_count == 0 {
         return Err("batch with zero records".to_owned());
+    }
+    if u64::from(h.record_count) != u64::from(h.last_offset_delta) + 1 {
+        // Kafka allows gaps (a compacted batch); the embedded log writes dense batches only.
+        return Err(format!(
+            "{} records over a last offset delta of {} (the log's batches are dense)",
+            h.record_count, h.last_offset_delta
+        ));
     }
     Ok(h)
 }

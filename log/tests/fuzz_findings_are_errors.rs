@@ -36,7 +36,7 @@ fn section(n: usize) -> Vec<u8> {
 }
 
 fn read(count: u32, last_delta: u32, section: Vec<u8>) -> Vec<Result<u64, RecordError>> {
-    FetchedBatch::from_kafka(meta(count), last_delta, Bytes::from(section))
+    FetchedBatch::from_parts(meta(count), last_delta, Bytes::from(section))
         .records()
         .map(|r| r.map(|r| r.offset()))
         .collect()
@@ -169,4 +169,44 @@ fn crc32c(bytes: &[u8]) -> u32 {
         }
     }
     !crc
+}
+
+/// Found by `segment_reader` after the log took Kafka's batch format: a checksum-valid batch
+/// whose last offset delta leaves gaps between its records (as Kafka's compaction does) was
+/// read as one of the log's batches. The log writes dense batches only, so such a batch is not
+/// one: in the middle of a segment it is corruption, at the end a torn tail that is cut.
+#[test]
+fn a_checksum_valid_batch_with_offset_gaps_is_not_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tp = TopicPartition::new("t", 0);
+    {
+        let log = riffle_log::Log::open(dir.path(), LogOptions::default()).expect("open");
+        log.create_topic("t", 1).expect("create");
+        for _ in 0..2 {
+            let mut b = BatchBuilder::new(Compression::None);
+            b.push(1, Some(b"k"), Some(b"v"));
+            b.push(2, Some(b"k"), Some(b"w"));
+            log.append(&tp, &mut b).expect("append");
+        }
+        log.sync().expect("sync");
+    }
+    let segment = dir.path().join("topics/t/0/00000000000000000000.log");
+    let clean = std::fs::read(&segment).expect("read");
+    let first_len = u32::from_be_bytes(clean[8..12].try_into().expect("4")) as usize + 12;
+    // A gap in `at`'s batch: last offset delta 1 -> 9, CRC made to match again.
+    let gapped = |at: usize| {
+        let mut bytes = clean.clone();
+        bytes[at + 23..at + 27].copy_from_slice(&9i32.to_be_bytes());
+        let end = if at == 0 { first_len } else { bytes.len() };
+        let crc = riffle_record::batch_crc(&bytes[at..end]);
+        bytes[at + 17..at + 21].copy_from_slice(&crc.to_be_bytes());
+        bytes
+    };
+    std::fs::write(&segment, gapped(0)).expect("write");
+    let err = riffle_log::Log::open(dir.path(), LogOptions::default()).expect_err("corrupt");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("dense"), "{err}");
+    std::fs::write(&segment, gapped(first_len)).expect("write");
+    let log = riffle_log::Log::open(dir.path(), LogOptions::default()).expect("a torn tail");
+    assert_eq!(log.end_offset(&tp).expect("end"), 2);
 }
