@@ -121,7 +121,7 @@ pub(crate) fn decode_batches(
             compression: Compression::None,
         };
         let delta = u32::try_from(last - first).unwrap_or(u32::MAX);
-        out.push(FetchedBatch::from_kafka(
+        out.push(FetchedBatch::from_parts(
             Arc::new(meta),
             delta,
             Bytes::new(),

@@ -2,43 +2,15 @@
 //! error naming the directory and the format, and not a byte of it changes; a new log gets the
 //! `format` file, and a `format` file naming another version is refused too.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::{copy_dir, snapshot};
 use riffle_log::{Error, Log, LogOptions};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format1-log")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
-
-/// Every file under `dir` with its content, sorted.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read_dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.push((path.clone(), std::fs::read(&path).expect("read")));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use common::{append, read_all, simple};
+use common::{append, copy_dir, read_all, simple};
 use riffle_log::{Compression, Log, LogOptions, TopicPartition};
 
 fn segment(dir: &Path) -> PathBuf {
@@ -155,19 +155,6 @@ fn a_corrupt_index_is_rebuilt() {
     let tp = TopicPartition::new("events", 0);
     assert_eq!(read_all(&log, &tp, 4, 1).len(), 5);
     assert_eq!(std::fs::metadata(&index).expect("meta").len() % 8, 0);
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            std::fs::create_dir_all(&target).expect("mkdir");
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{append, read_all, simple};
+use common::{append, read_all, simple, snapshot};
 use proptest::prelude::*;
 use riffle_log::{BatchBuilder, Compression, Error, Log, LogOptions, TopicPartition};
 
@@ -43,25 +43,6 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
         .collect();
     segments.sort();
     segments
-}
-
-/// Every file under `dir` with its content.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read_dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let bytes = std::fs::read(&path).expect("read");
-                out.push((path, bytes));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// Opening fails with `Error::Corrupt` about `file`, mentioning each of `words`, and changes

@@ -30,7 +30,7 @@ fn a_builders_records_section_reads_back_as_a_kafka_batch() {
     b.push(990, Some(b""), Some(b"v3"));
     assert_eq!((b.first_timestamp(), b.max_timestamp()), (1_000, 1_005));
     let section = Bytes::copy_from_slice(b.records_section());
-    let batch = FetchedBatch::from_kafka(meta(100, 3, b.first_timestamp()), 2, section);
+    let batch = FetchedBatch::from_parts(meta(100, 3, b.first_timestamp()), 2, section);
     assert_eq!((batch.base_offset(), batch.last_offset()), (100, 102));
     let records: Vec<_> = batch.records().collect::<Result<_, _>>().expect("decodes");
     let seen: Vec<_> = records
@@ -87,7 +87,7 @@ fn a_compacted_kafka_batch_with_offset_gaps_keeps_its_offsets() {
     let mut section = kafka_record(0, b"a", b"1");
     section.extend(kafka_record(3, b"b", b"2"));
     section.extend(kafka_record(5, b"c", b"3"));
-    let batch = FetchedBatch::from_kafka(meta(40, 3, 0), 5, Bytes::from(section));
+    let batch = FetchedBatch::from_parts(meta(40, 3, 0), 5, Bytes::from(section));
     assert_eq!(
         batch.last_offset(),
         45,
@@ -104,14 +104,14 @@ fn a_compacted_kafka_batch_with_offset_gaps_keeps_its_offsets() {
 #[test]
 fn an_offset_delta_past_the_batch_is_a_corrupt_record_not_a_panic() {
     let section = kafka_record(9, b"a", b"1");
-    let batch = FetchedBatch::from_kafka(meta(0, 1, 0), 0, Bytes::from(section));
+    let batch = FetchedBatch::from_parts(meta(0, 1, 0), 0, Bytes::from(section));
     let err = batch
         .records()
         .next()
         .expect("one item")
         .expect_err("rejected");
     assert!(err.to_string().contains("offset delta 9"), "{err}");
-    let truncated = FetchedBatch::from_kafka(meta(0, 2, 0), 1, Bytes::from_static(&[0x40, 0]));
+    let truncated = FetchedBatch::from_parts(meta(0, 2, 0), 1, Bytes::from_static(&[0x40, 0]));
     assert!(truncated.records().next().expect("one item").is_err());
 }
 

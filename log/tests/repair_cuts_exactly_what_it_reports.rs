@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{append, read_all, simple};
+use common::{append, read_all, simple, snapshot};
 use riffle_log::{
     BatchBuilder, Compression, CutAction, Log, LogOptions, RepairOptions, TopicPartition, repair,
 };
@@ -43,30 +43,13 @@ fn base(segment: &Path) -> u64 {
         .expect("a segment name")
 }
 
-fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read_dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.push((path.clone(), std::fs::read(&path).expect("read")));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Repairs `dir` after checking that a dry run reports the same and changes nothing; then
 /// opens it and returns the offsets it holds.
 fn repair_and_read(dir: &Path) -> (riffle_log::RepairReport, Vec<u64>) {
-    let before = files(dir);
+    let before = snapshot(dir);
     let dry = repair(dir, &RepairOptions::new().with_dry_run(true)).expect("dry run");
     assert!(dry.dry_run);
-    assert_eq!(files(dir), before, "a dry run changed files");
+    assert_eq!(snapshot(dir), before, "a dry run changed files");
     let report = repair(dir, &RepairOptions::new()).expect("repair");
     assert_eq!(report.cuts, dry.cuts, "the dry run reported other cuts");
     let log = Log::open(dir, options()).expect("the repaired log opens");
@@ -204,10 +187,10 @@ fn a_damaged_journal_record_is_dropped_and_the_later_transactions_replay() {
 fn an_intact_log_needs_no_cut() {
     let dir = tempfile::tempdir().expect("tempdir");
     build(dir.path());
-    let before = files(dir.path());
+    let before = snapshot(dir.path());
     let report = repair(dir.path(), &RepairOptions::new()).expect("repair");
     assert!(report.cuts.is_empty(), "{:#?}", report.cuts);
-    assert_eq!(files(dir.path()), before);
+    assert_eq!(snapshot(dir.path()), before);
 }
 
 proptest::proptest! {

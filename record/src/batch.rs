@@ -370,8 +370,8 @@ impl BatchBuilder {
     }
 
     /// The encoded records section so far, uncompressed: Kafka's v2 records, back to back
-    /// (offset deltas from 0, timestamp deltas from [`BatchBuilder::first_timestamp`]). The Kafka
-    /// backend sends it behind a Kafka batch header as it is.
+    /// (offset deltas from 0, timestamp deltas from [`BatchBuilder::first_timestamp`]), the
+    /// part of the batch behind the header that [`BatchBuilder::seal`] compresses if asked.
     pub fn records_section(&self) -> &[u8] {
         self.buf.get(HEADER_LEN..).unwrap_or_default()
     }

@@ -58,24 +58,24 @@ impl FetchedBatch {
             leader_epoch: h.leader_epoch,
             compression: codec,
         };
-        Ok(Self::from_kafka(
+        Ok(Self::from_parts(
             Arc::new(meta),
             h.last_offset_delta,
             records,
         ))
     }
 
-    /// A batch fetched from an Apache Kafka broker: its metadata (from the Kafka batch header;
-    /// `record_count` is the number of records present) and its records section, uncompressed.
+    /// A batch from its parts: its metadata (from the batch header; `record_count` is the
+    /// number of records present) and its records section, uncompressed — what
+    /// [`FetchedBatch::decode`] builds, and what a reader builds for a run of skipped batches
+    /// (no records, the offsets they covered).
     ///
-    /// Kafka's v2 records are the same bytes as riffle's (see `FORMAT.md`, "Record"), so the
-    /// section is used as it is, without copying or re-encoding. `last_offset_delta` is the Kafka
-    /// header's field of that name: in a compacted topic records may be missing from a batch, so
-    /// offset deltas can have gaps and the batch's last offset is `base_offset +
-    /// last_offset_delta`, not `base_offset + record_count - 1`. Records are checked lazily, as
-    /// for the log's own batches: a malformed record is an [`Error::CorruptRecord`] from the
-    /// iterator.
-    pub fn from_kafka(meta: Arc<BatchMeta>, last_offset_delta: u32, records: Bytes) -> Self {
+    /// The section is used as it is, without copying or re-encoding. `last_offset_delta` is the
+    /// header's field of that name: in a compacted topic records may be missing from a batch,
+    /// so offset deltas can have gaps and the batch's last offset is `base_offset +
+    /// last_offset_delta`, not `base_offset + record_count - 1`. Records are checked lazily: a
+    /// malformed record is an [`Error::CorruptRecord`] from the iterator.
+    pub fn from_parts(meta: Arc<BatchMeta>, last_offset_delta: u32, records: Bytes) -> Self {
         Self {
             last_offset_delta: last_offset_delta.max(meta.record_count.saturating_sub(1)),
             meta,
@@ -94,7 +94,7 @@ impl FetchedBatch {
     }
 
     /// Offset of the last record: `base_offset + record_count - 1` (more in a compacted Kafka
-    /// batch, see [`FetchedBatch::from_kafka`]).
+    /// batch, see [`FetchedBatch::from_parts`]).
     pub fn last_offset(&self) -> u64 {
         self.meta.base_offset + u64::from(self.last_offset_delta)
     }
@@ -396,7 +396,7 @@ mod tests {
             leader_epoch: 0,
             compression: Compression::None,
         };
-        FetchedBatch::from_kafka(Arc::new(meta), count - 1, Bytes::from(section))
+        FetchedBatch::from_parts(Arc::new(meta), count - 1, Bytes::from(section))
     }
 
     /// One record with `headers` headers `(key, value)`, as a Kafka client writes it.

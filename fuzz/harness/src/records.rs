@@ -4,7 +4,7 @@
 //!   in-memory log with small segments and a dense index, and fetched back from random offsets
 //!   with random byte budgets; what comes back must be exactly the records from that offset on.
 //!   A reopen of the same files must find them all again and change no file.
-//! - *Raw sections*: random bytes as a batch's records section (`FetchedBatch::from_kafka`, the
+//! - *Raw sections*: random bytes as a batch's records section (`FetchedBatch::from_parts`, the
 //!   same decoder the log's own batches go through) must decode exactly as the independent
 //!   decoder of `model::decode_section` says: the same records, or an error where it finds none.
 
@@ -129,7 +129,7 @@ fn check_section(b: &BatchBuilder, records: &[Rec]) {
     let count = records.len() as u32;
     let meta = meta(7, b.first_timestamp(), count);
     let section = Bytes::copy_from_slice(b.records_section());
-    let batch = FetchedBatch::from_kafka(Arc::new(meta), count - 1, section.clone());
+    let batch = FetchedBatch::from_parts(Arc::new(meta), count - 1, section.clone());
     let got: Vec<Rec> = batch
         .records()
         .map(|r| {
@@ -167,7 +167,7 @@ fn raw(base_offset: u64, first_timestamp: i64, count: u8, gaps: u8, section: Vec
     let last_delta = count - 1 + u32::from(gaps);
     let base_offset = base_offset.min(u64::MAX - u64::from(last_delta));
     let meta = meta(base_offset, first_timestamp, count);
-    let batch = FetchedBatch::from_kafka(Arc::new(meta), last_delta, Bytes::from(section.clone()));
+    let batch = FetchedBatch::from_parts(Arc::new(meta), last_delta, Bytes::from(section.clone()));
     let model = decode_section(&section, count, last_delta);
     let mut got = Vec::new();
     let mut failed = false;
