@@ -935,7 +935,7 @@ const FORMAT_LINE: &str = "riffle-log format 2\n";
 /// Checks the log directory's `format` file, and writes it into a log that has none and holds
 /// no data yet. A log with data and no `format` file was written before format 2 (its batches
 /// are riffle's own, not Kafka's): it is refused, untouched.
-fn check_format(storage: &dyn Storage, dir: &Path, read_only: bool) -> Result<()> {
+pub(crate) fn check_format(storage: &dyn Storage, dir: &Path, read_only: bool) -> Result<()> {
     let path = dir.join("format");
     let refuse = |found: String| Error::UnsupportedFormat {
         path: dir.to_path_buf(),

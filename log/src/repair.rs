@@ -232,6 +232,8 @@ fn read_or_empty(path: &Path) -> Result<Vec<u8>> {
 /// [`Log::open`](crate::Log::open) succeeds afterwards; reports each cut. Nothing intact before
 /// the first damage of a partition is touched. No process may have the log open.
 pub fn repair(dir: &Path, options: &RepairOptions) -> Result<RepairReport> {
+    // A log of another format would look damaged from its first byte: refuse it, cut nothing.
+    crate::log::check_format(&crate::storage::FileStorage, dir, true)?;
     let topics_dir = dir.join("topics");
     let mut names: Vec<String> = match &options.topic {
         Some(t) => {

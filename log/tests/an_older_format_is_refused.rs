@@ -1,5 +1,5 @@
-//! A log written before format 2 (fixtures/format1-log/, a real one) is refused on open with an
-//! error naming the directory and the format, and not a byte of it changes; a new log gets the
+//! A log written before format 2 (fixtures/format1-log/, a real one) is refused on open, and by
+//! `repair`, with an error naming the directory and the format, and not a byte of it changes; a new log gets the
 //! `format` file, and a `format` file naming another version is refused too.
 
 mod common;
@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{copy_dir, snapshot};
-use riffle_log::{Error, Log, LogOptions};
+use riffle_log::{Error, Log, LogOptions, RepairOptions, repair};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format1-log")
@@ -35,6 +35,14 @@ fn a_format_1_log_is_refused_untouched_by_writable_and_read_only_opens() {
             "{text}"
         );
         assert_eq!(snapshot(&log_dir), before, "read_only = {read_only}");
+    }
+    // `riffle log repair` would see damage from the first byte: it refuses too, cutting
+    // nothing, dry run or not.
+    for dry_run in [true, false] {
+        let options = RepairOptions::new().with_dry_run(dry_run);
+        let err = repair(&log_dir, &options).expect_err("repair refuses format 1");
+        assert!(matches!(err, Error::UnsupportedFormat { .. }), "{err}");
+        assert_eq!(snapshot(&log_dir), before, "repair, dry_run = {dry_run}");
     }
 }
 
