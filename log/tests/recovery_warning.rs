@@ -1,8 +1,11 @@
 //! Truncating a torn tail is not silent: a `warn!` names the file, the byte position and the
 //! offset where the valid data ends.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
+use common::copy_dir;
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -74,19 +77,6 @@ fn truncating_a_torn_tail_warns_with_file_position_and_offset() {
     assert!(w.contains(&segment.display().to_string()), "{w}");
     assert!(w.contains(&format!("position={valid_len}")), "{w}");
     assert!(w.contains("offset=2"), "{w}");
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 #[test]
