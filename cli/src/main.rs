@@ -11,8 +11,6 @@ mod sample;
 mod state;
 mod topics;
 
-use std::path::PathBuf;
-
 use clap::{Parser, Subcommand};
 
 /// riffle: a stream-processing runtime in the class of Kafka Streams.
@@ -43,12 +41,10 @@ enum Command {
     /// With --key-serde windowed-string or session-windowed-string, windowed keys (Kafka
     /// Streams' windowed serdes) print as `key@start/end`.
     Consume(consume::Args),
-    /// List the topics of the embedded log with their partitions and end offsets.
-    Topics {
-        /// The embedded log's directory.
-        #[arg(long)]
-        log_dir: PathBuf,
-    },
+    /// List the topics of the embedded log with their partitions and end offsets; with
+    /// --create, create one (with Kafka's topic configs: --config retention.ms=…); with
+    /// --describe, show each topic's configs and each partition's offsets and files.
+    Topics(topics::Args),
     /// Maintain the embedded log.
     #[command(subcommand)]
     Log(repair::LogCommand),
@@ -105,7 +101,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
-        Command::Topics { log_dir } => topics::run(&log_dir),
+        Command::Topics(args) => topics::run(args),
         Command::Log(command) => repair::run(command),
         Command::Sample(sample) => sample::run(sample),
         Command::Reset(args) => reset::run(args),

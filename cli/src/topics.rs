@@ -1,16 +1,89 @@
-//! `riffle topics`: the topics of the embedded log.
+//! `riffle topics`: list, create and describe the topics of the embedded log, as Kafka's
+//! `kafka-topics.sh --list / --create / --describe`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use riffle_log::{Log, LogOptions, TopicPartition};
+use riffle_log::{Log, LogOptions, TopicConfig, TopicPartition};
 
-pub(crate) fn run(log_dir: &Path) -> anyhow::Result<()> {
-    if !log_dir.exists() {
-        anyhow::bail!("no log at {}", log_dir.display());
+/// `riffle topics`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// The embedded log's directory.
+    #[arg(long)]
+    log_dir: PathBuf,
+    /// Create the topic named by --topic (with --partitions and any --config); a topic that
+    /// exists with that partition count is left as it is.
+    #[arg(long, conflicts_with = "describe", requires = "topic")]
+    create: bool,
+    /// Show each topic's configuration (the keys set at creation, as `kafka-topics.sh
+    /// --describe` shows them) and each partition's start and end offsets, segments and bytes.
+    #[arg(long)]
+    describe: bool,
+    /// The topic to create, or the only one to describe.
+    #[arg(long)]
+    topic: Option<String>,
+    /// The partition count of a topic to create.
+    #[arg(long, default_value_t = 1)]
+    partitions: u32,
+    /// A topic config for --create, `key=value` (Kafka's names: cleanup.policy, retention.ms,
+    /// retention.bytes, delete.retention.ms, segment.bytes); repeat it for several.
+    #[arg(long = "config", value_name = "KEY=VALUE", requires = "create")]
+    configs: Vec<String>,
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    if args.create {
+        return create(&args);
     }
-    let log = Log::open_read_only(log_dir, LogOptions::default())
-        .with_context(|| format!("opening {}", log_dir.display()))?;
+    if !args.log_dir.exists() {
+        anyhow::bail!("no log at {}", args.log_dir.display());
+    }
+    let log = Log::open_read_only(&args.log_dir, LogOptions::default())
+        .with_context(|| format!("opening {}", args.log_dir.display()))?;
+    if args.describe {
+        describe(&log, args.topic.as_deref())
+    } else {
+        list(&log)
+    }
+}
+
+fn create(args: &Args) -> anyhow::Result<()> {
+    let topic = args.topic.as_deref().unwrap_or_default();
+    let mut pairs = Vec::new();
+    for config in &args.configs {
+        let (key, value) = config
+            .split_once('=')
+            .with_context(|| format!("--config {config:?} is not key=value"))?;
+        pairs.push((key, value));
+    }
+    let config = TopicConfig::from_pairs(pairs.iter().copied())
+        .map_err(|(key, reason)| anyhow::anyhow!("--config {key}: {reason}"))?;
+    let log = open_writable(&args.log_dir)?;
+    log.create_topic_with(topic, args.partitions, &config)
+        .with_context(|| format!("creating topic {topic:?}"))?;
+    let stored = log
+        .topic_config(topic)?
+        .with_context(|| format!("topic {topic:?} is gone right after its creation"))?;
+    if stored != config {
+        eprintln!(
+            "topic {topic:?} already existed; it keeps the configuration it was created with"
+        );
+    }
+    println!("Created topic {topic}.");
+    Ok(())
+}
+
+fn open_writable(dir: &Path) -> anyhow::Result<Log> {
+    // Creating a topic needs no cleaner thread: this process exits right after.
+    Log::open(
+        dir,
+        LogOptions::default().with_retention_check_interval(None),
+    )
+    .with_context(|| format!("opening {}", dir.display()))
+}
+
+fn list(log: &Log) -> anyhow::Result<()> {
     println!(
         "{:<40} {:>10} {:>14}  end offsets",
         "TOPIC", "PARTITIONS", "RECORDS"
@@ -28,6 +101,38 @@ pub(crate) fn run(log_dir: &Path) -> anyhow::Result<()> {
             "{topic:<40} {partitions:>10} {total:>14}  [{}]",
             ends.join(", ")
         );
+    }
+    Ok(())
+}
+
+fn describe(log: &Log, only: Option<&str>) -> anyhow::Result<()> {
+    let topics: Vec<(String, u32)> = match only {
+        Some(name) => {
+            let partitions = log
+                .partitions(name)
+                .with_context(|| format!("no topic {name:?} in the log"))?;
+            vec![(name.to_owned(), partitions)]
+        }
+        None => log.topics(),
+    };
+    for (topic, partitions) in topics {
+        let config = log.topic_config(&topic)?.unwrap_or_default();
+        let configs: Vec<String> = config
+            .overrides()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!(
+            "Topic: {topic}\tPartitionCount: {partitions}\tConfigs: {}",
+            configs.join(",")
+        );
+        for p in 0..partitions {
+            let info = log.partition_info(&TopicPartition::new(topic.as_str(), p))?;
+            println!(
+                "\tTopic: {topic}\tPartition: {p}\tStartOffset: {}\tEndOffset: {}\tSegments: {}\tBytes: {}",
+                info.start_offset, info.end_offset, info.segments, info.bytes
+            );
+        }
     }
     Ok(())
 }

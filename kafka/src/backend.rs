@@ -295,28 +295,10 @@ impl KafkaBackend {
     }
 }
 
-/// A windowed changelog's `retention.ms`: the store's retention plus Kafka Streams' default
-/// `windowstore.changelog.additional.retention.ms` (a day), so a restore finds every window
-/// the store still keeps.
-pub(crate) fn windowed_changelog_retention(retention_ms: i64) -> String {
-    retention_ms.saturating_add(86_400_000).to_string()
-}
-
 impl Backend for KafkaBackend {
     fn create_topic(&self, topic: &str, partitions: u32, kind: TopicKind) -> riffle::Result<()> {
-        let retention;
-        let configs: Vec<(&str, &str)> = match kind {
-            TopicKind::Changelog => vec![("cleanup.policy", "compact")],
-            TopicKind::WindowedChangelog { retention_ms } => {
-                retention = windowed_changelog_retention(retention_ms);
-                vec![
-                    ("cleanup.policy", "compact,delete"),
-                    ("retention.ms", retention.as_str()),
-                ]
-            }
-            TopicKind::Repartition => vec![("cleanup.policy", "delete")],
-            _ => Vec::new(),
-        };
+        let configs = kind.configs();
+        let configs: Vec<(&str, &str)> = configs.iter().map(|(k, v)| (*k, v.as_str())).collect();
         Ok(self
             .inner
             .cluster
@@ -360,6 +342,10 @@ impl Backend for KafkaBackend {
 
     fn start_offset(&self, tp: &TopicPartition) -> riffle::Result<u64> {
         Ok(self.inner.cluster.start_offset(tp)?)
+    }
+
+    fn delete_records(&self, tp: &TopicPartition, offset: u64) -> riffle::Result<()> {
+        Ok(self.inner.cluster.delete_records(tp, offset)?)
     }
 
     fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp: i64) -> riffle::Result<u64> {

@@ -33,6 +33,7 @@ pub(crate) mod versions {
     pub(crate) const PRODUCE: i16 = 9;
     pub(crate) const FETCH: i16 = 12;
     pub(crate) const LIST_OFFSETS: i16 = 7;
+    pub(crate) const DELETE_RECORDS: i16 = 2;
     pub(crate) const FIND_COORDINATOR: i16 = 4;
     /// Streams-group members must commit with v9+ (member id and epoch).
     pub(crate) const OFFSET_COMMIT: i16 = 9;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use riffle::TaskId;
-use riffle::backend::{Assignment, GroupInfo, GroupIntervals};
+use riffle::backend::{Assignment, GroupInfo, GroupIntervals, TopicKind};
 use riffle_record::TopicPartition;
 
 use crate::error::{Error, ErrorCode, Result};
@@ -304,7 +304,7 @@ impl GroupSpec {
                 repartition_sources.push(TopicInfo {
                     name: t.clone(),
                     partitions,
-                    configs: vec![("cleanup.policy".into(), "delete".into())],
+                    configs: owned_configs(TopicKind::Repartition),
                 });
             }
             let sources = s.source_topics.len() + repartition_sources.len();
@@ -326,16 +326,10 @@ impl GroupSpec {
                     .map(|name| TopicInfo {
                         name: name.clone(),
                         partitions: 0, // the broker sizes changelogs (must be 0)
-                        configs: match s.windowed_changelog_retention_ms.get(name) {
-                            Some(&retention) => vec![
-                                ("cleanup.policy".into(), "compact,delete".into()),
-                                (
-                                    "retention.ms".into(),
-                                    crate::backend::windowed_changelog_retention(retention),
-                                ),
-                            ],
-                            None => vec![("cleanup.policy".into(), "compact".into())],
-                        },
+                        configs: owned_configs(match s.windowed_changelog_retention_ms.get(name) {
+                            Some(&retention_ms) => TopicKind::WindowedChangelog { retention_ms },
+                            None => TopicKind::Changelog,
+                        }),
                     })
                     .collect(),
                 repartition_sink_topics: s.repartition_sink_topics.clone(),
@@ -1332,4 +1326,13 @@ mod tests {
         assert!(left.joining() && left.assignment.active.is_empty());
         assert_eq!(left.assignment.epoch, state.assignment.epoch + 1);
     }
+}
+
+/// Kafka Streams' configs for an internal topic of `kind`, as the heartbeat's topology sends
+/// them.
+fn owned_configs(kind: TopicKind) -> Vec<(String, String)> {
+    kind.configs()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
 }

@@ -58,12 +58,17 @@ pub enum Error {
         requested: u32,
     },
     /// A fetch asked for an offset outside `[start offset, end offset]`.
-    #[error("offset {offset} out of range for {topic_partition} (end offset {end})")]
+    #[error(
+        "offset {offset} out of range {start}..{end} of {topic_partition} (start offset {start}, end offset {end})"
+    )]
     OffsetOutOfRange {
         /// The partition.
         topic_partition: TopicPartition,
         /// The offset asked for.
         offset: u64,
+        /// The partition's start offset: records below it were deleted (retention, or
+        /// [`Log::delete_records`](crate::Log::delete_records)).
+        start: u64,
         /// The partition's end offset.
         end: u64,
     },
@@ -74,6 +79,17 @@ pub enum Error {
         path: PathBuf,
         /// Byte position of the problem in the file.
         position: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A topic config key the embedded log does not apply, or a value it cannot take
+    /// ([`TopicConfig`](crate::TopicConfig)).
+    #[error("invalid config {key:?} for topic {topic:?}: {reason}")]
+    InvalidTopicConfig {
+        /// The topic.
+        topic: String,
+        /// The config key.
+        key: String,
         /// What is wrong.
         reason: String,
     },

@@ -169,7 +169,10 @@ impl Storage for BoundedHandles {
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         let file = self.inner.open(path)?;
-        Ok(self.lazy(path, file, Reopen::Create))
+        // Created now: a later reopen must find it. One that is gone was removed (a segment
+        // below a new start offset, a deleted topic): creating it again would leave an empty
+        // stray file where the log deleted one.
+        Ok(self.lazy(path, file, Reopen::Existing { writable: true }))
     }
 
     fn open_existing(
@@ -198,6 +201,10 @@ impl Storage for BoundedHandles {
         self.inner.remove_dir_all(dir)
     }
 
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(path)
+    }
+
     fn shared_between_processes(&self) -> bool {
         self.inner.shared_between_processes()
     }
@@ -224,10 +231,10 @@ impl Storage for BoundedHandles {
     }
 }
 
-/// How a closed file is opened again: as it was first.
+/// How a closed file is opened again: never created (a file that is gone was removed), and
+/// writable if it was opened so.
 #[derive(Debug, Clone, Copy)]
 enum Reopen {
-    Create,
     Existing { writable: bool },
 }
 
@@ -264,7 +271,6 @@ impl LazyFile {
             return Ok(h);
         }
         let file = match self.reopen {
-            Reopen::Create => self.inner.open(&self.path)?,
             Reopen::Existing { writable } => self
                 .inner
                 .open_existing(&self.path, writable)?

@@ -100,6 +100,7 @@
 //! ```
 
 mod changes;
+mod cleaner;
 #[cfg(test)]
 mod crash_tests;
 mod error;
@@ -114,9 +115,12 @@ mod offsets;
 mod options;
 mod partition;
 mod repair;
+#[cfg(test)]
+mod retention_crash_tests;
 mod segment;
 mod storage;
 mod topic;
+mod topic_config;
 mod txn;
 #[cfg(test)]
 mod txn_crash_tests;
@@ -126,9 +130,13 @@ mod wakeup;
 
 pub use crate::{
     error::{Error, Result},
-    log::Log,
+    log::{Log, PartitionInfo, RetentionReport},
     options::{FsyncPolicy, LogOptions},
     repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
+    topic_config::{
+        CleanupPolicy, DEFAULT_DELETE_RETENTION_MS, DEFAULT_RETENTION_MS, TOPIC_CONFIG_KEYS,
+        TopicConfig,
+    },
 };
 /// The record format's error, inside [`Error::Record`].
 pub use riffle_record::Error as RecordError;

@@ -18,6 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::changes::Changes;
+use crate::cleaner::Cleaner;
 use crate::error::{Error, IoContext, Result};
 use crate::handles::BoundedHandles;
 use crate::lease::Leases;
@@ -27,6 +28,7 @@ use crate::options::{FsyncPolicy, LogOptions};
 use crate::partition::{Locked, Partition};
 use crate::storage::{FileStorage, MemStorage, Storage};
 use crate::topic::Topic;
+use crate::topic_config::TopicConfig;
 use crate::txn::TxnState;
 use riffle_record::BatchBuilder;
 use riffle_record::FetchedBatch;
@@ -76,12 +78,41 @@ pub(crate) struct Shared {
     waiters: AtomicUsize,
     /// Partition locks kept between appends (`lease.rs`).
     pub(crate) leases: Arc<Leases>,
+    /// The retention thread's stop signal (`cleaner.rs`).
+    cleaner: Arc<Cleaner>,
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
         self.leases.stop();
+        self.cleaner.stop();
     }
+}
+
+/// What one [`Log::enforce_retention`] pass deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetentionReport {
+    /// Partitions whose start offset moved.
+    pub partitions: usize,
+    /// Segments deleted.
+    pub segments_deleted: usize,
+    /// Bytes of the deleted segments.
+    pub bytes_freed: u64,
+}
+
+/// One partition as [`Log::partition_info`] sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionInfo {
+    /// The first offset still in the partition.
+    pub start_offset: u64,
+    /// The offset the next append gets.
+    pub end_offset: u64,
+    /// Its segment files.
+    pub segments: usize,
+    /// Bytes in its segment files.
+    pub bytes: u64,
 }
 
 /// The topic map, and the topics by the hash the change file names them by.
@@ -215,6 +246,14 @@ impl Log {
         }
         let log = Self::with_storage(storage, dir.clone(), Some(dir), options);
         log.load_topics()?;
+        if let (false, Some(interval)) = (
+            log.shared.options.read_only,
+            log.shared.options.retention_check_interval,
+        ) {
+            log.shared
+                .cleaner
+                .start(Arc::downgrade(&log.shared), interval);
+        }
         Ok(log)
     }
 
@@ -271,6 +310,7 @@ impl Log {
                 watcher: std::sync::OnceLock::new(),
                 waiters: AtomicUsize::new(0),
                 leases: Arc::default(),
+                cleaner: Arc::default(),
             }),
         }
     }
@@ -349,6 +389,18 @@ impl Log {
     /// count; [`Error::PartitionCountMismatch`] if with another. The topic is created whole or
     /// not at all, and two processes creating it at once get one topic (log/FORMAT.md).
     pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+        self.create_topic_with(topic, partitions, &TopicConfig::default())
+    }
+
+    /// [`create_topic`](Self::create_topic) with a configuration (Kafka's topic configs:
+    /// [`TopicConfig`]), stored with the topic. A topic that exists keeps the configuration it
+    /// was created with.
+    pub fn create_topic_with(
+        &self,
+        topic: &str,
+        partitions: u32,
+        config: &TopicConfig,
+    ) -> Result<()> {
         validate_name(topic, true)?;
         if self.shared.options.read_only {
             return Err(Error::ReadOnly {
@@ -369,6 +421,7 @@ impl Log {
                             &shared.root,
                             &name,
                             partitions,
+                            config,
                             &shared.options,
                             &shared.locks_open,
                         )?);
@@ -579,9 +632,105 @@ impl Log {
         self.with_partition(tp, Partition::latest_end_offset)
     }
 
-    /// The first offset still in the log (0: the log keeps everything for now).
+    /// The first offset still in the partition, the log start offset: 0 until retention or
+    /// [`delete_records`](Self::delete_records) (in any process) deleted records below it.
     pub fn start_offset(&self, tp: &TopicPartition) -> Result<u64> {
-        self.with_partition(tp, |p| Ok(p.start_offset()))
+        self.with_partition(tp, Partition::latest_start_offset)
+    }
+
+    /// The configuration `topic` was created with; `None` if it does not exist.
+    pub fn topic_config(&self, topic: &str) -> Result<Option<TopicConfig>> {
+        Ok(self.load_topic(topic)?.map(|t| t.config.clone()))
+    }
+
+    /// The partition's offsets and files.
+    pub fn partition_info(&self, tp: &TopicPartition) -> Result<PartitionInfo> {
+        self.with_partition(tp, |p| {
+            let end_offset = p.latest_end_offset()?;
+            Ok(PartitionInfo {
+                start_offset: p.latest_start_offset()?,
+                end_offset,
+                segments: p.segment_count(),
+                bytes: p.size_bytes(),
+            })
+        })
+    }
+
+    /// Deletes the records of `tp` below `offset` (Kafka's `deleteRecords`): the start offset
+    /// moves there, durably, and segments wholly below it are removed; a fetch below it is
+    /// [`Error::OffsetOutOfRange`]. Returns the bytes freed. An offset at or below the start
+    /// changes nothing; one past the end offset is [`Error::OffsetOutOfRange`]. What the
+    /// runtime calls to purge a repartition topic up to its committed offset.
+    pub fn delete_records(&self, tp: &TopicPartition, offset: u64) -> Result<u64> {
+        self.with_locked_partition(tp, |p| p.delete_before(offset))
+    }
+
+    /// Deletes, in every topic whose `cleanup.policy` includes `delete`, the sealed segments
+    /// that `retention.ms` (against `now_ms`, milliseconds since the epoch, and each
+    /// segment's newest record timestamp) or `retention.bytes` no longer keep, oldest first,
+    /// moving each partition's start offset (as Kafka's retention does; the active segment
+    /// always stays). The cleaner thread calls it every
+    /// [`LogOptions::retention_check_interval`]. A partition with one segment costs a look at
+    /// its mutex; a segment's newest timestamp is read once and remembered.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport> {
+        let topics: Vec<(Arc<str>, Arc<Topic>)> = {
+            let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
+            topics
+                .by_name
+                .iter()
+                .filter(|(_, t)| t.config.cleanup_policy.deletes())
+                .map(|(n, t)| (Arc::clone(n), Arc::clone(t)))
+                .collect()
+        };
+        let mut report = RetentionReport::default();
+        for (name, topic) in topics {
+            for p in 0..topic.partition_count() {
+                let tp = TopicPartition::new(Arc::clone(&name), p);
+                let due =
+                    self.with_partition(&tp, |part| part.retention_target(now_ms, &topic.config))?;
+                if due.is_none() {
+                    continue;
+                }
+                // Under the OS lock, with what other processes did since.
+                let (segments_before, freed) = self.with_locked_partition(&tp, |part| {
+                    let before = part.segment_count();
+                    match part.retention_target(now_ms, &topic.config)? {
+                        Some(to) => Ok((before, part.delete_before(to)?)),
+                        None => Ok((before, 0)),
+                    }
+                })?;
+                if freed > 0 {
+                    let after = self.with_partition(&tp, |part| Ok(part.segment_count()))?;
+                    report.partitions += 1;
+                    report.segments_deleted += segments_before.saturating_sub(after);
+                    report.bytes_freed += freed;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs `f` on `tp`'s partition holding its OS lock (released after), recovering a dead
+    /// process's transaction first if one holds offsets there.
+    fn with_locked_partition<T>(
+        &self,
+        tp: &TopicPartition,
+        mut f: impl FnMut(&mut Partition) -> Result<T>,
+    ) -> Result<T> {
+        loop {
+            let done = self.with_partition(tp, |p| {
+                if p.lock_for_write(false)? == Locked::TxnPending {
+                    return Ok(None);
+                }
+                let result = f(p);
+                p.unlock();
+                result.map(Some)
+            })?;
+            match done {
+                Some(value) => return Ok(value),
+                None => self.recover_dead_transaction(tp)?,
+            }
+        }
     }
 
     /// Fsyncs every partition that has unsynced plain appends.

@@ -44,11 +44,16 @@ pub struct LogOptions {
     /// fail with [`Error::ReadOnly`](crate::Error::ReadOnly). What `consume`, `topics` and
     /// `state inspect` use, so that looking at a log never changes it.
     pub read_only: bool,
+    /// How often the cleaner thread of a writable [`Log::open`](crate::Log::open)ed log
+    /// applies retention ([`Log::enforce_retention`](crate::Log::enforce_retention)); the
+    /// first time one interval after opening. `None`: no thread, retention runs only when
+    /// asked. Kafka's `log.retention.check.interval.ms`.
+    pub retention_check_interval: Option<std::time::Duration>,
 }
 
 impl Default for LogOptions {
     /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB, a 32 MiB journal, 512 open
-    /// files.
+    /// files, retention every 5 minutes (Kafka's default).
     fn default() -> Self {
         Self {
             fsync: FsyncPolicy::EveryCommit,
@@ -57,6 +62,7 @@ impl Default for LogOptions {
             txn_journal_bytes: 32 << 20,
             max_open_files: 512,
             read_only: false,
+            retention_check_interval: Some(std::time::Duration::from_secs(300)),
         }
     }
 }
@@ -95,6 +101,13 @@ impl LogOptions {
     /// These options, read-only or not (see [`read_only`](Self::read_only)).
     pub fn with_read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
+        self
+    }
+
+    /// These options with `interval` as the retention check interval (`None`: no cleaner
+    /// thread).
+    pub fn with_retention_check_interval(mut self, interval: Option<std::time::Duration>) -> Self {
+        self.retention_check_interval = interval;
         self
     }
 

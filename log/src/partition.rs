@@ -23,6 +23,7 @@ use crate::lease::{CONTENDED_FOR, LEASE_IDLE, LEASE_MAX};
 use crate::options::{FsyncPolicy, LogOptions};
 use crate::segment::{Expect, Segment, parse_segment_file_name, segment_file_name};
 use crate::storage::{Storage, StorageFile};
+use crate::topic_config::TopicConfig;
 
 /// A whole stored batch, checksum verified, as read from a segment.
 #[derive(Debug)]
@@ -44,6 +45,27 @@ const LOCK_CONTENT_LEN: usize = 16;
 /// The byte of the lock file's content that says the topic was deleted (`Log::delete_topic`).
 const DELETED_AT: usize = 1;
 
+/// The name of a partition's start-offset file: the log start offset, ASCII decimal and a
+/// newline, replaced atomically; absent while the start offset is 0.
+pub(crate) const START_FILE: &str = "start";
+
+/// The start offset the partition directory `dir` records (0 without a `start` file).
+pub(crate) fn read_start(storage: &dyn Storage, dir: &std::path::Path) -> Result<u64> {
+    let path = dir.join(START_FILE);
+    let Some(bytes) = storage.read(&path).at(&path)? else {
+        return Ok(0);
+    };
+    std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|s| s.strip_suffix('\n'))
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| Error::Corrupt {
+            path,
+            position: 0,
+            reason: "expected the start offset, a decimal number and a newline".to_owned(),
+        })
+}
+
 /// What [`Partition::lock_for_write`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Locked {
@@ -63,6 +85,9 @@ pub(crate) struct Partition {
     /// Sorted by base offset; the last one takes appends. Empty only in a read-only log whose
     /// partition has no segment yet.
     segments: Vec<Segment>,
+    /// The log start offset: the first offset still readable (log/FORMAT.md, *Start offset*).
+    /// Segments wholly below it are deleted; the first one may start before it.
+    start: u64,
     next_offset: u64,
     /// Byte position after the last whole batch of the active segment: what fetches read up to
     /// (bytes past it are a batch another process is still writing, or a torn tail).
@@ -117,6 +142,35 @@ impl Partition {
         options: LogOptions,
         locks_open: Arc<AtomicUsize>,
     ) -> Result<Self> {
+        // Retention in another process may delete a segment between the listing and its
+        // opening: then the start offset moved past it, and a second look sees that.
+        let mut attempt = 0;
+        loop {
+            let opened = Self::open_once(
+                Arc::clone(&storage),
+                dir.clone(),
+                tp.clone(),
+                options.clone(),
+                Arc::clone(&locks_open),
+            );
+            match opened {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && attempt < 8 =>
+                {
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(
+        storage: Arc<dyn Storage>,
+        dir: PathBuf,
+        tp: TopicPartition,
+        options: LogOptions,
+        locks_open: Arc<AtomicUsize>,
+    ) -> Result<Self> {
         let read_only = options.read_only;
         let mut bases: Vec<u64> = storage
             .list(&dir)
@@ -125,9 +179,16 @@ impl Partition {
             .filter_map(|name| parse_segment_file_name(name))
             .collect();
         bases.sort_unstable();
+        // Read after the listing: the start offset moves before segments are deleted, so any
+        // listed segment that is gone by now lies below it.
+        let start = read_start(&*storage, &dir)?;
+        // Segments wholly below the start offset are what a deletion that did not finish left
+        // (a crash between moving the start and removing the files): a writer removes them.
+        let below = bases.windows(2).take_while(|w| w[1] <= start).count();
+        let leftovers: Vec<u64> = bases.drain(..below).collect();
         let interval = u64::from(options.index_interval_bytes);
         // A partition of a complete topic always has a segment (topics are staged whole), and
-        // the log keeps every offset (no retention yet), so the first one starts at 0.
+        // the first one holds the start offset.
         let Some(&first) = bases.first() else {
             return Err(Error::Corrupt {
                 path: dir.clone(),
@@ -138,13 +199,14 @@ impl Partition {
                 ),
             });
         };
-        if first != 0 {
+        if first > start {
             return Err(Error::Corrupt {
                 path: dir.join(segment_file_name(first)),
                 position: 0,
                 reason: format!(
-                    "the partition's first segment starts at offset {first}, not 0: offsets \
-                     0..{first} are in no segment (a deleted segment file?)"
+                    "the partition's first segment starts at offset {first}, but its start offset \
+                     is {start}: offsets {start}..{first} are in no segment (a deleted segment \
+                     file?)"
                 ),
             });
         }
@@ -186,6 +248,7 @@ impl Partition {
             storage,
             options,
             segments,
+            start,
             next_offset: scan.as_ref().map_or(0, |s| s.end_offset),
             active_end: scan.as_ref().map_or(0, |s| s.end_pos),
             dir_dirty: false,
@@ -207,20 +270,53 @@ impl Partition {
             Some(active) if !read_only => !active.index_file_matches()?,
             _ => false,
         };
-        if !read_only && (torn || stale_index || partition.segments.is_empty()) {
-            partition.recover()?;
+        if !read_only
+            && (torn || stale_index || partition.segments.is_empty() || !leftovers.is_empty())
+        {
+            partition.recover(&leftovers)?;
+        }
+        if partition.start > partition.next_offset {
+            return Err(Error::Corrupt {
+                path: partition.dir.join(START_FILE),
+                position: 0,
+                reason: format!(
+                    "the start offset {} is past the partition's end offset {}: records it \
+                     kept are gone",
+                    partition.start, partition.next_offset
+                ),
+            });
         }
         Ok(partition)
     }
 
-    /// Under the lock: creates the first segment if there is none, cuts a torn tail.
-    fn recover(&mut self) -> Result<()> {
+    /// Under the lock: removes segments left below the start offset, creates the first
+    /// segment if there is none, cuts a torn tail.
+    fn recover(&mut self, leftovers: &[u64]) -> Result<()> {
         let path = self.dir.join(LOCK_FILE);
         self.lock_file()?.lock(true).at(&path)?;
         self.locked = true;
-        let result = self.recover_locked();
+        let result = self
+            .remove_leftovers(leftovers)
+            .and_then(|()| self.recover_locked());
         self.unlock();
         result
+    }
+
+    /// Removes the files of segments wholly below the start offset (a deletion a crash cut
+    /// short), under the lock, after checking that the start offset still says so.
+    fn remove_leftovers(&mut self, bases: &[u64]) -> Result<()> {
+        if bases.is_empty() {
+            return Ok(());
+        }
+        self.start = self.start.max(read_start(&*self.storage, &self.dir)?);
+        for &base in bases {
+            let path = self.dir.join(segment_file_name(base));
+            tracing::info!(file = %path.display(), start_offset = self.start, "removing a segment below the partition's start offset (a deletion that did not finish)");
+            self.storage.remove_file(&path).at(&path)?;
+            let index = path.with_extension("index");
+            self.storage.remove_file(&index).at(&index)?;
+        }
+        self.storage.sync_dir(&self.dir).at(&self.dir)
     }
 
     fn recover_locked(&mut self) -> Result<()> {
@@ -532,7 +628,8 @@ impl Partition {
         self.segments.push(segment);
         self.active_end = 0;
         self.next_offset = base;
-        Ok(())
+        // Once per segment: forget the segments other processes' retention deleted.
+        self.refresh_start()
     }
 
     pub(crate) fn end_offset(&self) -> u64 {
@@ -546,8 +643,132 @@ impl Partition {
         Ok(self.next_offset)
     }
 
-    pub(crate) fn start_offset(&self) -> u64 {
-        self.segments.first().map_or(0, |s| s.base)
+    /// The start offset after looking at what other processes deleted since.
+    pub(crate) fn latest_start_offset(&mut self) -> Result<u64> {
+        self.check_poisoned()?;
+        self.refresh_start()?;
+        Ok(self.start)
+    }
+
+    /// Reads the start offset again (another process may have moved it) and forgets the
+    /// segments wholly below it (their files are gone or going).
+    fn refresh_start(&mut self) -> Result<()> {
+        if !self.cross_process {
+            return Ok(());
+        }
+        let start = read_start(&*self.storage, &self.dir)?;
+        if start > self.start {
+            self.start = start;
+            let below = self
+                .segments
+                .windows(2)
+                .take_while(|w| w[1].base <= start)
+                .count();
+            self.segments.drain(..below);
+        }
+        Ok(())
+    }
+
+    /// The offset retention would move the start offset to at `now_ms` (milliseconds since
+    /// the epoch): the base of the first sealed segment to keep, or `None` if no sealed
+    /// segment is due. As Kafka's: from the oldest segment on, a segment goes while its newest
+    /// record is more than `retention.ms` old, or while the partition without it is still at
+    /// least `retention.bytes`; the active segment never goes.
+    pub(crate) fn retention_target(
+        &mut self,
+        now_ms: i64,
+        config: &TopicConfig,
+    ) -> Result<Option<u64>> {
+        self.check_poisoned()?;
+        if self.segments.len() < 2 || !config.cleanup_policy.deletes() {
+            return Ok(None);
+        }
+        let mut excess = config.retention_bytes.map(|limit| {
+            let size: u64 = self.segments.iter().map(Segment::size).sum();
+            size.saturating_sub(limit)
+        });
+        let mut keep = None;
+        let sealed = self.segments.len() - 1;
+        for i in 0..sealed {
+            let size = self.segments[i].size();
+            let by_bytes = excess.is_some_and(|e| e >= size && size > 0);
+            let by_time = match config.retention_ms {
+                Some(ms) => {
+                    let newest = self.segments[i].max_timestamp()?;
+                    now_ms.saturating_sub(newest) > i64::try_from(ms).unwrap_or(i64::MAX)
+                }
+                None => false,
+            };
+            if !(by_bytes || by_time) {
+                break;
+            }
+            if let Some(e) = &mut excess {
+                *e = e.saturating_sub(size);
+            }
+            keep = Some(self.segments[i + 1].base);
+        }
+        Ok(keep.filter(|&k| k > self.start))
+    }
+
+    /// Moves the start offset to `offset` (Kafka's `deleteRecords`; retention moves it to a
+    /// segment's base) and removes the segments wholly below it. The caller holds the lock.
+    /// In order, so that a crash anywhere leaves a correct log: the partition is synced (the
+    /// start never passes durable data), the `start` file is replaced atomically (the commit
+    /// point), then the segment files are removed and the directory synced; a crash before
+    /// the removal leaves segments below the start, which the next writable open removes.
+    /// Returns the bytes of the removed segments. An offset at or below the start changes
+    /// nothing; one past the end offset is [`Error::OffsetOutOfRange`].
+    pub(crate) fn delete_before(&mut self, offset: u64) -> Result<u64> {
+        self.check_poisoned()?;
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                what: format!("delete records of {}", self.tp),
+            });
+        }
+        self.refresh_start()?;
+        if offset > self.next_offset {
+            return Err(Error::OffsetOutOfRange {
+                topic_partition: self.tp.clone(),
+                offset,
+                start: self.start,
+                end: self.next_offset,
+            });
+        }
+        if offset <= self.start {
+            return Ok(0);
+        }
+        if self.unsynced || self.dir_dirty || !self.unsealed.is_empty() {
+            self.sync()?;
+        }
+        let path = self.dir.join(START_FILE);
+        self.storage
+            .write_atomic(&path, format!("{offset}\n").as_bytes())
+            .at(&path)?;
+        self.start = offset;
+        let below = self
+            .segments
+            .windows(2)
+            .take_while(|w| w[1].base <= offset)
+            .count();
+        let mut freed = 0;
+        for segment in self.segments.drain(..below) {
+            freed += segment.size();
+            segment.remove(&self.storage)?;
+        }
+        if freed > 0 {
+            self.storage.sync_dir(&self.dir).at(&self.dir)?;
+        }
+        Ok(freed)
+    }
+
+    /// Bytes in the partition's segment files.
+    pub(crate) fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(Segment::size).sum()
+    }
+
+    /// How many segments the partition has.
+    pub(crate) fn segment_count(&self) -> usize {
+        self.segments.len()
     }
 
     fn check_poisoned(&self) -> Result<()> {
@@ -709,7 +930,8 @@ impl Partition {
             self.write_lock_content(None, Some(base))?;
             self.lock_active_base = Some(base);
         }
-        Ok(())
+        // Once per segment: forget the segments other processes' retention deleted.
+        self.refresh_start()
     }
 
     /// Makes every append durable: dirty segments, then the directory if files were created,
@@ -739,15 +961,30 @@ impl Partition {
     /// Batches holding offsets `>= offset`, up to `max_bytes` of stored batches (at least one),
     /// checksum-verified but still compressed: the caller decodes them after releasing the lock.
     pub(crate) fn fetch(&mut self, offset: u64, max_bytes: usize) -> Result<Vec<StoredBatch>> {
+        match self.fetch_once(offset, max_bytes) {
+            // A segment file this handle had closed is gone: another process moved the start
+            // offset past it. Look again (the offset may be out of range by now).
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && self.cross_process =>
+            {
+                self.refresh_start()?;
+                self.fetch_once(offset, max_bytes)
+            }
+            other => other,
+        }
+    }
+
+    fn fetch_once(&mut self, offset: u64, max_bytes: usize) -> Result<Vec<StoredBatch>> {
         self.check_poisoned()?;
         if offset >= self.next_offset {
             // Perhaps another process appended since.
             self.catch_up()?;
         }
-        if offset > self.next_offset || offset < self.start_offset() {
+        if offset > self.next_offset || offset < self.start {
             return Err(Error::OffsetOutOfRange {
                 topic_partition: self.tp.clone(),
                 offset,
+                start: self.start,
                 end: self.next_offset,
             });
         }

@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::journal;
 use crate::names::validate_name;
+use crate::partition::{START_FILE, read_start};
 use crate::segment::{
     Seal, parse_index, parse_segment_file_name, scan_file_from, segment_file_name,
 };
-use crate::storage::StorageFile;
+use crate::storage::{FileStorage, Storage, StorageFile};
 use riffle_record::TopicPartition;
 
 /// What [`repair`] is asked to do.
@@ -79,6 +80,14 @@ pub enum CutAction {
         /// Byte after the last one dropped.
         to: u64,
     },
+    /// The partition's `start` file is rewritten: the start offset moves back to the end
+    /// offset the cuts left (it named records that are gone).
+    MoveStart {
+        /// The start offset it said.
+        from: u64,
+        /// The start offset it says now.
+        to: u64,
+    },
 }
 
 /// One thing [`repair`] cut (or would cut, in a dry run).
@@ -111,6 +120,12 @@ impl fmt::Display for RepairCut {
             CutAction::Missing => write!(f, "give up the missing {file}")?,
             CutAction::DropBytes { from, to } => {
                 write!(f, "drop bytes {from}..{to} of {file}")?;
+            }
+            CutAction::MoveStart { from, to } => {
+                write!(
+                    f,
+                    "move the start offset in {file} from {from} back to {to}"
+                )?;
             }
         }
         match (&self.topic_partition, self.offsets) {
@@ -300,27 +315,55 @@ fn repair_partition(
         }
     };
     bases.sort_unstable();
+    // Offsets below the start offset were deleted (retention, `delete_records`): the
+    // partition's offsets are dense from there, and segments wholly below it are leftovers
+    // of a deletion a crash cut short.
+    let start = read_start(&FileStorage, dir)?;
+    let below = bases.windows(2).take_while(|w| w[1] <= start).count();
+    for base in bases.drain(..below) {
+        let path = dir.join(segment_file_name(base));
+        let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+        cuts.push(RepairCut {
+            file: path.clone(),
+            action: CutAction::Delete { len },
+            topic_partition: Some(tp.clone()),
+            offsets: None,
+            records: 0,
+            reason: format!(
+                "the segment lies below the partition's start offset {start} (its records were \
+                 deleted; a deletion that did not finish)"
+            ),
+        });
+        if !dry_run {
+            remove(&path)?;
+            remove(&path.with_extension("index"))?;
+        }
+    }
     if bases.is_empty() {
         cuts.push(RepairCut {
             file: dir.to_path_buf(),
             action: CutAction::Missing,
             topic_partition: Some(tp.clone()),
-            offsets: Some((0, None)),
+            offsets: Some((start, None)),
             records: 0,
-            reason: "the partition has no segment; it is recreated empty".to_owned(),
+            reason: format!(
+                "the partition has no segment; it is recreated empty at its start offset {start}"
+            ),
         });
         if !dry_run {
             std::fs::create_dir_all(dir).at(dir)?;
-            let path = dir.join(segment_file_name(0));
+            let path = dir.join(segment_file_name(start));
             std::fs::File::create(&path)
                 .at(&path)?
                 .sync_all()
                 .at(&path)?;
             sync_dir(dir)?;
         }
-        return Ok(0);
+        return Ok(start);
     }
-    let mut expected = 0u64;
+    // The first segment holds the start offset; if it begins after it, the offsets between are
+    // in no segment.
+    let mut expected = bases.first().map_or(start, |&first| first.min(start));
     let mut cut_from: Option<String> = None;
     // The last segment kept, its seal and whether its index must go (a seal or a cut).
     let mut last_kept: Option<(PathBuf, Option<Seal>, bool)> = None;
@@ -431,14 +474,38 @@ fn repair_partition(
             }
         }
         None if !dry_run => {
-            // Every segment went (the first one was missing): the partition starts over empty.
-            let path = dir.join(segment_file_name(0));
+            // Every segment went (the first one was missing): the partition starts over empty,
+            // at its start offset.
+            let path = dir.join(segment_file_name(start));
             std::fs::File::create(&path)
                 .at(&path)?
                 .sync_all()
                 .at(&path)?;
         }
         None => {}
+    }
+    if expected < start {
+        // The cut took records the start offset kept: the partition starts where it now ends.
+        let path = dir.join(START_FILE);
+        cuts.push(RepairCut {
+            file: path.clone(),
+            action: CutAction::MoveStart {
+                from: start,
+                to: expected,
+            },
+            topic_partition: Some(tp.clone()),
+            offsets: Some((expected, Some(start))),
+            records: 0,
+            reason: format!(
+                "the start offset {start} is past the repaired end offset {expected}; it becomes \
+                 {expected}"
+            ),
+        });
+        if !dry_run {
+            FileStorage
+                .write_atomic(&path, format!("{expected}\n").as_bytes())
+                .at(&path)?;
+        }
     }
     if !dry_run && cut_from.is_some() {
         sync_dir(dir)?;

@@ -75,6 +75,9 @@ pub(crate) struct Segment {
     bytes_since_index: u64,
     /// Appended (or truncated) since the last sync.
     pub(crate) dirty: bool,
+    /// The largest batch `maxTimestamp` of a sealed segment (sealed segments never change),
+    /// once [`max_timestamp`](Segment::max_timestamp) read it: retention by time.
+    max_timestamp: Option<i64>,
 }
 
 /// File name of the segment at `base`: the base offset, zero-padded to 20 digits, as Kafka does.
@@ -383,13 +386,55 @@ pub(crate) fn scan_file_from(
 }
 
 impl Segment {
-    /// Opens (creating if missing) the segment at `base` in `dir`; its index is not loaded yet.
+    /// Opens the existing segment at `base` in `dir` (an `Error::Io` of kind `NotFound` if it
+    /// is gone: retention may have deleted it since the directory was listed), creating its
+    /// index if missing (derived data); the index is not loaded yet.
     pub(crate) fn open(storage: &Arc<dyn Storage>, dir: &Path, base: u64) -> Result<Self> {
+        let path = dir.join(segment_file_name(base));
+        let index_path = path.with_extension("index");
+        let file = storage
+            .open_existing(&path, true)
+            .at(&path)?
+            .ok_or_else(|| Error::Io {
+                path: path.clone(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })?;
+        let index_file = storage.open(&index_path).at(&index_path)?;
+        Ok(Self::with_files(base, path, index_path, file, index_file))
+    }
+
+    /// Creates (or empties) the segment files at `base`.
+    fn open_new(storage: &Arc<dyn Storage>, dir: &Path, base: u64) -> Result<Self> {
         let path = dir.join(segment_file_name(base));
         let index_path = path.with_extension("index");
         let file = storage.open(&path).at(&path)?;
         let index_file = storage.open(&index_path).at(&index_path)?;
         Ok(Self::with_files(base, path, index_path, file, index_file))
+    }
+
+    /// Removes the segment's files (its handles may still read them). Durable at the next
+    /// sync of its directory.
+    pub(crate) fn remove(&self, storage: &Arc<dyn Storage>) -> Result<()> {
+        storage.remove_file(&self.path).at(&self.path)?;
+        storage.remove_file(&self.index_path).at(&self.index_path)
+    }
+
+    /// The largest record timestamp of this sealed segment (`i64::MIN` if it holds no batch),
+    /// read from its batch headers the first time and remembered (a sealed segment never
+    /// changes).
+    pub(crate) fn max_timestamp(&mut self) -> Result<i64> {
+        if let Some(ts) = self.max_timestamp {
+            return Ok(ts);
+        }
+        let (mut pos, mut max) = (0, i64::MIN);
+        let size = self.size();
+        while pos < size {
+            let h = self.read_header(pos)?;
+            max = max.max(h.max_timestamp);
+            pos += h.total_len();
+        }
+        self.max_timestamp = Some(max);
+        Ok(max)
     }
 
     /// A segment over opened files, its index not loaded yet.
@@ -409,6 +454,7 @@ impl Segment {
             index: Vec::new(),
             bytes_since_index: 0,
             dirty: false,
+            max_timestamp: None,
         }
     }
 
@@ -437,7 +483,7 @@ impl Segment {
 
     /// A new, empty segment at `base` (any stale files of that name are emptied).
     pub(crate) fn create(storage: &Arc<dyn Storage>, dir: &Path, base: u64) -> Result<Self> {
-        let mut segment = Self::open(storage, dir, base)?;
+        let mut segment = Self::open_new(storage, dir, base)?;
         segment.file.truncate(0).at(&segment.path)?;
         segment.index_file.truncate(0).at(&segment.index_path)?;
         segment.dirty = true;

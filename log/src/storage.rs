@@ -45,6 +45,10 @@ pub(crate) trait Storage: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes `dir` and everything under it; Ok if it does not exist.
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Removes the file `path`; Ok if it does not exist. Like a creation, the removal survives
+    /// a crash only once its directory is synced ([`sync_dir`](Self::sync_dir)). Handles open
+    /// on the file keep reading what it held.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Whether other processes can open the same files (the file system): then the log keeps
     /// its cross-process protocol (lock-file marks, the change file). A memory backend is one
     /// `Log` and its clones, for which in-process locks are enough.
@@ -179,6 +183,13 @@ impl Storage for FileStorage {
 
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
         match fs::remove_dir_all(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        match fs::remove_file(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
         }
@@ -345,11 +356,15 @@ impl Faults {
 struct MemState {
     files: BTreeMap<PathBuf, MemEntry>,
     dirs: BTreeSet<PathBuf>,
+    /// Removed files whose removal is not durable yet (their directory was not synced since):
+    /// a crash image still holds them.
+    removed: BTreeMap<PathBuf, MemEntry>,
 }
 
 impl MemState {
     /// The entries of `dir` survive a crash from now on.
     fn entries_durable(&mut self, dir: &Path) {
+        self.removed.retain(|p, _| p.parent() != Some(dir));
         // Paths order component by component, so everything under `dir` is one range of the
         // map: visit only that, not every file of the log (creating N partitions was O(N²)).
         for (_, entry) in self
@@ -560,11 +575,23 @@ impl Storage for MemStorage {
         Ok(())
     }
 
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.faults.tick()?;
+        let mut state = locked(&self.state);
+        if let Some(entry) = state.files.remove(path)
+            && entry.entry_durable
+        {
+            state.removed.insert(path.to_path_buf(), entry);
+        }
+        Ok(())
+    }
+
     fn crash_image(&self) -> Option<Arc<dyn Storage>> {
         let state = locked(&self.state);
         let files = state
             .files
             .iter()
+            .chain(&state.removed)
             .filter(|(_, e)| e.entry_durable)
             .map(|(path, e)| {
                 let durable = locked(&e.data).durable.clone();
@@ -585,6 +612,7 @@ impl Storage for MemStorage {
         let image = MemState {
             files,
             dirs: state.dirs.clone(),
+            removed: BTreeMap::new(),
         };
         Some(Arc::new(MemStorage {
             state: Mutex::new(image),

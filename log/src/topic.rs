@@ -21,9 +21,12 @@ use crate::options::LogOptions;
 use crate::partition::{LOCK_FILE, Partition};
 use crate::segment::segment_file_name;
 use crate::storage::Storage;
+use crate::topic_config::TopicConfig;
 use riffle_record::TopicPartition;
 
 const TOPIC_META: &str = "partitions";
+/// The topic's config overrides, `key=value` lines (absent: Kafka's defaults).
+const TOPIC_CONFIG: &str = "config";
 /// In a staging directory: locked by its creator while it works, so a cleaner can tell a live
 /// creation from a crashed one.
 const CREATING: &str = "creating";
@@ -32,6 +35,8 @@ const CREATING: &str = "creating";
 #[derive(Debug)]
 pub(crate) struct Topic {
     pub(crate) partitions: Vec<Mutex<Partition>>,
+    /// Its configuration, fixed at creation.
+    pub(crate) config: TopicConfig,
 }
 
 fn topics_dir(root: &Path) -> PathBuf {
@@ -60,10 +65,16 @@ impl Topic {
         root: &Path,
         name: &Arc<str>,
         count: u32,
+        config: TopicConfig,
         options: &LogOptions,
         locks_open: &Arc<AtomicUsize>,
     ) -> Result<Self> {
         let dir = topics_dir(root).join(&**name);
+        let mut options = options.clone();
+        if let Some(bytes) = config.segment_bytes {
+            options.segment_bytes = bytes;
+            options = options.normalized();
+        }
         let partitions = (0..count)
             .map(|p| {
                 let tp = TopicPartition::new(Arc::clone(name), p);
@@ -78,7 +89,7 @@ impl Topic {
                 .map(Mutex::new)
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { partitions })
+        Ok(Self { partitions, config })
     }
 
     /// Creates the topic (see the module docs); if another process created it first, opens
@@ -88,6 +99,7 @@ impl Topic {
         root: &Path,
         name: &Arc<str>,
         count: u32,
+        config: &TopicConfig,
         options: &LogOptions,
         locks_open: &Arc<AtomicUsize>,
     ) -> Result<Self> {
@@ -106,7 +118,7 @@ impl Topic {
             std::process::id(),
             STAGINGS.fetch_add(1, Ordering::Relaxed)
         ));
-        let built = Self::stage(storage, &staging, count);
+        let built = Self::stage(storage, &staging, count, config);
         let target = topics_dir(root).join(&**name);
         let renamed = built.and_then(|()| {
             let renamed = storage.rename(&staging, &target);
@@ -139,7 +151,12 @@ impl Topic {
     }
 
     /// Writes a whole topic of `count` partitions into `staging`, durably.
-    fn stage(storage: &Arc<dyn Storage>, staging: &Path, count: u32) -> Result<()> {
+    fn stage(
+        storage: &Arc<dyn Storage>,
+        staging: &Path,
+        count: u32,
+        config: &TopicConfig,
+    ) -> Result<()> {
         storage.create_dir_all(staging).at(staging)?;
         let creating = staging.join(CREATING);
         let mut guard = storage.open(&creating).at(&creating)?;
@@ -158,6 +175,13 @@ impl Topic {
                 storage.open(&lock).at(&lock)?;
             }
             storage.sync_dir(&pdir).at(&pdir)?;
+        }
+        let overrides = config.to_file();
+        if !overrides.is_empty() {
+            let path = staging.join(TOPIC_CONFIG);
+            storage
+                .write_atomic(&path, overrides.as_bytes())
+                .at(&path)?;
         }
         let meta = staging.join(TOPIC_META);
         storage
@@ -220,7 +244,19 @@ impl Topic {
                 reason: "expected a positive partition count".to_owned(),
             });
         };
-        Self::open(storage, root, name, count, options, locks_open).map(Some)
+        let path = topics_dir(root).join(&**name).join(TOPIC_CONFIG);
+        let config = match storage.read(&path).at(&path)? {
+            None => TopicConfig::default(),
+            Some(bytes) => std::str::from_utf8(&bytes)
+                .map_err(|_| "not UTF-8".to_owned())
+                .and_then(TopicConfig::from_file)
+                .map_err(|reason| Error::Corrupt {
+                    path: path.clone(),
+                    position: 0,
+                    reason,
+                })?,
+        };
+        Self::open(storage, root, name, count, config, options, locks_open).map(Some)
     }
 
     /// Every complete topic under `root`.

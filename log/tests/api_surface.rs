@@ -117,10 +117,12 @@ fn error_variants_match_the_contract(e: Error) -> String {
         Error::OffsetOutOfRange {
             topic_partition,
             offset,
+            start,
             end,
         } => {
-            format!("{topic_partition}{offset}{end}")
+            format!("{topic_partition}{offset}{start}{end}")
         }
+        Error::InvalidTopicConfig { topic, key, reason } => format!("{topic}{key}{reason}"),
         Error::Corrupt {
             path,
             position,

@@ -37,6 +37,39 @@ pub enum TopicKind {
     User,
 }
 
+impl TopicKind {
+    /// The topic configs Kafka Streams creates this kind of topic with, by Kafka's names
+    /// (`InternalTopicManager`'s defaults), for every backend: a repartition topic is deleted
+    /// only by purging (`retention.ms=-1`, 50 MiB segments, so purged segments go early), a
+    /// changelog is compacted, a windowed changelog also deleted after the store's retention
+    /// plus a day. A user topic gets the backend's defaults.
+    pub fn configs(self) -> Vec<(&'static str, String)> {
+        match self {
+            TopicKind::Repartition => vec![
+                ("cleanup.policy", "delete".to_owned()),
+                ("retention.ms", "-1".to_owned()),
+                ("segment.bytes", "52428800".to_owned()),
+            ],
+            TopicKind::Changelog => vec![("cleanup.policy", "compact".to_owned())],
+            TopicKind::WindowedChangelog { retention_ms } => vec![
+                ("cleanup.policy", "compact,delete".to_owned()),
+                (
+                    "retention.ms",
+                    retention_ms
+                        .saturating_add(WINDOWED_CHANGELOG_ADDITIONAL_RETENTION_MS)
+                        .to_string(),
+                ),
+            ],
+            TopicKind::User => Vec::new(),
+        }
+    }
+}
+
+/// Kafka Streams' `windowstore.changelog.additional.retention.ms` default (a day): a windowed
+/// changelog keeps records this much longer than its store, so a restore finds every window
+/// the store still keeps.
+pub const WINDOWED_CHANGELOG_ADDITIONAL_RETENTION_MS: i64 = 86_400_000;
+
 /// Storage and coordination, as the stream threads use them.
 pub trait Backend: Send + Sync + 'static {
     /// Creates `topic` with `partitions` partitions unless it exists with that many.
@@ -56,6 +89,9 @@ pub trait Backend: Send + Sync + 'static {
     fn end_offset(&self, tp: &TopicPartition) -> Result<u64>;
     /// The first offset still in `tp` (0 until records are deleted).
     fn start_offset(&self, tp: &TopicPartition) -> Result<u64>;
+    /// Deletes the records of `tp` below `offset` (Kafka's `deleteRecords`): how the stream
+    /// threads purge a repartition topic up to the offset the application committed.
+    fn delete_records(&self, tp: &TopicPartition, offset: u64) -> Result<()>;
     /// The offset of the first record of `tp` whose timestamp is at or after `timestamp`
     /// (milliseconds since the epoch), or the end offset if there is none (Kafka's ListOffsets
     /// by timestamp).

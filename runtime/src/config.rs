@@ -254,6 +254,10 @@ pub struct StreamsConfig {
     /// `emit.interval.ms.kstreams.outer.join.spurious.results.fix`, 1 s). Zero looks on every
     /// record that moves the join's stream time.
     pub outer_join_emit_interval: Duration,
+    /// How often, at most, a stream thread purges the repartition topics it reads up to the
+    /// offsets it committed (`repartition.purge.interval.ms`, 30 s): the backend deletes the
+    /// records below them (Kafka's `deleteRecords`), so repartition topics stay small.
+    pub repartition_purge_interval: Duration,
 }
 
 impl StreamsConfig {
@@ -274,6 +278,7 @@ impl StreamsConfig {
             acceptable_recovery_lag: 10_000,
             state_cleanup_delay: Duration::from_secs(600),
             outer_join_emit_interval: Duration::from_secs(1),
+            repartition_purge_interval: Duration::from_secs(30),
             fetch_max_bytes: 1 << 20,
             batch_max_bytes: 64 << 10,
             compression: Compression::None,
@@ -334,6 +339,9 @@ impl StreamsConfig {
             "heartbeat_interval_ms" => self.heartbeat_interval = millis(name, value)?,
             "task_offset_interval_ms" => self.task_offset_interval = millis(name, value)?,
             "acceptable_recovery_lag" => self.acceptable_recovery_lag = parse(name, value)?,
+            "repartition_purge_interval_ms" => {
+                self.repartition_purge_interval = millis(name, value)?
+            }
             "state_cleanup_delay_ms" => self.state_cleanup_delay = millis(name, value)?,
             "outer_join_emit_interval_ms"
             | "__emit.interval.ms.kstreams.outer.join.spurious.results.fix__" => {

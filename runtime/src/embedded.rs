@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use riffle_log::Log;
+use riffle_log::{Log, TopicConfig};
 use riffle_record::{BatchBuilder, FetchedBatch, TopicPartition};
 
 use crate::backend::{Backend, GroupCoordinator, GroupInfo, TopicKind};
@@ -41,8 +41,15 @@ impl EmbeddedBackend {
 }
 
 impl Backend for EmbeddedBackend {
-    fn create_topic(&self, topic: &str, partitions: u32, _kind: TopicKind) -> Result<()> {
-        Ok(self.log.create_topic(topic, partitions)?)
+    fn create_topic(&self, topic: &str, partitions: u32, kind: TopicKind) -> Result<()> {
+        let configs = kind.configs();
+        let config = TopicConfig::from_pairs(configs.iter().map(|(k, v)| (*k, v.as_str())))
+            .map_err(|(key, reason)| riffle_log::Error::InvalidTopicConfig {
+                topic: topic.to_owned(),
+                key,
+                reason,
+            })?;
+        Ok(self.log.create_topic_with(topic, partitions, &config)?)
     }
     fn partitions(&self, topic: &str) -> Result<Option<u32>> {
         Ok(self.log.partitions(topic))
@@ -63,6 +70,10 @@ impl Backend for EmbeddedBackend {
     }
     fn start_offset(&self, tp: &TopicPartition) -> Result<u64> {
         Ok(self.log.start_offset(tp)?)
+    }
+    fn delete_records(&self, tp: &TopicPartition, offset: u64) -> Result<()> {
+        self.log.delete_records(tp, offset)?;
+        Ok(())
     }
     fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp: i64) -> Result<u64> {
         let end = self.log.end_offset(tp)?;

@@ -384,6 +384,9 @@ struct PartitionQueue {
     partition_time: i64,
     /// Where to go when the fetch position is out of the partition's range.
     reset: AutoOffsetReset,
+    /// A repartition topic: purged up to the committed offset (the application is its only
+    /// reader).
+    purgeable: bool,
 }
 
 impl PartitionQueue {
@@ -543,6 +546,7 @@ impl StreamTask {
                 extractor: extractor.unwrap_or_else(|| config.default_timestamp_extractor.clone()),
                 partition_time: -1,
                 reset,
+                purgeable: internal,
             });
         }
         Ok(StreamTask {
@@ -944,6 +948,17 @@ impl StreamTask {
         for input in &self.inputs {
             out.push((input.tp.clone(), input.consumed));
         }
+    }
+
+    /// The repartition partitions this task reads and the offsets to purge them up to: what it
+    /// committed.
+    pub(crate) fn purgeable_offsets(&self, out: &mut impl Extend<(TopicPartition, u64)>) {
+        out.extend(
+            self.inputs
+                .iter()
+                .filter(|i| i.purgeable)
+                .map(|i| (i.tp.clone(), i.consumed)),
+        );
     }
 
     /// Commit, phase 2 (after the commit is durable): the caches go to the stores, and the

@@ -10,7 +10,7 @@
 //! them back and the thread builds the task's processor nodes (RUNNING). Standby tasks stay with
 //! the updater, which keeps their stores up to date.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -69,6 +69,11 @@ pub(crate) struct StreamThread {
     /// buffers back (so a thread with thousands of tasks keeps buffers only for the tasks of
     /// its last commit, not for every task it ever ran).
     last_committed: Vec<TaskId>,
+    /// Repartition partitions committed since the last purge, and the offset to purge each
+    /// up to (only what commits touched: an idle thread purges nothing).
+    purge: HashMap<TopicPartition, u64>,
+    /// When this thread last purged.
+    last_purge: Instant,
     /// The dirty tasks' cache bytes at the last look (a commit empties them).
     cache_bytes: usize,
     /// The coordinator's acceptable recovery lag, if it sent one.
@@ -124,6 +129,8 @@ impl StreamThread {
             inputs: Vec::new(),
             task_ids: Vec::new(),
             last_committed: Vec::new(),
+            purge: HashMap::new(),
+            last_purge: Instant::now(),
             cache_bytes: 0,
             acceptable_recovery_lag: None,
             warmups_reported: BTreeSet::new(),
@@ -855,6 +862,7 @@ impl StreamThread {
             }
             for id in &self.task_ids {
                 if let Some(task) = self.tasks.get_mut(id) {
+                    task.purgeable_offsets(&mut self.purge);
                     task.committed(&self.collector)?;
                     task.stores
                         .maybe_checkpoint(&self.shared.state_dir, delta, false)?;
@@ -891,8 +899,29 @@ impl StreamThread {
         }
         std::mem::swap(&mut self.last_committed, &mut self.task_ids);
         self.cache_bytes = 0;
-        self.core.committed(Instant::now());
+        let now = Instant::now();
+        self.core.committed(now);
+        self.maybe_purge(now);
         Ok(())
+    }
+
+    /// After a commit, at most every `repartition_purge_interval`: deletes the records of the
+    /// repartition partitions committed since the last purge below their committed offsets
+    /// (Kafka Streams' `maybePurgeCommittedRecords`). A failure is logged, not fatal: the next
+    /// purge tries again with newer offsets.
+    fn maybe_purge(&mut self, now: Instant) {
+        if self.purge.is_empty()
+            || now.saturating_duration_since(self.last_purge)
+                < self.shared.config.repartition_purge_interval
+        {
+            return;
+        }
+        self.last_purge = now;
+        for (tp, offset) in self.purge.drain() {
+            if let Err(e) = self.shared.backend.delete_records(&tp, offset) {
+                tracing::warn!(thread = %self.name, topic_partition = %tp, offset, error = %e, "could not purge a repartition topic up to its committed offset; the next purge tries again");
+            }
+        }
     }
 
     /// Releases every task: with checkpoints after a clean run, as they are after a failure.

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest, TopicName,
-    create_topics_request, fetch_request, list_offsets_request, produce_request,
+    BrokerId, CreateTopicsRequest, DeleteRecordsRequest, FetchRequest, ListOffsetsRequest,
+    ProduceRequest, TopicName, create_topics_request, delete_records_request, fetch_request,
+    list_offsets_request, produce_request,
 };
 use riffle_record::{FetchedBatch, TopicPartition};
 
@@ -270,6 +271,46 @@ impl Cluster {
     /// retried on its leader; `None` when the broker answers -1 (no such record).
     fn list_offset(&self, tp: &TopicPartition, timestamp: i64) -> Result<Option<u64>> {
         self.list_offset_as(tp, timestamp, self.read_committed())
+    }
+
+    /// Deletes the records of `tp` below `offset` on its leader (DeleteRecords, what
+    /// `Admin.deleteRecords` sends): the partition's log start offset moves there.
+    pub(crate) fn delete_records(&self, tp: &TopicPartition, offset: u64) -> Result<()> {
+        let mut partition = delete_records_request::DeleteRecordsPartition::default();
+        partition.partition_index = tp.partition as i32;
+        partition.offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        let mut topic = delete_records_request::DeleteRecordsTopic::default();
+        topic.name = TopicName(name(&tp.topic));
+        topic.partitions = vec![partition];
+        let mut request = DeleteRecordsRequest::default();
+        request.topics = vec![topic];
+        request.timeout_ms = self.config.request_timeout.as_millis() as i32;
+        let client_id = self.config.client_id.clone();
+        self.on_leader(tp, |c| {
+            let response = c.send(
+                "DeleteRecords",
+                &client_id,
+                &request,
+                versions::DELETE_RECORDS,
+            )?;
+            let p = response
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .ok_or_else(|| Error::Decode {
+                    api: "DeleteRecords",
+                    reason: format!("no result for {tp}"),
+                })?;
+            if p.error_code != 0 {
+                return Err(Error::Broker {
+                    api: "DeleteRecords",
+                    context: format!("records of {tp} below {offset} via {}", c.broker()),
+                    code: ErrorCode(p.error_code),
+                    message: None,
+                });
+            }
+            Ok(())
+        })
     }
 
     /// Whether `tp` has no open transaction: its last stable offset is its high watermark.
