@@ -670,8 +670,9 @@ impl Log {
     /// segment's newest record timestamp) or `retention.bytes` no longer keep, oldest first,
     /// moving each partition's start offset (as Kafka's retention does; the active segment
     /// always stays). The cleaner thread calls it every
-    /// [`LogOptions::retention_check_interval`]. A partition with one segment costs a look at
-    /// its mutex; a segment's newest timestamp is read once and remembered.
+    /// [`LogOptions::retention_check_interval`]. A partition costs a look at its active
+    /// segment's size (for other processes' appends); a segment's newest timestamp is read
+    /// once and remembered.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport> {
         let topics: Vec<(Arc<str>, Arc<Topic>)> = {
             let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
@@ -686,8 +687,11 @@ impl Log {
         for (name, topic) in topics {
             for p in 0..topic.partition_count() {
                 let tp = TopicPartition::new(Arc::clone(&name), p);
-                let due =
-                    self.with_partition(&tp, |part| part.retention_target(now_ms, &topic.config))?;
+                let due = self.with_partition(&tp, |part| {
+                    // What other processes appended and rolled since this handle looked.
+                    part.catch_up()?;
+                    part.retention_target(now_ms, &topic.config)
+                })?;
                 if due.is_none() {
                     continue;
                 }

@@ -565,6 +565,18 @@ impl Partition {
             // One handle, or the lock held since it last caught up: it made every change since.
             return Ok(());
         }
+        match self.catch_up_once() {
+            // A file of the segment this handle knew as active is gone: another process's
+            // retention deleted it.
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                self.rebase_on_start()?;
+                self.catch_up_once()
+            }
+            other => other,
+        }
+    }
+
+    fn catch_up_once(&mut self) -> Result<()> {
         let interval = u64::from(self.options.index_interval_bytes);
         loop {
             let Some(active) = self.segments.last_mut() else {
@@ -581,12 +593,14 @@ impl Partition {
                     path: active.path.clone(),
                     position: size,
                     reason: format!(
-                        "the segment shrank to {size} bytes under whole batches up to byte {}                          (offset {}): something other than a writer cut it",
+                        "the segment shrank to {size} bytes under whole batches up to byte {} \
+                         (offset {}): something other than a writer cut it",
                         self.active_end, self.next_offset
                     ),
                 });
             }
-            if size > self.active_end {
+            let grew = size > self.active_end;
+            if grew {
                 active.refresh_index_size()?;
                 let scan = active.scan_from(self.active_end, self.next_offset, interval)?;
                 self.next_offset = scan.end_offset;
@@ -612,6 +626,16 @@ impl Partition {
             }
             let next = self.dir.join(segment_file_name(self.next_offset));
             if !self.storage.exists(&next) {
+                // Nothing new here and no successor: is this segment still there (a look only
+                // when nothing came in)?
+                if !grew && !self.storage.exists(&active.path) {
+                    // Rolled and deleted since this handle looked (another process's
+                    // retention): the caller starts again from the start offset.
+                    return Err(Error::Io {
+                        path: active.path.clone(),
+                        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                    });
+                }
                 return Ok(());
             }
             self.adopt_segment(self.next_offset)?;
@@ -650,22 +674,85 @@ impl Partition {
         Ok(self.start)
     }
 
+    /// Forgets the first `n` segments (below the start offset), keeping the indexes of
+    /// segments waiting for their seal pointed at the same segments.
+    fn drop_front(&mut self, n: usize) -> Vec<Segment> {
+        self.unsealed.retain(|&i| i >= n);
+        for i in &mut self.unsealed {
+            *i -= n;
+        }
+        self.segments.drain(..n).collect()
+    }
+
+    /// The active segment this handle knew was deleted by another process (its retention
+    /// passed it while this handle did not look): starts again from the segment holding the
+    /// start offset, and the caller's catch-up walks the segments rolled since.
+    fn rebase_on_start(&mut self) -> Result<()> {
+        // Another deletion may remove the segment found here before it is opened: look again.
+        let mut attempt = 0;
+        let (start, segment) = loop {
+            let mut bases: Vec<u64> = self
+                .storage
+                .list(&self.dir)
+                .at(&self.dir)?
+                .iter()
+                .filter_map(|name| parse_segment_file_name(name))
+                .collect();
+            bases.sort_unstable();
+            // After the listing: a listed segment that is gone lies below it.
+            let start = read_start(&*self.storage, &self.dir)?;
+            let Some(first) = bases.iter().rev().find(|&&b| b <= start).copied() else {
+                return Err(Error::Corrupt {
+                    path: self.dir.clone(),
+                    position: 0,
+                    reason: format!(
+                        "the partition's active segment is gone, and no segment holds its \
+                         start offset {start}"
+                    ),
+                });
+            };
+            let opened = if self.read_only {
+                Segment::open_read_only(&self.storage, &self.dir, first)
+            } else {
+                Segment::open(&self.storage, &self.dir, first)
+            };
+            match opened {
+                Ok(segment) => break (start, segment),
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && attempt < 8 =>
+                {
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        tracing::debug!(partition = %self.tp, start_offset = start, "the active segment was deleted by another process's retention; catching up from the start offset");
+        let n = self.segments.len();
+        self.drop_front(n);
+        self.start = self.start.max(start);
+        self.next_offset = segment.base;
+        self.segments.push(segment);
+        self.active_end = 0;
+        Ok(())
+    }
+
     /// Reads the start offset again (another process may have moved it) and forgets the
     /// segments wholly below it (their files are gone or going).
     fn refresh_start(&mut self) -> Result<()> {
         if !self.cross_process {
             return Ok(());
         }
-        let start = read_start(&*self.storage, &self.dir)?;
-        if start > self.start {
-            self.start = start;
-            let below = self
-                .segments
-                .windows(2)
-                .take_while(|w| w[1].base <= start)
-                .count();
-            self.segments.drain(..below);
-        }
+        self.start = self.start.max(read_start(&*self.storage, &self.dir)?);
+        let start = self.start;
+        // Forget the listed segments wholly below it whose files are gone; one still there
+        // (rolled below the start after a deletion up to the end offset) stays listed for
+        // retention to remove.
+        let below = self
+            .segments
+            .windows(2)
+            .take_while(|w| w[1].base <= start && !self.storage.exists(&w[0].path))
+            .count();
+        self.drop_front(below);
         Ok(())
     }
 
@@ -680,7 +767,12 @@ impl Partition {
         config: &TopicConfig,
     ) -> Result<Option<u64>> {
         self.check_poisoned()?;
-        if self.segments.len() < 2 || !config.cleanup_policy.deletes() {
+        if !config.cleanup_policy.deletes() {
+            return Ok(None);
+        }
+        // Other processes' retention may have deleted segments this handle still lists.
+        self.refresh_start()?;
+        if self.segments.len() < 2 {
             return Ok(None);
         }
         let mut excess = config.retention_bytes.map(|limit| {
@@ -707,7 +799,11 @@ impl Partition {
             }
             keep = Some(self.segments[i + 1].base);
         }
-        Ok(keep.filter(|&k| k > self.start))
+        // Segments wholly below the start offset go too (`delete_records` moved it past the
+        // end of what was then the active segment).
+        let target = keep.unwrap_or(0).max(self.start);
+        let below_start = self.segments[1].base <= self.start;
+        Ok((target > self.start || below_start).then_some(target))
     }
 
     /// Moves the start offset to `offset` (Kafka's `deleteRecords`; retention moves it to a
@@ -716,8 +812,9 @@ impl Partition {
     /// start never passes durable data), the `start` file is replaced atomically (the commit
     /// point), then the segment files are removed and the directory synced; a crash before
     /// the removal leaves segments below the start, which the next writable open removes.
-    /// Returns the bytes of the removed segments. An offset at or below the start changes
-    /// nothing; one past the end offset is [`Error::OffsetOutOfRange`].
+    /// Returns the bytes of the removed segments. An offset at or below the start only removes
+    /// segments already wholly below it; one past the end offset is
+    /// [`Error::OffsetOutOfRange`].
     pub(crate) fn delete_before(&mut self, offset: u64) -> Result<u64> {
         self.check_poisoned()?;
         if self.read_only {
@@ -734,24 +831,17 @@ impl Partition {
                 end: self.next_offset,
             });
         }
-        if offset <= self.start {
-            return Ok(0);
+        if offset > self.start {
+            self.move_start(offset)?;
         }
-        if self.unsynced || self.dir_dirty || !self.unsealed.is_empty() {
-            self.sync()?;
-        }
-        let path = self.dir.join(START_FILE);
-        self.storage
-            .write_atomic(&path, format!("{offset}\n").as_bytes())
-            .at(&path)?;
-        self.start = offset;
+        let start = self.start;
         let below = self
             .segments
             .windows(2)
-            .take_while(|w| w[1].base <= offset)
+            .take_while(|w| w[1].base <= start)
             .count();
         let mut freed = 0;
-        for segment in self.segments.drain(..below) {
+        for segment in self.drop_front(below) {
             freed += segment.size();
             segment.remove(&self.storage)?;
         }
@@ -759,6 +849,31 @@ impl Partition {
             self.storage.sync_dir(&self.dir).at(&self.dir)?;
         }
         Ok(freed)
+    }
+
+    /// Makes the records below `offset` durable, then `offset` the start offset (the commit
+    /// point of a deletion).
+    fn move_start(&mut self, offset: u64) -> Result<()> {
+        if self.unsynced || self.dir_dirty || !self.unsealed.is_empty() {
+            self.sync()?;
+        }
+        // The records below `offset` are durable, whoever wrote them (a writer in another
+        // process may not have synced yet): a crash must not leave the start offset past the
+        // partition's durable end.
+        let holding = self
+            .segments
+            .partition_point(|s| s.base < offset)
+            .saturating_sub(1);
+        if let Some(segment) = self.segments.get_mut(holding) {
+            segment.sync_now()?;
+        }
+        self.storage.sync_dir(&self.dir).at(&self.dir)?;
+        let path = self.dir.join(START_FILE);
+        self.storage
+            .write_atomic(&path, format!("{offset}\n").as_bytes())
+            .at(&path)?;
+        self.start = offset;
+        Ok(())
     }
 
     /// Bytes in the partition's segment files.

@@ -870,6 +870,14 @@ impl Segment {
         Ok(buf)
     }
 
+    /// Fsyncs the segment whoever wrote it (this handle's writes or another process's).
+    pub(crate) fn sync_now(&mut self) -> Result<()> {
+        self.file.sync().at(&self.path)?;
+        self.index_file.sync().at(&self.index_path)?;
+        self.dirty = false;
+        Ok(())
+    }
+
     pub(crate) fn sync(&mut self) -> Result<()> {
         if self.dirty {
             self.file.sync().at(&self.path)?;
