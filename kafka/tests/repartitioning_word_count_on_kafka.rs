@@ -2,7 +2,8 @@
 //! through a repartition topic, and counted. The heartbeat describes both sub-topologies (the
 //! repartition topic as sink of one and source of the other), the broker assigns tasks of both,
 //! and the counts are exact — under at_least_once, and under exactly_once, where the repartition
-//! topic is written in the same transactions as the changelogs and read read_committed.
+//! topic is written in the same transactions as the changelogs and read read_committed. The
+//! repartition topic is purged (DeleteRecords) up to the committed offsets after commits.
 
 #![allow(clippy::unwrap_used)]
 
@@ -71,6 +72,7 @@ fn word_count(guarantee: ProcessingGuarantee) {
     let state = tempfile::tempdir().unwrap();
     let mut app_config = config("wc", state.path(), 2);
     app_config.processing_guarantee = guarantee;
+    app_config.repartition_purge_interval = Duration::ZERO;
     let mut app = StreamsApp::new(topology, app_config, backend.shared()).unwrap();
     app.start().unwrap();
     wait_for("exact word counts", Duration::from_secs(60), || {
@@ -85,5 +87,18 @@ fn word_count(guarantee: ProcessingGuarantee) {
         .sum();
     assert_eq!(tasks, 6, "3 tasks per sub-topology: {g:?}");
     assert_eq!(backend.partitions("wc-words-repartition").unwrap(), Some(3));
+    // Purged after the commits: Kafka's log start offset is the committed offset.
+    for p in 0..3u32 {
+        let tp = TopicPartition::new("wc-words-repartition", p);
+        wait_for(
+            "a purged repartition partition",
+            Duration::from_secs(30),
+            || {
+                let start = backend.start_offset(&tp).unwrap();
+                let committed = backend.committed_offset("wc", &tp).unwrap()?;
+                (start > 0 && start == committed).then_some(())
+            },
+        );
+    }
     app.close().unwrap();
 }

@@ -38,6 +38,15 @@
 //!   reused. [`Log::append_sealed`] takes a whole Kafka v2 batch as it is (one sealed for a
 //!   Kafka Produce request, or fetched from Kafka): only its base offset and leader epoch,
 //!   outside its CRC, change.
+//! - **Retention and deleted records**: topics carry Kafka's topic configs ([`TopicConfig`]:
+//!   `cleanup.policy`, `retention.ms`, `retention.bytes`, `segment.bytes`, set by
+//!   [`Log::create_topic_with`]). [`Log::enforce_retention`] — every
+//!   [`LogOptions::retention_check_interval`] on a cleaner thread — deletes whole sealed
+//!   segments that `retention.ms` or `retention.bytes` no longer keep, and
+//!   [`Log::delete_records`] (Kafka's `deleteRecords`) moves the *start offset*; both record it
+//!   durably in the partition's `start` file before removing any file, so a crash at any step
+//!   leaves a correct log, and other processes' readers see either the records or
+//!   [`Error::OffsetOutOfRange`] naming the start offset (log/FORMAT.md, *Start offset*).
 //! - **Concurrent**: [`Log`] is `Clone + Send + Sync`; each partition has its own lock, so
 //!   appends and fetches of different partitions run in parallel. [`Log::append_version`] and
 //!   [`Log::wait_for_append`] let an idle consumer sleep without touching any partition.
@@ -64,7 +73,7 @@
 //! # What it is not
 //!
 //! - Not a Kafka broker: no network protocol, no replication (the leader epoch is always 0), no
-//!   retention or compaction yet (the start offset is always 0).
+//!   compaction yet (a `cleanup.policy=compact` topic keeps every record).
 //! - Not Kafka's transaction protocol: there are no transaction markers, producer ids or
 //!   read-committed fetches. [`Log::commit_transaction`] gets the same effect (see
 //!   *Transactions* above) without them; the batches' transactional and control bits are 0,
@@ -133,10 +142,7 @@ pub use crate::{
     log::{Log, PartitionInfo, RetentionReport},
     options::{FsyncPolicy, LogOptions},
     repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
-    topic_config::{
-        CleanupPolicy, DEFAULT_DELETE_RETENTION_MS, DEFAULT_RETENTION_MS, TOPIC_CONFIG_KEYS,
-        TopicConfig,
-    },
+    topic_config::{CleanupPolicy, DEFAULT_DELETE_RETENTION_MS, TOPIC_CONFIG_KEYS, TopicConfig},
 };
 /// The record format's error, inside [`Error::Record`].
 pub use riffle_record::Error as RecordError;

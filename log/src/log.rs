@@ -674,6 +674,8 @@ impl Log {
     /// segment's size (for other processes' appends); a segment's newest timestamp is read
     /// once and remembered.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport> {
+        // Topics other processes created since this handle looked are its to clean too.
+        self.refresh_topics()?;
         let topics: Vec<(Arc<str>, Arc<Topic>)> = {
             let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
             topics

@@ -664,7 +664,28 @@ impl Partition {
     pub(crate) fn latest_end_offset(&mut self) -> Result<u64> {
         self.check_poisoned()?;
         self.catch_up()?;
+        self.verify_active()?;
         Ok(self.next_offset)
+    }
+
+    /// A catch-up that found more data in its active segment does not look whether that
+    /// segment's file is still there (it saves a look per tailing fetch): one that was rolled
+    /// and then deleted by another process's retention can leave this handle's end offset
+    /// behind. Where that matters (an end offset asked for, a fetch beyond the known end), this
+    /// looks, and starts again from the start offset if the file is gone.
+    fn verify_active(&mut self) -> Result<()> {
+        if !self.cross_process || self.lease.is_some() {
+            return Ok(());
+        }
+        let gone = self
+            .segments
+            .last()
+            .is_some_and(|active| !self.storage.exists(&active.path));
+        if gone {
+            self.rebase_on_start()?;
+            self.catch_up()?;
+        }
+        Ok(())
     }
 
     /// The start offset after looking at what other processes deleted since.
@@ -707,7 +728,7 @@ impl Partition {
                     position: 0,
                     reason: format!(
                         "the partition's active segment is gone, and no segment holds its \
-                         start offset {start}"
+                         start offset {start} (segments at {bases:?})"
                     ),
                 });
             };
@@ -1094,6 +1115,10 @@ impl Partition {
         if offset >= self.next_offset {
             // Perhaps another process appended since.
             self.catch_up()?;
+        }
+        if offset > self.next_offset {
+            // Beyond the end as this handle knows it: make sure it knows.
+            self.verify_active()?;
         }
         if offset > self.next_offset || offset < self.start {
             return Err(Error::OffsetOutOfRange {

@@ -6,10 +6,19 @@
 //! | key | default | what the log does with it |
 //! |---|---|---|
 //! | `cleanup.policy` | `delete` | `delete`: retention below applies; `compact`: kept for the cleaner (not built yet: nothing is deleted); `compact,delete`: both |
-//! | `retention.ms` | 604800000 (7 days) | a sealed segment whose newest record is older than this is deleted; -1: no limit |
+//! | `retention.ms` | -1 (no limit; see below) | a sealed segment whose newest record is older than this is deleted; -1: no limit |
 //! | `retention.bytes` | -1 (no limit) | the oldest sealed segments are deleted while the partition stays at least this big without them |
 //! | `delete.retention.ms` | 86400000 (a day) | how long compaction keeps a tombstone (stored for the cleaner) |
 //! | `segment.bytes` | the log's [`LogOptions::segment_bytes`](crate::LogOptions::segment_bytes) | the topic's segment size |
+//!
+//! The defaults are a broker's, and one default differs from a Kafka broker's: `retention.ms`
+//! is -1, where Kafka's `log.retention.hours` is 7 days. The embedded log is a database on the
+//! application's disk, and retention by time compares record timestamps with the clock: records
+//! with old or synthetic timestamps (a replay, a test, a sample) would be deleted minutes after
+//! they were written, before an application read them. A topic keeps everything unless its
+//! creator sets `retention.ms` or `retention.bytes`; the runtime's internal topics get Kafka
+//! Streams' configs (repartition topics are purged after commits, windowed changelogs deleted
+//! after their store's retention).
 //!
 //! Any other key is refused ([`Error::InvalidTopicConfig`](crate::Error::InvalidTopicConfig)),
 //! naming it: a config the log would silently ignore is worse than an error.
@@ -66,17 +75,16 @@ pub struct TopicConfig {
     pub segment_bytes: Option<u64>,
 }
 
-/// Kafka's default `retention.ms`: 7 days.
-pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 /// Kafka's default `delete.retention.ms`: a day.
 pub const DEFAULT_DELETE_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
 
 impl Default for TopicConfig {
-    /// Kafka's defaults: `delete`, 7 days, no size limit, tombstones kept a day.
+    /// `delete`, no time or size limit (`retention.ms` -1: see the module docs), tombstones
+    /// kept a day, the log's segment size.
     fn default() -> Self {
         Self {
             cleanup_policy: CleanupPolicy::Delete,
-            retention_ms: Some(DEFAULT_RETENTION_MS),
+            retention_ms: None,
             retention_bytes: None,
             delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
             segment_bytes: None,
@@ -226,18 +234,18 @@ mod tests {
     fn kafka_names_and_values_round_trip_through_the_file() {
         let config = TopicConfig::from_pairs([
             ("cleanup.policy", "delete,compact"),
-            ("retention.ms", "-1"),
+            ("retention.ms", "604800000"),
             ("retention.bytes", "1048576"),
             ("segment.bytes", "4096"),
         ])
         .expect("valid");
         assert_eq!(config.cleanup_policy, CleanupPolicy::CompactDelete);
-        assert_eq!(config.retention_ms, None);
+        assert_eq!(config.retention_ms, Some(604_800_000));
         assert_eq!(config.retention_bytes, Some(1 << 20));
         let file = config.to_file();
         assert_eq!(
             file,
-            "cleanup.policy=compact,delete\nretention.ms=-1\nretention.bytes=1048576\nsegment.bytes=4096\n"
+            "cleanup.policy=compact,delete\nretention.ms=604800000\nretention.bytes=1048576\nsegment.bytes=4096\n"
         );
         assert_eq!(TopicConfig::from_file(&file), Ok(config));
         assert_eq!(TopicConfig::default().to_file(), "");

@@ -248,3 +248,61 @@ fn an_offset_out_of_range_resets_as_auto_offset_reset_says() {
         }
     }
 }
+
+/// Records deleted under a committed offset (retention, or `delete_records`): the committed
+/// offset is below the partition's start offset, and `auto_offset_reset` decides — earliest
+/// reads from the new start, latest from the end, none stops naming the range. Under earliest
+/// a partition without a committed offset starts at the start offset.
+#[test]
+fn records_deleted_below_the_committed_offset_reset_from_the_new_start() {
+    for reset in [
+        AutoOffsetReset::Earliest,
+        AutoOffsetReset::Latest,
+        AutoOffsetReset::None,
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+        let partitions = write(&log, (0..100).map(|i| format!("k-{i}")));
+        let ends: Vec<u64> = partitions.iter().map(|k| k.len() as u64).collect();
+        let mut commits = vec![(TopicPartition::new("in", 0), 3)];
+        if reset != AutoOffsetReset::Earliest {
+            // Under earliest partition 1 has no committed offset: it starts at the start.
+            commits.push((TopicPartition::new("in", 1), 12));
+        }
+        log.commit_offsets("resets", &commits).expect("commit");
+        for p in 0..PARTITIONS {
+            log.delete_records(&TopicPartition::new("in", p), 10)
+                .expect("delete records");
+        }
+        let state = dir.path().join("state");
+        let from_ten = |p: usize| partitions[p][10..].iter().cloned();
+        match reset {
+            AutoOffsetReset::None => {
+                let err = run_to_failure(app(&log, &state, reset));
+                let text = err.to_string();
+                assert!(
+                    text.contains(&format!(
+                        "in-0, and auto_offset_reset is none: offset 3 is out of its range 10..{}",
+                        ends[0]
+                    )),
+                    "{text}"
+                );
+            }
+            AutoOffsetReset::Earliest => {
+                common::run_until_idle(app(&log, &state, reset));
+                let expected: HashSet<String> = from_ten(0).chain(from_ten(1)).collect();
+                assert_eq!(counted(&log), expected, "both partitions from offset 10");
+            }
+            _ => {
+                common::run_until_idle(app(&log, &state, reset));
+                // Partition 0 from its end; partition 1 from its committed offset.
+                let expected: HashSet<String> = partitions[1][12..].iter().cloned().collect();
+                assert_eq!(counted(&log), expected);
+                let committed = log
+                    .committed_offset("resets", &TopicPartition::new("in", 0))
+                    .expect("offset");
+                assert_eq!(committed, Some(ends[0]), "the reset offset is committed");
+            }
+        }
+    }
+}

@@ -18,7 +18,9 @@
 //! - `riffle bench scale`: the sample with 100 to 20,000 tasks on persistent stores — start-up,
 //!   records/s, the time to restore every task, threads, open files and RSS;
 //! - `riffle bench soak`: the sample under `--follow` with a steady input for minutes: its RSS,
-//!   threads and open files over time;
+//!   threads and open files over time, and the log directory's disk use;
+//! - `riffle bench retention`: a retention pass with nothing due (per partition), one deleting
+//!   segments (per segment), and `delete_records` (per call);
 //! - `riffle bench kafka`: the sample on a Kafka cluster under at_least_once and exactly_once,
 //!   records/s and CPU per record (riffle's and the broker's);
 //! - `riffle bench log`: the embedded log shared by processes — append and fetch throughput
@@ -33,6 +35,7 @@ mod join;
 mod kafka;
 mod log;
 mod plot;
+mod retention;
 mod scale;
 mod snapshot;
 mod soak;
@@ -116,9 +119,14 @@ pub(crate) enum Bench {
     Scale(scale::Args),
     /// The groupByKey-count sample under --follow (a child process) while this process writes
     /// a steady input to the same embedded log for minutes (10 by default): the child's RSS,
-    /// threads and open files over time, the RSS growth after the warm-up, and the counts
-    /// checked at the end. Not for CI.
+    /// threads and open files over time, the RSS growth after the warm-up, the log directory's
+    /// disk use (input, changelogs, repartition topics), and the counts checked at the end. Not
+    /// for CI.
     Soak(soak::Args),
+    /// What retention and record deletion cost on the file-backed log: a retention pass with
+    /// nothing due (per partition), one deleting old segments (per segment deleted), and
+    /// `delete_records` (per call), for 100, 1,000 and 10,000 partitions by default.
+    Retention(retention::Args),
 }
 
 pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
@@ -134,6 +142,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Log(args) => log::run(args),
         Bench::Scale(args) => scale::run(args),
         Bench::Soak(args) => soak::run(args),
+        Bench::Retention(args) => retention::run(args),
     }
 }
 

@@ -3,8 +3,10 @@
 //! threads and open files sampled from `/proc/<pid>` every `--sample-every`, and the RSS growth
 //! after the warm-up (a least-squares slope in MiB per minute, and last minus first). At the
 //! end the input stops, the child catches up and is stopped with SIGINT, and its counts are
-//! checked against a `HashMap` count of everything written. Not for CI: it runs for
-//! `--minutes` (10 by default).
+//! checked against a `HashMap` count of everything written. Each sample also measures the log
+//! directory's disk use: the input topic, changelogs, repartition topics and the rest (the
+//! input topic can be given Kafka's topic configs, `--input-config retention.bytes=…`, to see
+//! retention hold it). Not for CI: it runs for `--minutes` (10 by default).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
 use riffle::{EmbeddedBackend, ProducerRecord};
-use riffle_log::{Log, LogOptions};
+use riffle_log::{Log, LogOptions, TopicConfig};
 use serde::Serialize;
 
 use crate::sample::{bulk_producer, latest_counts};
@@ -49,6 +51,10 @@ pub(crate) struct Args {
     /// Write the samples and the summary as JSON rows here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// A topic config of the input topic, `key=value` (Kafka's names, repeatable), e.g.
+    /// `--input-config retention.bytes=67108864 --input-config segment.bytes=8388608`.
+    #[arg(long = "input-config", value_name = "KEY=VALUE")]
+    input_configs: Vec<String>,
     /// Passed to the sample as its --set NAME=VALUE (repeatable), e.g.
     /// `--set statestore_memory_max_bytes=100663296`.
     #[arg(long = "set", value_name = "NAME=VALUE")]
@@ -67,6 +73,14 @@ struct Sample {
     rss_file_mib: f64,
     threads: u64,
     open_files: u64,
+    /// Disk use of the input topic's segment files.
+    input_mib: f64,
+    /// Of the changelog topics'.
+    changelog_mib: f64,
+    /// Of the repartition topics'.
+    repartition_mib: f64,
+    /// Of the whole log directory.
+    log_mib: f64,
 }
 
 /// The run's figures.
@@ -83,7 +97,53 @@ struct Summary {
     rss_slope_mib_per_min: f64,
     threads_max: u64,
     open_files_max: u64,
+    input_mib_last: f64,
+    input_mib_max: f64,
+    changelog_mib_last: f64,
+    repartition_mib_last: f64,
+    log_mib_last: f64,
     counts_exact: bool,
+}
+
+/// Bytes of the files under `path`, recursively (0 if it is gone: retention may remove a file
+/// between the listing and the look).
+fn bytes_under(path: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Disk use in MiB: (the input topic, changelogs, repartition topics, the whole log).
+fn disk_use(dir: &std::path::Path, input: &str) -> (f64, f64, f64, f64) {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let (mut inp, mut changelog, mut repartition) = (0, 0, 0);
+    if let Ok(topics) = std::fs::read_dir(dir.join("topics")) {
+        for topic in topics.filter_map(Result::ok) {
+            let name = topic.file_name().to_string_lossy().into_owned();
+            let bytes = bytes_under(&topic.path());
+            if name == input {
+                inp += bytes;
+            } else if name.ends_with("-changelog") {
+                changelog += bytes;
+            } else if name.ends_with("-repartition") {
+                repartition += bytes;
+            }
+        }
+    }
+    (
+        mib(inp),
+        mib(changelog),
+        mib(repartition),
+        mib(bytes_under(dir)),
+    )
 }
 
 fn status_field(pid: u32, field: &str) -> Option<u64> {
@@ -118,7 +178,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let root = tempfile::tempdir().context("creating a temporary directory")?;
     let dir = root.path().join("log");
     let log = Log::open(&dir, LogOptions::default())?;
-    log.create_topic("words", args.partitions)?;
+    let mut pairs = Vec::new();
+    for config in &args.input_configs {
+        pairs.push(
+            config
+                .split_once('=')
+                .with_context(|| format!("--input-config {config:?} is not key=value"))?,
+        );
+    }
+    let input_config = TopicConfig::from_pairs(pairs.iter().copied())
+        .map_err(|(key, reason)| anyhow::anyhow!("--input-config {key}: {reason}"))?;
+    log.create_topic_with("words", args.partitions, &input_config)?;
     let exe = std::env::current_exe().context("finding this executable")?;
     let mut child = Command::new(exe)
         .args(["sample", "group-by-key-count", "--log-dir"])
@@ -176,6 +246,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         producer.flush()?;
         if Instant::now() >= next_sample {
             next_sample += every;
+            // This process's log applies the input's retention: it writes the input.
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            log.enforce_retention(now_ms)?;
+            let (input_mib, changelog_mib, repartition_mib, log_mib) = disk_use(&dir, "words");
             let sample = Sample {
                 elapsed_s: start.elapsed().as_secs_f64(),
                 records_written: written,
@@ -184,16 +260,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 rss_file_mib: status_field(pid, "RssFile:").unwrap_or(0) as f64 / 1024.0,
                 threads: entries(&format!("/proc/{pid}/task")),
                 open_files: entries(&format!("/proc/{pid}/fd")),
+                input_mib,
+                changelog_mib,
+                repartition_mib,
+                log_mib,
             };
             println!(
-                "{:>6.0} s: {:>10} records written, child RSS {:.1} MiB (anon {:.1}, file {:.1}), {} threads, {} files",
+                "{:>6.0} s: {:>10} records written, child RSS {:.1} MiB (anon {:.1}, file {:.1}), {} threads, {} files; disk: input {:.1} MiB, changelogs {:.1}, repartition {:.1}, log {:.1}",
                 sample.elapsed_s,
                 sample.records_written,
                 sample.rss_mib,
                 sample.rss_anon_mib,
                 sample.rss_file_mib,
                 sample.threads,
-                sample.open_files
+                sample.open_files,
+                sample.input_mib,
+                sample.changelog_mib,
+                sample.repartition_mib,
+                sample.log_mib
             );
             samples.push(sample);
         }
@@ -243,6 +327,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         rss_slope_mib_per_min: slope(&points),
         threads_max: samples.iter().map(|s| s.threads).max().unwrap_or(0),
         open_files_max: samples.iter().map(|s| s.open_files).max().unwrap_or(0),
+        input_mib_last: samples.last().map_or(0.0, |s| s.input_mib),
+        input_mib_max: samples.iter().map(|s| s.input_mib).fold(0.0, f64::max),
+        changelog_mib_last: samples.last().map_or(0.0, |s| s.changelog_mib),
+        repartition_mib_last: samples.last().map_or(0.0, |s| s.repartition_mib),
+        log_mib_last: samples.last().map_or(0.0, |s| s.log_mib),
         counts_exact: exact,
     };
     println!(
@@ -256,6 +345,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         summary.threads_max,
         summary.open_files_max,
         if exact { "yes" } else { "NO" }
+    );
+    println!(
+        "disk at the end: input {:.1} MiB (max {:.1}), changelogs {:.1} MiB, repartition {:.1} MiB, log directory {:.1} MiB",
+        summary.input_mib_last,
+        summary.input_mib_max,
+        summary.changelog_mib_last,
+        summary.repartition_mib_last,
+        summary.log_mib_last
     );
     if let Some(path) = &args.json {
         let mut rows: Vec<serde_json::Value> = samples
