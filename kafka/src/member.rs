@@ -620,6 +620,15 @@ impl GroupSpec {
     }
 }
 
+/// Kafka Streams' configs for an internal topic of `kind`, as the heartbeat's topology sends
+/// them.
+fn owned_configs(kind: TopicKind) -> Vec<(String, String)> {
+    kind.configs()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1326,13 +1335,4 @@ mod tests {
         assert!(left.joining() && left.assignment.active.is_empty());
         assert_eq!(left.assignment.epoch, state.assignment.epoch + 1);
     }
-}
-
-/// Kafka Streams' configs for an internal topic of `kind`, as the heartbeat's topology sends
-/// them.
-fn owned_configs(kind: TopicKind) -> Vec<(String, String)> {
-    kind.configs()
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
 }

@@ -758,7 +758,7 @@ impl Partition {
     }
 
     /// Reads the start offset again (another process may have moved it) and forgets the
-    /// segments wholly below it (their files are gone or going).
+    /// segments wholly below it whose files are gone.
     fn refresh_start(&mut self) -> Result<()> {
         if !self.cross_process {
             return Ok(());

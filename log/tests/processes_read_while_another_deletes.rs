@@ -48,7 +48,7 @@ fn child() {
                     next += 1;
                 }
                 log.append(&tp(), &mut b).expect("child: append");
-                if next % 50 == 0 {
+                if next.is_multiple_of(50) {
                     log.sync().expect("child: sync");
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -58,7 +58,7 @@ fn child() {
         "delete" => {
             for round in 0u64.. {
                 let end = log.end_offset(&tp()).expect("child: end");
-                if round % 2 == 0 {
+                if round.is_multiple_of(2) {
                     log.enforce_retention(i64::MAX / 2)
                         .expect("child: retention");
                 } else {
@@ -171,7 +171,7 @@ fn a_reader_sees_every_record_or_a_start_offset_past_it_while_a_killed_deleter_r
                 break;
             }
         }
-        if rand() % 40 == 0 && deleter.try_wait().expect("wait").is_none() {
+        if rand().is_multiple_of(40) && deleter.try_wait().expect("wait").is_none() {
             std::thread::sleep(Duration::from_micros(rand() % 3_000));
             deleter.kill().expect("kill");
             let status = deleter.wait().expect("wait");
