@@ -3,8 +3,8 @@
 //! threads and open files sampled from `/proc/<pid>` every `--sample-every`, and the RSS growth
 //! after the warm-up (a least-squares slope in MiB per minute, and last minus first). At the
 //! end the input stops, the child catches up and is stopped with SIGINT, and its counts are
-//! checked against a `HashMap` count of everything written. Each sample also measures the log
-//! directory's disk use: the input topic, changelogs, repartition topics and the rest (the
+//! checked against a `HashMap` count of everything written. Each sample also measures the
+//! topics' segment files: the input topic, changelogs, repartition topics and the rest (the
 //! input topic can be given Kafka's topic configs, `--input-config retention.bytes=…`, to see
 //! retention hold it). Not for CI: it runs for `--minutes` (10 by default).
 
@@ -79,8 +79,8 @@ struct Sample {
     changelog_mib: f64,
     /// Of the repartition topics'.
     repartition_mib: f64,
-    /// Of the whole log directory.
-    log_mib: f64,
+    /// Of the other topics' (the output).
+    other_topics_mib: f64,
 }
 
 /// The run's figures.
@@ -101,7 +101,7 @@ struct Summary {
     input_mib_max: f64,
     changelog_mib_last: f64,
     repartition_mib_last: f64,
-    log_mib_last: f64,
+    other_topics_mib_last: f64,
     counts_exact: bool,
 }
 
@@ -121,10 +121,11 @@ fn bytes_under(path: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// Disk use in MiB: (the input topic, changelogs, repartition topics, the whole log).
+/// The segment files' sizes in MiB: (the input topic, changelogs, repartition topics, the other
+/// topics).
 fn disk_use(dir: &std::path::Path, input: &str) -> (f64, f64, f64, f64) {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    let (mut inp, mut changelog, mut repartition) = (0, 0, 0);
+    let (mut inp, mut changelog, mut repartition, mut other) = (0, 0, 0, 0);
     if let Ok(topics) = std::fs::read_dir(dir.join("topics")) {
         for topic in topics.filter_map(Result::ok) {
             let name = topic.file_name().to_string_lossy().into_owned();
@@ -135,15 +136,12 @@ fn disk_use(dir: &std::path::Path, input: &str) -> (f64, f64, f64, f64) {
                 changelog += bytes;
             } else if name.ends_with("-repartition") {
                 repartition += bytes;
+            } else {
+                other += bytes;
             }
         }
     }
-    (
-        mib(inp),
-        mib(changelog),
-        mib(repartition),
-        mib(bytes_under(dir)),
-    )
+    (mib(inp), mib(changelog), mib(repartition), mib(other))
 }
 
 fn status_field(pid: u32, field: &str) -> Option<u64> {
@@ -251,7 +249,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64);
             log.enforce_retention(now_ms)?;
-            let (input_mib, changelog_mib, repartition_mib, log_mib) = disk_use(&dir, "words");
+            let (input_mib, changelog_mib, repartition_mib, other_topics_mib) =
+                disk_use(&dir, "words");
             let sample = Sample {
                 elapsed_s: start.elapsed().as_secs_f64(),
                 records_written: written,
@@ -263,10 +262,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 input_mib,
                 changelog_mib,
                 repartition_mib,
-                log_mib,
+                other_topics_mib,
             };
             println!(
-                "{:>6.0} s: {:>10} records written, child RSS {:.1} MiB (anon {:.1}, file {:.1}), {} threads, {} files; disk: input {:.1} MiB, changelogs {:.1}, repartition {:.1}, log {:.1}",
+                "{:>6.0} s: {:>10} records written, child RSS {:.1} MiB (anon {:.1}, file {:.1}), {} threads, {} files; topics: input {:.1} MiB, changelogs {:.1}, repartition {:.1}, output {:.1}",
                 sample.elapsed_s,
                 sample.records_written,
                 sample.rss_mib,
@@ -277,7 +276,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 sample.input_mib,
                 sample.changelog_mib,
                 sample.repartition_mib,
-                sample.log_mib
+                sample.other_topics_mib
             );
             samples.push(sample);
         }
@@ -331,7 +330,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         input_mib_max: samples.iter().map(|s| s.input_mib).fold(0.0, f64::max),
         changelog_mib_last: samples.last().map_or(0.0, |s| s.changelog_mib),
         repartition_mib_last: samples.last().map_or(0.0, |s| s.repartition_mib),
-        log_mib_last: samples.last().map_or(0.0, |s| s.log_mib),
+        other_topics_mib_last: samples.last().map_or(0.0, |s| s.other_topics_mib),
         counts_exact: exact,
     };
     println!(
@@ -347,12 +346,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         if exact { "yes" } else { "NO" }
     );
     println!(
-        "disk at the end: input {:.1} MiB (max {:.1}), changelogs {:.1} MiB, repartition {:.1} MiB, log directory {:.1} MiB",
+        "topics at the end: input {:.1} MiB (max {:.1}), changelogs {:.1} MiB, repartition {:.1} MiB, output {:.1} MiB",
         summary.input_mib_last,
         summary.input_mib_max,
         summary.changelog_mib_last,
         summary.repartition_mib_last,
-        summary.log_mib_last
+        summary.other_topics_mib_last
     );
     if let Some(path) = &args.json {
         let mut rows: Vec<serde_json::Value> = samples
