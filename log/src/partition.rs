@@ -21,7 +21,7 @@ use riffle_record::{BatchBuilder, BatchHeader, HEADER_LEN, Placement, TopicParti
 use crate::error::{Error, IoContext, Result};
 use crate::lease::{CONTENDED_FOR, LEASE_IDLE, LEASE_MAX};
 use crate::options::{FsyncPolicy, LogOptions};
-use crate::segment::{Expect, Segment, parse_segment_file_name, segment_file_name};
+use crate::segment::{Expect, Segment, gone, parse_segment_file_name, segment_file_name};
 use crate::storage::{Storage, StorageFile};
 use crate::topic_config::TopicConfig;
 
@@ -213,11 +213,7 @@ impl Partition {
         let mut segments = Vec::with_capacity(bases.len());
         let mut scan = None;
         for (i, &base) in bases.iter().enumerate() {
-            let mut segment = if read_only {
-                Segment::open_read_only(&storage, &dir, base)?
-            } else {
-                Segment::open(&storage, &dir, base)?
-            };
+            let mut segment = Segment::open(&storage, &dir, base, read_only)?;
             match bases.get(i + 1) {
                 // Sealed: whole and contiguous, or an error (never cut).
                 Some(&next_base) => {
@@ -631,10 +627,7 @@ impl Partition {
                 if !grew && !self.storage.exists(&active.path) {
                     // Rolled and deleted since this handle looked (another process's
                     // retention): the caller starts again from the start offset.
-                    return Err(Error::Io {
-                        path: active.path.clone(),
-                        source: std::io::Error::from(std::io::ErrorKind::NotFound),
-                    });
+                    return Err(gone(&active.path));
                 }
                 return Ok(());
             }
@@ -644,11 +637,7 @@ impl Partition {
 
     /// Takes the segment at `base`, rolled by another process, as the active one.
     fn adopt_segment(&mut self, base: u64) -> Result<()> {
-        let segment = if self.read_only {
-            Segment::open_read_only(&self.storage, &self.dir, base)?
-        } else {
-            Segment::open(&self.storage, &self.dir, base)?
-        };
+        let segment = Segment::open(&self.storage, &self.dir, base, self.read_only)?;
         self.segments.push(segment);
         self.active_end = 0;
         self.next_offset = base;
@@ -732,12 +721,7 @@ impl Partition {
                     ),
                 });
             };
-            let opened = if self.read_only {
-                Segment::open_read_only(&self.storage, &self.dir, first)
-            } else {
-                Segment::open(&self.storage, &self.dir, first)
-            };
-            match opened {
+            match Segment::open(&self.storage, &self.dir, first, self.read_only) {
                 Ok(segment) => break (start, segment),
                 Err(Error::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::NotFound && attempt < 8 =>

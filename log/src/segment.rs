@@ -80,6 +80,15 @@ pub(crate) struct Segment {
     max_timestamp: Option<i64>,
 }
 
+/// The error for a segment file that is gone (`NotFound`, which the partition takes as "another
+/// process's retention removed it").
+pub(crate) fn gone(path: &Path) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    }
+}
+
 /// File name of the segment at `base`: the base offset, zero-padded to 20 digits, as Kafka does.
 pub(crate) fn segment_file_name(base: u64) -> String {
     format!("{base:020}.log")
@@ -387,19 +396,29 @@ pub(crate) fn scan_file_from(
 
 impl Segment {
     /// Opens the existing segment at `base` in `dir` (an `Error::Io` of kind `NotFound` if it
-    /// is gone: retention may have deleted it since the directory was listed), creating its
-    /// index if missing (derived data); the index is not loaded yet.
-    pub(crate) fn open(storage: &Arc<dyn Storage>, dir: &Path, base: u64) -> Result<Self> {
+    /// is gone: retention may have deleted it since the directory was listed); the index is not
+    /// loaded yet. Writable, a missing index is created (derived data); read-only (a read-only
+    /// log), nothing is created or changed and a missing index is an empty one.
+    pub(crate) fn open(
+        storage: &Arc<dyn Storage>,
+        dir: &Path,
+        base: u64,
+        read_only: bool,
+    ) -> Result<Self> {
         let path = dir.join(segment_file_name(base));
         let index_path = path.with_extension("index");
         let file = storage
-            .open_existing(&path, true)
+            .open_existing(&path, !read_only)
             .at(&path)?
-            .ok_or_else(|| Error::Io {
-                path: path.clone(),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            })?;
-        let index_file = storage.open(&index_path).at(&index_path)?;
+            .ok_or_else(|| gone(&path))?;
+        let index_file = if read_only {
+            match storage.open_existing(&index_path, false).at(&index_path)? {
+                Some(f) => f,
+                None => crate::storage::empty_file(),
+            }
+        } else {
+            storage.open(&index_path).at(&index_path)?
+        };
         Ok(Self::with_files(base, path, index_path, file, index_file))
     }
 
@@ -456,29 +475,6 @@ impl Segment {
             dirty: false,
             max_timestamp: None,
         }
-    }
-
-    /// Opens the existing segment at `base` without creating or changing anything (a read-only
-    /// log); a missing index is an empty one (the index is derived data).
-    pub(crate) fn open_read_only(
-        storage: &Arc<dyn Storage>,
-        dir: &Path,
-        base: u64,
-    ) -> Result<Self> {
-        let path = dir.join(segment_file_name(base));
-        let index_path = path.with_extension("index");
-        let file = storage
-            .open_existing(&path, false)
-            .at(&path)?
-            .ok_or_else(|| Error::Io {
-                path: path.clone(),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            })?;
-        let index_file = match storage.open_existing(&index_path, false).at(&index_path)? {
-            Some(f) => f,
-            None => crate::storage::empty_file(),
-        };
-        Ok(Self::with_files(base, path, index_path, file, index_file))
     }
 
     /// A new, empty segment at `base` (any stale files of that name are emptied).
