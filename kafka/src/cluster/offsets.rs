@@ -78,8 +78,9 @@ impl Cluster {
     }
 
     /// OffsetFetch of `group` for `topics` (`None`: every topic it committed), without member
-    /// checks, retried while the offsets are unstable or the coordinator moves: each partition
-    /// and its committed offset (`None`: none).
+    /// checks, retried while the offsets are unstable, the coordinator moves or cannot be
+    /// reached (until the request timeout): each partition and its committed offset (`None`:
+    /// none).
     pub(crate) fn fetch_offsets(
         &self,
         group: &str,
@@ -98,11 +99,22 @@ impl Cluster {
         loop {
             let broker = self.coordinator(group)?;
             let client_id = self.config.client_id.clone();
-            let response = self
-                .with_connection(&broker, |c| {
-                    c.send("OffsetFetch", &client_id, &request, versions::OFFSET_FETCH)
-                })
-                .inspect_err(|_| self.forget_coordinator(group))?;
+            let response = match self.with_connection(&broker, |c| {
+                c.send("OffsetFetch", &client_id, &request, versions::OFFSET_FETCH)
+            }) {
+                Ok(response) => response,
+                // The coordinator died or is unreachable: look it up again (another broker
+                // takes its groups over) until the request timeout, as commits do.
+                Err(Error::Io { .. }) if Instant::now() < deadline => {
+                    self.forget_coordinator(group);
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                Err(e) => {
+                    self.forget_coordinator(group);
+                    return Err(e);
+                }
+            };
             let g = response.groups.first().ok_or_else(|| Error::Decode {
                 api: "OffsetFetch",
                 reason: format!("no result for group {group}"),
