@@ -309,6 +309,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                         )?;
                     }
                 }
+                // A compacted batch's offsets after its last record hold nothing.
+                *position = (*position).max(next);
             }
         }
         for i in &drained {

@@ -123,6 +123,7 @@ impl BoundedHandles {
         reopen: Reopen,
     ) -> Box<dyn StorageFile> {
         let len = file.len();
+        let identity = file.identity();
         let id = {
             let mut state = self.cache.state();
             state.next_id += 1;
@@ -133,6 +134,7 @@ impl BoundedHandles {
             path: path.to_path_buf(),
             id,
             len,
+            identity,
             reopen,
             pinned: None,
             inner: Arc::clone(&self.inner),
@@ -197,6 +199,10 @@ impl Storage for BoundedHandles {
         self.inner.rename(from, to)
     }
 
+    fn replace_file(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.replace_file(from, to)
+    }
+
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
         self.inner.remove_dir_all(dir)
     }
@@ -244,6 +250,9 @@ struct LazyFile {
     id: u64,
     /// The length as of the last operation (kept while the handle is closed).
     len: u64,
+    /// The file's identity when first opened: a reopen that finds another file under the
+    /// same name (compaction renamed a cleaned segment over it) finds this one gone.
+    identity: u64,
     reopen: Reopen,
     /// The handle, kept here while it holds an OS file lock: closing it would release the
     /// lock, so the cache may drop its reference but the descriptor stays open.
@@ -274,6 +283,7 @@ impl LazyFile {
             Reopen::Existing { writable } => self
                 .inner
                 .open_existing(&self.path, writable)?
+                .filter(|f| f.identity() == self.identity)
                 .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?,
         };
         let h: Handle = Arc::new(Mutex::new(file));
@@ -294,6 +304,10 @@ impl LazyFile {
 impl StorageFile for LazyFile {
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn identity(&self) -> u64 {
+        self.identity
     }
 
     fn read_exact_at(&mut self, pos: u64, buf: &mut [u8]) -> io::Result<()> {

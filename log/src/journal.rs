@@ -276,7 +276,7 @@ pub(crate) fn parse_body(path: &Path, position: u64, body: &[u8]) -> Result<Jour
         let base = r.array().map(u64::from_be_bytes).ok_or_else(truncated)?;
         let len = r.array().map(u32::from_be_bytes).ok_or_else(truncated)?;
         let bytes = r.take(len as usize).ok_or_else(truncated)?;
-        let h = crate::segment::parse_stored(bytes)
+        let h = crate::segment::parse_appended(bytes)
             .map_err(|e| corrupt(format!("batch for {tp} at offset {base}: {e}")))?;
         if h.base_offset != base || h.total_len() != u64::from(len) || batch_crc(bytes) != h.crc {
             return Err(corrupt(format!(

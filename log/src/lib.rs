@@ -111,6 +111,8 @@
 mod changes;
 mod cleaner;
 #[cfg(test)]
+mod compaction_crash_tests;
+#[cfg(test)]
 mod crash_tests;
 mod error;
 #[doc(hidden)]
@@ -141,8 +143,12 @@ pub use crate::{
     error::{Error, Result},
     log::{Log, PartitionInfo, RetentionReport},
     options::{FsyncPolicy, LogOptions},
+    partition::CompactionReport,
     repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
-    topic_config::{CleanupPolicy, DEFAULT_DELETE_RETENTION_MS, TOPIC_CONFIG_KEYS, TopicConfig},
+    topic_config::{
+        CleanupPolicy, DEFAULT_DELETE_RETENTION_MS, DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
+        TOPIC_CONFIG_KEYS, TopicConfig,
+    },
 };
 /// The record format's error, inside [`Error::Record`].
 pub use riffle_record::Error as RecordError;

@@ -25,6 +25,7 @@ use crate::lease::Leases;
 use crate::names::validate_name;
 use crate::offsets::OffsetStore;
 use crate::options::{FsyncPolicy, LogOptions};
+use crate::partition::CompactionReport;
 use crate::partition::{Locked, Partition};
 use crate::storage::{FileStorage, MemStorage, Storage};
 use crate::topic::Topic;
@@ -113,6 +114,9 @@ pub struct PartitionInfo {
     pub segments: usize,
     /// Bytes in its segment files.
     pub bytes: u64,
+    /// The base offset of its active segment: retention and compaction touch only the
+    /// segments before it.
+    pub active_segment_base: u64,
 }
 
 /// The topic map, and the topics by the hash the change file names them by.
@@ -246,13 +250,17 @@ impl Log {
         }
         let log = Self::with_storage(storage, dir.clone(), Some(dir), options);
         log.load_topics()?;
-        if let (false, Some(interval)) = (
-            log.shared.options.read_only,
-            log.shared.options.retention_check_interval,
-        ) {
-            log.shared
-                .cleaner
-                .start(Arc::downgrade(&log.shared), interval);
+        let options = &log.shared.options;
+        if !options.read_only
+            && (options.retention_check_interval.is_some()
+                || options.compaction_check_interval.is_some())
+        {
+            log.shared.cleaner.start(
+                Arc::downgrade(&log.shared),
+                options.retention_check_interval,
+                options.compaction_check_interval,
+                options.cleaner_io_bytes_per_sec,
+            );
         }
         Ok(log)
     }
@@ -652,6 +660,7 @@ impl Log {
                 end_offset,
                 segments: p.segment_count(),
                 bytes: p.size_bytes(),
+                active_segment_base: p.active_base(),
             })
         })
     }
@@ -699,6 +708,7 @@ impl Log {
                 }
                 // Under the OS lock, with what other processes did since.
                 let (segments_before, freed) = self.with_locked_partition(&tp, |part| {
+                    part.resync()?;
                     let before = part.segment_count();
                     match part.retention_target(now_ms, &topic.config)? {
                         Some(to) => Ok((before, part.delete_before(to)?)),
@@ -710,6 +720,55 @@ impl Log {
                     report.partitions += 1;
                     report.segments_deleted += segments_before.saturating_sub(after);
                     report.bytes_freed += freed;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// One compaction pass over every partition of the compacted topics (`cleanup.policy`
+    /// `compact` or `compact,delete`) whose dirty share reached `min.cleanable.dirty.ratio`
+    /// (`partition/compact.rs` says how). `now_ms` decides which tombstones' delete horizon has
+    /// passed. The cleaner thread calls this every
+    /// [`LogOptions::compaction_check_interval`]; `throttle` is called after each partition
+    /// cleaned with the bytes it read and wrote (the thread sleeps there to keep to
+    /// [`LogOptions::cleaner_io_bytes_per_sec`]). A partition that is not due costs a look at
+    /// its segment sizes.
+    pub fn compact(&self, now_ms: i64) -> Result<CompactionReport> {
+        self.compact_with(now_ms, &mut |_| {})
+    }
+
+    pub(crate) fn compact_with(
+        &self,
+        now_ms: i64,
+        throttle: &mut dyn FnMut(u64),
+    ) -> Result<CompactionReport> {
+        self.refresh_topics()?;
+        let topics: Vec<(Arc<str>, Arc<Topic>)> = {
+            let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
+            topics
+                .by_name
+                .iter()
+                .filter(|(_, t)| t.config.cleanup_policy.compacts())
+                .map(|(n, t)| (Arc::clone(n), Arc::clone(t)))
+                .collect()
+        };
+        let mut report = CompactionReport::default();
+        for (name, topic) in topics {
+            for p in 0..topic.partition_count() {
+                let tp = TopicPartition::new(Arc::clone(&name), p);
+                let due = self.with_partition(&tp, |part| {
+                    part.catch_up()?;
+                    part.compaction_due(&topic.config)
+                })?;
+                if !due {
+                    continue;
+                }
+                let done =
+                    self.with_locked_partition(&tp, |part| part.compact(now_ms, &topic.config))?;
+                if let Some(done) = done {
+                    throttle(done.bytes_io);
+                    report.add(&done);
                 }
             }
         }

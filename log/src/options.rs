@@ -49,11 +49,24 @@ pub struct LogOptions {
     /// first time one interval after opening. `None`: no thread, retention runs only when
     /// asked. Kafka's `log.retention.check.interval.ms`.
     pub retention_check_interval: Option<std::time::Duration>,
+    /// How often the cleaner thread looks for compacted topics' partitions to clean
+    /// ([`Log::compact`](crate::Log::compact)); `None`: compaction runs only when asked.
+    /// Kafka's `log.cleaner.backoff.ms`.
+    pub compaction_check_interval: Option<std::time::Duration>,
+    /// At most this many bytes of dirty segments go into one pass's key map (at least one
+    /// segment): a bound on a pass's memory, reads and time under the partition's lock. Kafka's
+    /// `log.cleaner.dedupe.buffer.size` plays this part.
+    pub cleaner_pass_bytes: u64,
+    /// The cleaner thread reads and writes at most this many bytes a second on average (it
+    /// sleeps between partitions); `None`: no limit. Kafka's
+    /// `log.cleaner.io.max.bytes.per.second`.
+    pub cleaner_io_bytes_per_sec: Option<u64>,
 }
 
 impl Default for LogOptions {
     /// `EveryCommit`, 64 MiB segments, an index entry every 4 KiB, a 32 MiB journal, 512 open
-    /// files, retention every 5 minutes (Kafka's default).
+    /// files, retention every 5 minutes and a compaction look every 15 s (Kafka's defaults),
+    /// 128 MiB of dirty segments per compaction pass, no cleaner I/O limit.
     fn default() -> Self {
         Self {
             fsync: FsyncPolicy::EveryCommit,
@@ -63,6 +76,9 @@ impl Default for LogOptions {
             max_open_files: 512,
             read_only: false,
             retention_check_interval: Some(std::time::Duration::from_secs(300)),
+            compaction_check_interval: Some(std::time::Duration::from_secs(15)),
+            cleaner_pass_bytes: 128 << 20,
+            cleaner_io_bytes_per_sec: None,
         }
     }
 }
@@ -111,11 +127,31 @@ impl LogOptions {
         self
     }
 
+    /// These options with `interval` as the compaction check interval (`None`: only when
+    /// asked).
+    pub fn with_compaction_check_interval(mut self, interval: Option<std::time::Duration>) -> Self {
+        self.compaction_check_interval = interval;
+        self
+    }
+
+    /// These options with `bytes` as the dirty bytes one compaction pass reads into its map.
+    pub fn with_cleaner_pass_bytes(mut self, bytes: u64) -> Self {
+        self.cleaner_pass_bytes = bytes;
+        self
+    }
+
+    /// These options with `limit` as the cleaner thread's I/O limit (`None`: no limit).
+    pub fn with_cleaner_io_bytes_per_sec(mut self, limit: Option<u64>) -> Self {
+        self.cleaner_io_bytes_per_sec = limit;
+        self
+    }
+
     /// The options as the log applies them: sizes clamped to what the format can address.
     pub(crate) fn normalized(mut self) -> Self {
         self.segment_bytes = self.segment_bytes.clamp(1, i32::MAX as u64);
         self.index_interval_bytes = self.index_interval_bytes.max(1);
         self.max_open_files = self.max_open_files.max(1);
+        self.cleaner_pass_bytes = self.cleaner_pass_bytes.max(1);
         self
     }
 }

@@ -25,6 +25,11 @@ use crate::segment::{Expect, Segment, gone, parse_segment_file_name, segment_fil
 use crate::storage::{Storage, StorageFile};
 use crate::topic_config::TopicConfig;
 
+mod compact;
+pub use compact::CompactionReport;
+pub(crate) use compact::read_cleaning;
+use compact::{CLEANED_SUFFIX, CLEANING_FILE};
+
 /// A whole stored batch, checksum verified, as read from a segment.
 #[derive(Debug)]
 pub(crate) struct StoredBatch {
@@ -118,6 +123,8 @@ pub(crate) struct Partition {
     lease: Option<Lease>,
     /// On the log's list of leased partitions (only its releaser takes it off).
     lease_listed: bool,
+    /// The cleaner checkpoint as this handle last read or wrote it (`None`: not read yet).
+    cleaned_to: Option<u64>,
     /// When this handle last found another process writing here (it waited for the lock, or
     /// caught up with their batches): no lease until [`CONTENDED_FOR`] after it.
     contended_at: Option<Instant>,
@@ -129,6 +136,41 @@ pub(crate) struct Partition {
 struct Lease {
     since: Instant,
     last: Instant,
+}
+
+/// A sealed `segment` that reaches `end`, past the next listed segment: a compaction merged
+/// the segments after it into it, which only the `cleaning` file (`partition/compact.rs`) may
+/// say. Returns how many of `later` (the listed bases after it) it covers; they are leftovers
+/// of that swap. Anything else is an [`Error::Corrupt`] (never skipped), or, if a covered
+/// segment is gone since the listing (the swap finished meanwhile), `NotFound`: look again.
+fn check_merged(
+    storage: &dyn Storage,
+    dir: &std::path::Path,
+    segment: &Segment,
+    later: &[u64],
+    end: u64,
+) -> Result<usize> {
+    let covered = later.iter().take_while(|&&b| b < end).count();
+    let claimed = read_cleaning(storage, dir)? == Some((segment.base, end));
+    if claimed && later.get(covered) == Some(&end) {
+        return Ok(covered);
+    }
+    if let Some(gone_one) = later[..covered]
+        .iter()
+        .map(|&b| dir.join(segment_file_name(b)))
+        .find(|p| !storage.exists(p))
+    {
+        return Err(gone(&gone_one));
+    }
+    Err(Error::Corrupt {
+        path: segment.path.clone(),
+        position: segment.size(),
+        reason: format!(
+            "the segment ends at offset {end}, past offset {} where the next segment starts, \
+             and no compaction in progress says it replaced the segments there",
+            later.first().copied().unwrap_or(end)
+        ),
+    })
 }
 
 impl Partition {
@@ -172,9 +214,11 @@ impl Partition {
         locks_open: Arc<AtomicUsize>,
     ) -> Result<Self> {
         let read_only = options.read_only;
-        let mut bases: Vec<u64> = storage
-            .list(&dir)
-            .at(&dir)?
+        let names = storage.list(&dir).at(&dir)?;
+        let cleaned_left = names
+            .iter()
+            .any(|n| n.ends_with(CLEANED_SUFFIX) || n == CLEANING_FILE);
+        let mut bases: Vec<u64> = names
             .iter()
             .filter_map(|name| parse_segment_file_name(name))
             .collect();
@@ -212,12 +256,21 @@ impl Partition {
         }
         let mut segments = Vec::with_capacity(bases.len());
         let mut scan = None;
-        for (i, &base) in bases.iter().enumerate() {
+        // Segments a committed compaction swap merged into the one before them (the swap's
+        // removal of their files did not happen yet): skipped, and removed by a writer.
+        let mut superseded = Vec::new();
+        let mut i = 0;
+        while let Some(&base) = bases.get(i) {
             let mut segment = Segment::open(&storage, &dir, base, read_only)?;
-            match bases.get(i + 1) {
+            match bases.get(i + 1).copied() {
                 // Sealed: whole and contiguous, or an error (never cut).
-                Some(&next_base) => {
-                    segment.check_sealed(next_base, interval)?;
+                Some(next_base) => {
+                    let end = segment.check_sealed(next_base, interval)?;
+                    if end > next_base {
+                        let covered =
+                            check_merged(&*storage, &dir, &segment, &bases[i + 1..], end)?;
+                        superseded.extend(bases.drain(i + 1..i + 1 + covered));
+                    }
                 }
                 None => {
                     if let Some(seal) = segment.read_seal()? {
@@ -236,6 +289,7 @@ impl Partition {
                 }
             }
             segments.push(segment);
+            i += 1;
         }
         let cross_process = storage.shared_between_processes();
         let mut partition = Self {
@@ -259,6 +313,7 @@ impl Partition {
             cross_process,
             lease: None,
             lease_listed: false,
+            cleaned_to: None,
             contended_at: None,
         };
         let torn = scan.is_some_and(|s| s.problem.is_some());
@@ -267,9 +322,14 @@ impl Partition {
             _ => false,
         };
         if !read_only
-            && (torn || stale_index || partition.segments.is_empty() || !leftovers.is_empty())
+            && (torn
+                || stale_index
+                || partition.segments.is_empty()
+                || !leftovers.is_empty()
+                || !superseded.is_empty()
+                || cleaned_left)
         {
-            partition.recover(&leftovers)?;
+            partition.recover(&leftovers, &superseded)?;
         }
         if partition.start > partition.next_offset {
             return Err(Error::Corrupt {
@@ -285,14 +345,15 @@ impl Partition {
         Ok(partition)
     }
 
-    /// Under the lock: removes segments left below the start offset, creates the first
-    /// segment if there is none, cuts a torn tail.
-    fn recover(&mut self, leftovers: &[u64]) -> Result<()> {
+    /// Under the lock: removes segments left below the start offset and what a compaction
+    /// that stopped left, creates the first segment if there is none, cuts a torn tail.
+    fn recover(&mut self, leftovers: &[u64], superseded: &[u64]) -> Result<()> {
         let path = self.dir.join(LOCK_FILE);
         self.lock_file()?.lock(true).at(&path)?;
         self.locked = true;
         let result = self
             .remove_leftovers(leftovers)
+            .and_then(|()| self.finish_cleaning(superseded))
             .and_then(|()| self.recover_locked());
         self.unlock();
         result
@@ -624,9 +685,10 @@ impl Partition {
             if !self.storage.exists(&next) {
                 // Nothing new here and no successor: is this segment still there (a look only
                 // when nothing came in)?
-                if !grew && !self.storage.exists(&active.path) {
+                if !grew && !active.is_current(&self.storage)? {
                     // Rolled and deleted since this handle looked (another process's
-                    // retention): the caller starts again from the start offset.
+                    // retention), or rolled and merged into another segment (compaction):
+                    // the caller starts again from the start offset.
                     return Err(gone(&active.path));
                 }
                 return Ok(());
@@ -666,10 +728,10 @@ impl Partition {
         if !self.cross_process || self.lease.is_some() {
             return Ok(());
         }
-        let gone = self
-            .segments
-            .last()
-            .is_some_and(|active| !self.storage.exists(&active.path));
+        let gone = match self.segments.last() {
+            Some(active) => !active.is_current(&self.storage)?,
+            None => false,
+        };
         if gone {
             self.rebase_on_start()?;
             self.catch_up()?;
@@ -886,6 +948,11 @@ impl Partition {
         self.segments.iter().map(Segment::size).sum()
     }
 
+    /// The base offset of the active segment.
+    pub(crate) fn active_base(&self) -> u64 {
+        self.segments.last().map_or(self.next_offset, |s| s.base)
+    }
+
     /// How many segments the partition has.
     pub(crate) fn segment_count(&self) -> usize {
         self.segments.len()
@@ -1081,16 +1148,95 @@ impl Partition {
     /// Batches holding offsets `>= offset`, up to `max_bytes` of stored batches (at least one),
     /// checksum-verified but still compressed: the caller decodes them after releasing the lock.
     pub(crate) fn fetch(&mut self, offset: u64, max_bytes: usize) -> Result<Vec<StoredBatch>> {
-        match self.fetch_once(offset, max_bytes) {
-            // A segment file this handle had closed is gone: another process moved the start
-            // offset past it. Look again (the offset may be out of range by now).
-            Err(Error::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound && self.cross_process =>
-            {
-                self.refresh_start()?;
-                self.fetch_once(offset, max_bytes)
+        let mut attempt = 0;
+        loop {
+            match self.fetch_once(offset, max_bytes) {
+                // A segment file this handle had closed is gone: another process moved the
+                // start offset past it, or compacted it (renamed a cleaned file over it, removed
+                // the segments it merged). Look again: the start offset first (the offset may be
+                // out of range by now), then the segments from the start on.
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound
+                        && self.cross_process
+                        && attempt < 8 =>
+                {
+                    if attempt == 0 {
+                        self.refresh_start()?;
+                    } else {
+                        self.reload()?;
+                    }
+                    attempt += 1;
+                }
+                other => return other,
             }
-            other => other,
+        }
+    }
+
+    /// Under the lock, before retention or compaction work on the sealed segments: if another
+    /// process's compaction replaced or removed segments this handle lists (the listing or a
+    /// file's identity differs), reads them again. One listing and one open per segment.
+    pub(crate) fn resync(&mut self) -> Result<()> {
+        if !self.cross_process {
+            return Ok(());
+        }
+        let mut listed: Vec<u64> = self
+            .storage
+            .list(&self.dir)
+            .at(&self.dir)?
+            .iter()
+            .filter_map(|name| parse_segment_file_name(name))
+            .collect();
+        listed.sort_unstable();
+        let ours: Vec<u64> = self.segments.iter().map(|s| s.base).collect();
+        let mut same = listed == ours;
+        for segment in &self.segments {
+            if !same {
+                break;
+            }
+            same = segment.is_current(&self.storage)?;
+        }
+        if same { Ok(()) } else { self.reload() }
+    }
+
+    /// Forgets every segment and reads them again from the one holding the start offset:
+    /// another process's compaction replaced segments this handle knew.
+    fn reload(&mut self) -> Result<()> {
+        // The segments this handle appended to are forgotten: make its appends durable first.
+        if self.unsynced || self.dir_dirty || !self.unsealed.is_empty() {
+            self.sync()?;
+        }
+        let mut attempt = 0;
+        loop {
+            self.rebase_on_start()?;
+            let walked = self.catch_up_once();
+            // A segment swapped while the walk read it ends the walk early, at the old file's
+            // end: the last segment must be the file its name holds now.
+            let current = match self.segments.last() {
+                Some(last) => last.is_current(&self.storage)?,
+                None => true,
+            };
+            match walked {
+                Ok(()) if current => return Ok(()),
+                Err(Error::Io { source, .. })
+                    if source.kind() != std::io::ErrorKind::NotFound || attempt >= 8 =>
+                {
+                    return Err(Error::Io {
+                        path: self.dir.clone(),
+                        source,
+                    });
+                }
+                Err(e) if !matches!(e, Error::Io { .. }) => return Err(e),
+                _ if attempt >= 8 => {
+                    return Err(Error::Corrupt {
+                        path: self.dir.clone(),
+                        position: 0,
+                        reason: "its segments kept changing while they were read again (a \
+                                 compaction in another process?)"
+                            .to_owned(),
+                    });
+                }
+                _ => attempt += 1,
+            }
         }
     }
 

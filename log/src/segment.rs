@@ -255,11 +255,13 @@ impl Damage {
     }
 }
 
-/// Parses the header of a batch stored in a segment (or the journal): a Kafka v2 header, with
-/// what the embedded log always writes outside the CRC's coverage checked too: leader epoch 0
-/// (the base offset is checked against the offsets around it). A batch taken over from Kafka
-/// gets epoch 0 and its base offset when it is written, without re-encoding. At least one
-/// record, at dense offsets: the log writes no empty or gapped batch.
+/// Parses the header of a batch stored in a segment: a Kafka v2 header, with what the embedded
+/// log always writes outside the CRC's coverage checked too: leader epoch 0 (the base offset is
+/// checked against the offsets around it). A batch taken over from Kafka gets epoch 0 and its
+/// base offset when it is written, without re-encoding. Appended batches hold at least one
+/// record at dense offsets; the cleaner's batches (compaction, `compact.rs`) may hold fewer
+/// records than offsets, or none, as Kafka's compacted batches do: batches still follow each
+/// other without gaps, each covering `base_offset..=last_offset()`.
 pub(crate) fn parse_stored(b: &[u8]) -> Result<BatchHeader, String> {
     let h = BatchHeader::parse(b)?;
     if h.leader_epoch != 0 {
@@ -268,13 +270,19 @@ pub(crate) fn parse_stored(b: &[u8]) -> Result<BatchHeader, String> {
             h.leader_epoch
         ));
     }
+    Ok(h)
+}
+
+/// [`parse_stored`] for a batch as appended (the transaction journal's): at least one record,
+/// at dense offsets.
+pub(crate) fn parse_appended(b: &[u8]) -> Result<BatchHeader, String> {
+    let h = parse_stored(b)?;
     if h.record_count == 0 {
         return Err("batch with zero records".to_owned());
     }
     if u64::from(h.record_count) != u64::from(h.last_offset_delta) + 1 {
-        // Kafka allows gaps (a compacted batch); the embedded log writes dense batches only.
         return Err(format!(
-            "{} records over a last offset delta of {} (the log's batches are dense)",
+            "{} records over a last offset delta of {} (appended batches are dense)",
             h.record_count, h.last_offset_delta
         ));
     }
@@ -438,6 +446,34 @@ impl Segment {
         storage.remove_file(&self.index_path).at(&self.index_path)
     }
 
+    /// Whether the file under this segment's name is still the one this handle reads (a
+    /// compaction renames a cleaned file over it; retention removes it).
+    pub(crate) fn is_current(&self, storage: &Arc<dyn Storage>) -> Result<bool> {
+        let Some(now) = storage.open_existing(&self.path, false).at(&self.path)? else {
+            return Ok(false);
+        };
+        let (was, is) = (self.file.identity(), now.identity());
+        Ok(was == 0 || is == 0 || was == is)
+    }
+
+    /// After compaction swapped this segment in: its index is `entries` (built as the data
+    /// was written) and its seal says it ends at `end_offset`; the index file is rewritten so,
+    /// and fsynced. `max_timestamp` is remembered for retention.
+    pub(crate) fn install_index(
+        &mut self,
+        entries: Vec<(u32, u32)>,
+        end_offset: u64,
+        max_timestamp: i64,
+    ) -> Result<()> {
+        self.index = entries;
+        self.bytes_since_index = 0;
+        self.max_timestamp = Some(max_timestamp);
+        self.index_file.truncate(0).at(&self.index_path)?;
+        let raw = self.index_bytes();
+        self.index_file.append(&raw).at(&self.index_path)?;
+        self.seal(end_offset)
+    }
+
     /// The largest record timestamp of this sealed segment (`i64::MIN` if it holds no batch),
     /// read from its batch headers the first time and remembered (a sealed segment never
     /// changes).
@@ -583,7 +619,9 @@ impl Segment {
 
     /// Checks a sealed segment against its seal and against `next_base`, the base offset of
     /// the segment after it, reading only the batch headers after its last index entry;
-    /// returns the offset after its last batch. Any mismatch is an [`Error::Corrupt`]: a
+    /// returns the offset after its last batch. That may lie past `next_base` for a segment
+    /// compaction merged with the ones after it (the caller checks the claim against the
+    /// partition's `cleaning` file). Any other mismatch is an [`Error::Corrupt`]: a
     /// sealed segment never has a torn tail (it was fsynced when rolled), so a short one lost
     /// data, and a gap before `next_base` means a segment is missing.
     pub(crate) fn check_sealed(&mut self, next_base: u64, index_interval: u64) -> Result<u64> {
@@ -620,8 +658,11 @@ impl Segment {
             return Err(damage.to_error());
         }
         let end = scan.end_offset;
+        // A segment the cleaner rewrote (compaction) is smaller than its seal says, and one it
+        // merged with the segments after it ends later, until its index is written again: an
+        // intact segment reaching at least as far as its seal lost nothing.
         if let Some(seal) = index.seal
-            && (seal.size != size || seal.end_offset != end)
+            && end < seal.end_offset
         {
             return Err(self.corrupt(
                 size.min(seal.size),
@@ -635,20 +676,13 @@ impl Segment {
                 ),
             ));
         }
-        if end != next_base {
+        if end < next_base {
             let next = segment_file_name(next_base);
-            let reason = if end < next_base {
-                format!(
-                    "the segment ends at offset {end}, but the next segment, {next}, starts at \
-                     offset {next_base}: offsets {end}..{next_base} are in no segment (a \
-                     missing segment file?)"
-                )
-            } else {
-                format!(
-                    "the segment ends at offset {end}, past offset {next_base} where the next \
-                     segment, {next}, starts"
-                )
-            };
+            let reason = format!(
+                "the segment ends at offset {end}, but the next segment, {next}, starts at \
+                 offset {next_base}: offsets {end}..{next_base} are in no segment (a missing \
+                 segment file?)"
+            );
             return Err(self.corrupt(size, reason));
         }
         // Rebuilt in memory only: a read-only open writes nothing (a clean open neither).
@@ -874,10 +908,19 @@ impl Segment {
         Ok(())
     }
 
+    /// Fsyncs what this handle wrote, if anything. A file that is gone (a closed handle finds
+    /// it removed, or another file under its name) needs nothing: retention deleted it, or
+    /// compaction replaced it with a cleaned copy it fsynced first.
     pub(crate) fn sync(&mut self) -> Result<()> {
         if self.dirty {
-            self.file.sync().at(&self.path)?;
-            self.index_file.sync().at(&self.index_path)?;
+            let synced = self.file.sync().and_then(|()| self.index_file.sync());
+            match synced {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::debug!(file = %self.path.display(), "not syncing a segment another process removed or replaced");
+                }
+                Err(e) => return Err(e).at(&self.path),
+            }
             self.dirty = false;
         }
         Ok(())

@@ -43,6 +43,10 @@ pub(crate) trait Storage: Send + Sync + Debug {
     fn exists(&self, path: &Path) -> bool;
     /// Renames `from` (a file or a directory) to `to`; fails if `to` is a non-empty directory.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Renames the file `from` over the file `to`, atomically replacing it (POSIX `rename`):
+    /// handles open on the old `to` keep reading what it held. Like a creation, it survives a
+    /// crash only once the directory is synced; until then a crash leaves both old files.
+    fn replace_file(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes `dir` and everything under it; Ok if it does not exist.
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Removes the file `path`; Ok if it does not exist. Like a creation, the removal survives
@@ -70,6 +74,12 @@ pub(crate) trait Storage: Send + Sync + Debug {
 pub(crate) trait StorageFile: Send + Debug {
     /// Current length.
     fn len(&self) -> u64;
+    /// Which file this handle reads (an inode number, or the like; 0: unknown). A file
+    /// replaced under the same name has another identity: compaction swaps a cleaned segment
+    /// in by renaming it over the old one.
+    fn identity(&self) -> u64 {
+        0
+    }
     /// Fills `buf` from position `pos`; `UnexpectedEof` if the file is shorter.
     fn read_exact_at(&mut self, pos: u64, buf: &mut [u8]) -> io::Result<()>;
     /// Writes `data` at the end.
@@ -102,6 +112,8 @@ pub(crate) struct FileStorage;
 struct DiskFile {
     file: File,
     len: u64,
+    /// Which file it is ([`inode`]).
+    inode: u64,
     /// Opened with `O_APPEND`: the kernel places every write at the current end.
     shared_append: bool,
 }
@@ -133,10 +145,11 @@ impl Storage for FileStorage {
             .create(true)
             .truncate(false)
             .open(path)?;
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
         Ok(Box::new(DiskFile {
             file,
-            len,
+            len: meta.len(),
+            inode: inode(&meta),
             shared_append: false,
         }))
     }
@@ -151,10 +164,11 @@ impl Storage for FileStorage {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
         Ok(Some(Box::new(DiskFile {
             file,
-            len,
+            len: meta.len(),
+            inode: inode(&meta),
             shared_append: false,
         })))
     }
@@ -165,10 +179,11 @@ impl Storage for FileStorage {
             .append(true)
             .create(true)
             .open(path)?;
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
         Ok(Box::new(DiskFile {
             file,
-            len,
+            len: meta.len(),
+            inode: inode(&meta),
             shared_append: true,
         }))
     }
@@ -178,6 +193,10 @@ impl Storage for FileStorage {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn replace_file(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)
     }
 
@@ -229,9 +248,29 @@ impl Storage for FileStorage {
     }
 }
 
+/// Which file an open file is: its inode number with its creation time (0 where the platform
+/// has neither). The creation time matters: a file system gives a removed file's inode number
+/// to the next file created, and compaction removes segments and creates cleaned ones.
+fn inode(meta: &fs::Metadata) -> u64 {
+    let born = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(meta);
+    #[cfg(not(unix))]
+    let ino = 0u64;
+    ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ born
+}
+
 impl StorageFile for DiskFile {
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn identity(&self) -> u64 {
+        self.inode
     }
 
     fn read_exact_at(&mut self, pos: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -552,6 +591,30 @@ impl Storage for MemStorage {
         Ok(())
     }
 
+    fn replace_file(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.faults.tick()?;
+        let mut state = locked(&self.state);
+        let Some(mut moved) = state.files.remove(from) else {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        };
+        // Until the directory is synced, a crash image holds the old `to` and `from` as they
+        // were (if their entries were durable), not the new `to`.
+        if moved.entry_durable {
+            let kept = MemEntry {
+                data: Arc::clone(&moved.data),
+                entry_durable: true,
+            };
+            state.removed.insert(from.to_path_buf(), kept);
+        }
+        moved.entry_durable = false;
+        if let Some(old) = state.files.insert(to.to_path_buf(), moved)
+            && old.entry_durable
+        {
+            state.removed.insert(to.to_path_buf(), old);
+        }
+        Ok(())
+    }
+
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
         let mut state = locked(&self.state);
         let files: Vec<PathBuf> = state
@@ -629,6 +692,10 @@ impl Storage for MemStorage {
 impl StorageFile for MemFile {
     fn len(&self) -> u64 {
         locked(&self.data).live.len() as u64
+    }
+
+    fn identity(&self) -> u64 {
+        Arc::as_ptr(&self.data) as usize as u64
     }
 
     fn read_exact_at(&mut self, pos: u64, buf: &mut [u8]) -> io::Result<()> {

@@ -5,10 +5,11 @@
 //!
 //! | key | default | what the log does with it |
 //! |---|---|---|
-//! | `cleanup.policy` | `delete` | `delete`: retention below applies; `compact`: kept for the cleaner (not built yet: nothing is deleted); `compact,delete`: both |
+//! | `cleanup.policy` | `delete` | `delete`: retention below applies; `compact`: the cleaner keeps the latest record per key (`partition/compact.rs`); `compact,delete`: both |
 //! | `retention.ms` | -1 (no limit; see below) | a sealed segment whose newest record is older than this is deleted; -1: no limit |
 //! | `retention.bytes` | -1 (no limit) | the oldest sealed segments are deleted while the partition stays at least this big without them |
-//! | `delete.retention.ms` | 86400000 (a day) | how long compaction keeps a tombstone (stored for the cleaner) |
+//! | `delete.retention.ms` | 86400000 (a day) | how long compaction keeps a tombstone after the cleaning that first kept it |
+//! | `min.cleanable.dirty.ratio` | 0.5 | the cleaner cleans a partition once this share of its sealed bytes is new since its last cleaning |
 //! | `segment.bytes` | the log's [`LogOptions::segment_bytes`](crate::LogOptions::segment_bytes) | the topic's segment size |
 //!
 //! The defaults are a broker's, and one default differs from a Kafka broker's: `retention.ms`
@@ -60,7 +61,7 @@ impl fmt::Display for CleanupPolicy {
 }
 
 /// A topic's configuration (see the module docs for the keys and defaults).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct TopicConfig {
     /// `cleanup.policy`.
@@ -73,7 +74,12 @@ pub struct TopicConfig {
     pub delete_retention_ms: u64,
     /// `segment.bytes`; `None`: the log's segment size.
     pub segment_bytes: Option<u64>,
+    /// `min.cleanable.dirty.ratio`, from 0 to 1.
+    pub min_cleanable_dirty_ratio: f64,
 }
+
+/// Kafka's default `min.cleanable.dirty.ratio`.
+pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
 
 /// Kafka's default `delete.retention.ms`: a day.
 pub const DEFAULT_DELETE_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
@@ -88,17 +94,19 @@ impl Default for TopicConfig {
             retention_bytes: None,
             delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
             segment_bytes: None,
+            min_cleanable_dirty_ratio: DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
         }
     }
 }
 
 /// The keys [`TopicConfig`] knows, in the order they are shown.
-pub const TOPIC_CONFIG_KEYS: [&str; 5] = [
+pub const TOPIC_CONFIG_KEYS: [&str; 6] = [
     "cleanup.policy",
     "retention.ms",
     "retention.bytes",
     "delete.retention.ms",
     "segment.bytes",
+    "min.cleanable.dirty.ratio",
 ];
 
 /// `-1` or a non-negative number, Kafka's "no limit" convention.
@@ -165,6 +173,10 @@ impl TopicConfig {
                     ));
                 }
             },
+            "min.cleanable.dirty.ratio" => match value.parse::<f64>() {
+                Ok(v) if (0.0..=1.0).contains(&v) => self.min_cleanable_dirty_ratio = v,
+                _ => return Err(format!("expected a number from 0 to 1, not {value:?}")),
+            },
             other => {
                 return Err(format!(
                     "not a topic config the embedded log applies (it knows {}); {other:?} would \
@@ -185,6 +197,7 @@ impl TopicConfig {
             "retention.bytes" => show_limit(self.retention_bytes),
             "delete.retention.ms" => self.delete_retention_ms.to_string(),
             "segment.bytes" => self.segment_bytes?.to_string(),
+            "min.cleanable.dirty.ratio" => self.min_cleanable_dirty_ratio.to_string(),
             _ => return None,
         })
     }

@@ -346,6 +346,8 @@ impl GlobalState {
                 });
                 self.writes.push((key.to_vec(), value, next));
             }
+            // A compacted batch's offsets after its last record hold nothing: go past them.
+            next = next.max(batch.last_offset() + 1);
         }
         if next > position {
             self.apply(i, next)?;

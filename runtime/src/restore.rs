@@ -24,9 +24,14 @@ pub(crate) struct BackendChangelogReader {
 
 /// Where reading a partition stands: the next offset, and what was fetched beyond it.
 struct Cursor {
+    /// The next offset to read: past the last record returned, and past the end of every batch
+    /// read whole (a compacted batch's offsets after its last record hold nothing).
     next: u64,
+    /// The offset after the last record returned: where the updater asks to go on from.
+    resume: u64,
     batches: VecDeque<FetchedBatch>,
-    current: Option<RecordIter>,
+    /// The batch being read, and the offset after it.
+    current: Option<(RecordIter, u64)>,
 }
 
 impl BackendChangelogReader {
@@ -52,11 +57,12 @@ impl ChangelogReader for BackendChangelogReader {
         out: &mut Vec<ChangelogRecord>,
     ) -> Result<(), BoxError> {
         let cursor = match self.cursors.get_mut(partition) {
-            Some(c) if c.next == from => c,
+            Some(c) if c.next == from || c.resume == from => c,
             _ => {
                 // A new partition, or a position the updater moved: start over from `from`.
                 let fresh = Cursor {
                     next: from,
+                    resume: from,
                     batches: VecDeque::new(),
                     current: None,
                 };
@@ -64,27 +70,36 @@ impl ChangelogReader for BackendChangelogReader {
                 self.cursors.get_mut(partition).ok_or("cursor vanished")?
             }
         };
-        let mut fetched_once = false;
+        // Fetch once per call, so a caught-up reader returns at once; again only while what
+        // was fetched held no record from `next` on (compacted batches): returning nothing
+        // tells the updater the rest of the range is gone.
+        let mut may_fetch = true;
         let mut added = 0;
         while added < max_records {
-            let record = match cursor.current.as_mut().and_then(Iterator::next) {
+            let record = match cursor.current.as_mut().and_then(|(it, _)| it.next()) {
                 Some(record) => record?,
                 None => {
-                    cursor.current = None;
+                    if let Some((_, end)) = cursor.current.take() {
+                        cursor.next = cursor.next.max(end);
+                    }
                     match cursor.batches.pop_front() {
                         Some(batch) => {
-                            cursor.current = Some(batch.records());
+                            let end = batch.last_offset() + 1;
+                            cursor.current = Some((batch.records(), end));
                             continue;
                         }
-                        // Fetch at most once per call, so a caught-up reader returns at once.
-                        None if !fetched_once => {
-                            fetched_once = true;
+                        None if may_fetch => {
                             let batches =
                                 self.backend.fetch(partition, cursor.next, self.max_bytes)?;
                             if batches.is_empty() {
                                 break;
                             }
+                            may_fetch = false;
                             cursor.batches.extend(batches);
+                            continue;
+                        }
+                        None if added == 0 => {
+                            may_fetch = true;
                             continue;
                         }
                         None => break,
@@ -95,6 +110,7 @@ impl ChangelogReader for BackendChangelogReader {
                 continue;
             }
             cursor.next = record.offset() + 1;
+            cursor.resume = cursor.next;
             out.push(ChangelogRecord {
                 offset: record.offset(),
                 key: record.key().map(|k| k.to_vec()),

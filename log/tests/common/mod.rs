@@ -36,6 +36,8 @@ pub(crate) fn read_all(
                     out.push(r);
                 }
             }
+            // A compacted batch's offsets after its last record hold nothing.
+            next = next.max(batch.last_offset() + 1);
         }
     }
 }
