@@ -93,6 +93,10 @@ pub(crate) struct RunArgs {
     /// runs (`metrics_http_addr`).
     #[arg(long, value_name = "HOST:PORT")]
     pub(crate) metrics_addr: Option<String>,
+    /// The embedded log the application runs on, if it does: the progress lines report its
+    /// cleaner's compaction.
+    #[arg(skip)]
+    pub(crate) log: Option<Log>,
 }
 
 impl RunArgs {
@@ -159,6 +163,13 @@ pub(crate) struct CountArgs {
     /// Extra options, Kafka-style: --set name=value (repeatable).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     settings: Vec<String>,
+    /// Group through a repartition topic (`group_by` on the same key) instead of `group_by_key`.
+    #[arg(long)]
+    repartition: bool,
+    /// With --log-dir: the embedded log's segment size in bytes (`LogOptions::segment_bytes`),
+    /// for topics that do not set `segment.bytes`, such as the changelog.
+    #[arg(long, default_value_t = LogOptions::default().segment_bytes)]
+    segment_bytes: u64,
     #[command(flatten)]
     follow: RunArgs,
     /// Answer `GET /counts/<key>` at http://HOST:PORT (also this instance's
@@ -193,11 +204,29 @@ pub(crate) fn topology(
     output: &str,
     store: Store,
 ) -> riffle::Result<riffle::Topology> {
+    topology_with(input, output, store, false)
+}
+
+/// [`topology`], grouping through a repartition topic (`group_by` on the same key, as
+/// `groupBy` does in Kafka Streams) when `repartition` is set.
+fn topology_with(
+    input: &str,
+    output: &str,
+    store: Store,
+    repartition: bool,
+) -> riffle::Result<riffle::Topology> {
     let store_type = store_type(store);
     let builder = StreamsBuilder::new();
-    builder
-        .stream(input, Consumed::with(Serdes::string(), Serdes::string()))
-        .group_by_key()
+    let stream = builder.stream(input, Consumed::with(Serdes::string(), Serdes::string()));
+    let grouped = if repartition {
+        stream.group_by(
+            |k: &String, _: &String| k.clone(),
+            riffle::Grouped::with(Serdes::string(), Serdes::string()).named("by-word"),
+        )
+    } else {
+        stream.group_by_key()
+    };
+    grouped
         .count_with(Materialized::named("counts").with_store_type(store_type))
         .to_stream()
         .to(output, Produced::with(Serdes::string(), Serdes::i64()));
@@ -213,7 +242,7 @@ pub(crate) fn run(sample: Sample) -> anyhow::Result<()> {
     }
 }
 
-fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
+fn group_by_key_count(mut args: CountArgs) -> anyhow::Result<()> {
     if let Some(servers) = args.bootstrap_servers.clone() {
         return kafka::group_by_key_count(args, &servers);
     }
@@ -230,8 +259,11 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
             (dir, "words".to_owned(), "counts".to_owned(), Some(expected))
         }
     };
-    let log = Log::open(&log_dir, LogOptions::default())
-        .with_context(|| format!("opening {}", log_dir.display()))?;
+    let log = Log::open(
+        &log_dir,
+        LogOptions::default().with_segment_bytes(args.segment_bytes),
+    )
+    .with_context(|| format!("opening {}", log_dir.display()))?;
     let mut config = StreamsConfig::new(args.application_id.clone());
     config.num_stream_threads = args.threads;
     config.commit_interval = Some(Duration::from_millis(args.commit_interval_ms));
@@ -248,6 +280,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         config.set(name, value)?;
     }
     args.follow.configure(&mut config);
+    args.follow.log = Some(log.clone());
     let listener = args
         .serve
         .as_deref()
@@ -255,7 +288,7 @@ fn group_by_key_count(args: CountArgs) -> anyhow::Result<()> {
         .transpose()?;
     let total_input: u64 = input_size(&log, &input)?;
     let app = StreamsApp::new(
-        topology(&input, &output, args.store)?,
+        topology_with(&input, &output, args.store, args.repartition)?,
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )?;
@@ -445,8 +478,17 @@ fn follow_until_stopped(
         let processed = app.records_processed();
         let rate = (processed - last_processed.min(processed)) as f64
             / now.duration_since(last_at).as_secs_f64();
+        let cleaner = follow.log.as_ref().map_or_else(String::new, |log| {
+            let c = log.compaction_totals();
+            format!(
+                "compaction: {} partitions cleaned, {:.1} MiB read and written, {} records removed; ",
+                c.partitions,
+                c.bytes_io as f64 / (1 << 20) as f64,
+                c.records_removed
+            )
+        });
         println!(
-            "{:.1} s: {processed} records processed, {rate:.0} records/s, {} restored, {}",
+            "{:.1} s: {processed} records processed, {rate:.0} records/s, {} restored, {cleaner}{}",
             now.duration_since(start).as_secs_f64(),
             app.records_restored(),
             if app.is_idle() {

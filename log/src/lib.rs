@@ -66,14 +66,19 @@
 //!   recovery runs only under the lock writers hold — OS file locks, released when a process
 //!   dies. [`LogOptions::read_only`] opens a log without changing any file. The protocol is in
 //!   `FORMAT.md`, *Many processes*.
+//! - **Compaction**: topics with `cleanup.policy=compact` keep the latest record per key
+//!   ([`Log::compact`], on each writable handle's cleaner thread every
+//!   [`LogOptions::compaction_check_interval`]): sealed segments are rewritten with their offsets
+//!   kept (Kafka's compacted batches), tombstones go `delete.retention.ms` after the cleaning
+//!   that kept them, and a swap is crash-safe and seen by readers in other processes. The
+//!   protocol is in `FORMAT.md`, *Compaction*.
 //! - **Testable**: [`Log::in_memory`] runs the same code on an in-memory storage backend (an
 //!   internal trait, file-backed or memory-backed; the memory backend keeps a live and a durable
 //!   copy of every file, so crash tests can keep only what was synced).
 //!
 //! # What it is not
 //!
-//! - Not a Kafka broker: no network protocol, no replication (the leader epoch is always 0), no
-//!   compaction yet (a `cleanup.policy=compact` topic keeps every record).
+//! - Not a Kafka broker: no network protocol, no replication (the leader epoch is always 0).
 //! - Not Kafka's transaction protocol: there are no transaction markers, producer ids or
 //!   read-committed fetches. [`Log::commit_transaction`] gets the same effect (see
 //!   *Transactions* above) without them; the batches' transactional and control bits are 0,

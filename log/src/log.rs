@@ -81,6 +81,8 @@ pub(crate) struct Shared {
     pub(crate) leases: Arc<Leases>,
     /// The retention thread's stop signal (`cleaner.rs`).
     cleaner: Arc<Cleaner>,
+    /// What this handle's compaction passes did, summed.
+    compacted: Mutex<CompactionReport>,
 }
 
 impl Drop for Shared {
@@ -319,6 +321,7 @@ impl Log {
                 waiters: AtomicUsize::new(0),
                 leases: Arc::default(),
                 cleaner: Arc::default(),
+                compacted: Mutex::default(),
             }),
         }
     }
@@ -769,10 +772,21 @@ impl Log {
                 if let Some(done) = done {
                     throttle(done.bytes_io);
                     report.add(&done);
+                    lock(&self.shared.compacted, &"the compaction totals")?.add(&done);
                 }
             }
         }
         Ok(report)
+    }
+
+    /// What compaction passes through this handle (its cleaner thread's and
+    /// [`compact`](Self::compact) calls) did since it was opened, summed.
+    pub fn compaction_totals(&self) -> CompactionReport {
+        *self
+            .shared
+            .compacted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Runs `f` on `tp`'s partition holding its OS lock (released after), recovering a dead

@@ -367,6 +367,11 @@ fn repair_partition(
     let mut cut_from: Option<String> = None;
     // The last segment kept, its seal and whether its index must go (a seal or a cut).
     let mut last_kept: Option<(PathBuf, Option<Seal>, bool)> = None;
+    // A compaction that merged segments and stopped after its commit point: the segment at
+    // the range's base covers it, and the segments inside are leftovers (log/FORMAT.md,
+    // *Compaction*).
+    let merged = crate::partition::read_cleaning(&FileStorage, dir)?;
+    let mut kept_base = None;
     for base in bases {
         let path = dir.join(segment_file_name(base));
         let index_path = path.with_extension("index");
@@ -385,6 +390,27 @@ fn repair_partition(
                 offsets: Some((base, Some(end))),
                 records,
                 reason: reason.clone(),
+            });
+            if !dry_run {
+                remove(&path)?;
+                remove(&index_path)?;
+            }
+            continue;
+        }
+        if cut_from.is_none()
+            && base < expected
+            && kept_base.is_some_and(|kept| merged == Some((kept, expected)))
+        {
+            cuts.push(RepairCut {
+                file: path.clone(),
+                action: CutAction::Delete { len },
+                topic_partition: Some(tp.clone()),
+                offsets: Some((base, Some(end))),
+                records,
+                reason: format!(
+                    "a compaction merged it into the segment before it, which holds offsets up \
+                     to {expected}, and stopped before removing it"
+                ),
             });
             if !dry_run {
                 remove(&path)?;
@@ -418,6 +444,7 @@ fn repair_partition(
             None => {
                 expected = scan.end_offset;
                 last_kept = Some((path, seal, false));
+                kept_base = Some(base);
             }
             Some(d) => {
                 cuts.push(RepairCut {

@@ -6,7 +6,11 @@
 //! checked against a `HashMap` count of everything written. Each sample also measures the
 //! topics' segment files: the input topic, changelogs, repartition topics and the rest (the
 //! input topic can be given Kafka's topic configs, `--input-config retention.bytes=…`, to see
-//! retention hold it). Not for CI: it runs for `--minutes` (10 by default).
+//! retention hold it; the output topic `--output-config`) and the compaction of the child's log
+//! cleaner: the child's processing rate from its progress lines, the partitions and MiB its
+//! cleaner compacted, and the cleaner thread's CPU time from `/proc/<pid>/task`, so the rate
+//! before and after compaction starts and the cleaner's CPU per MiB. Not for CI: it runs for
+//! `--minutes` (10 by default).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -55,6 +59,16 @@ pub(crate) struct Args {
     /// `--input-config retention.bytes=67108864 --input-config segment.bytes=8388608`.
     #[arg(long = "input-config", value_name = "KEY=VALUE")]
     input_configs: Vec<String>,
+    /// Run the sample with --repartition: its count reads a repartition topic, which the stream
+    /// threads purge after commits.
+    #[arg(long)]
+    repartition: bool,
+    /// The sample's log segment size (its --segment-bytes), for the changelog.
+    #[arg(long, default_value_t = LogOptions::default().segment_bytes)]
+    segment_bytes: u64,
+    /// A topic config of the output topic `counts` (created before the sample starts).
+    #[arg(long = "output-config", value_name = "KEY=VALUE")]
+    output_configs: Vec<String>,
     /// Passed to the sample as its --set NAME=VALUE (repeatable), e.g.
     /// `--set statestore_memory_max_bytes=100663296`.
     #[arg(long = "set", value_name = "NAME=VALUE")]
@@ -81,6 +95,15 @@ struct Sample {
     repartition_mib: f64,
     /// Of the other topics' (the output).
     other_topics_mib: f64,
+    /// Records the child processed, and its rate, from its last progress line.
+    processed: u64,
+    processed_per_s: f64,
+    /// The child's log cleaner so far: partitions compacted, MiB read and written, records
+    /// removed, and the cleaner thread's CPU time.
+    cleaner_partitions: u64,
+    cleaner_io_mib: f64,
+    cleaner_records_removed: u64,
+    cleaner_cpu_s: f64,
 }
 
 /// The run's figures.
@@ -102,7 +125,76 @@ struct Summary {
     changelog_mib_last: f64,
     repartition_mib_last: f64,
     other_topics_mib_last: f64,
+    changelog_mib_max: f64,
+    /// When the cleaner first compacted a partition (s), and the child's mean rate before and
+    /// after (samples after the warm-up).
+    compaction_started_s: Option<f64>,
+    processed_per_s_before_compaction: f64,
+    processed_per_s_after_compaction: f64,
+    cleaner_io_mib: f64,
+    cleaner_cpu_s: f64,
+    cleaner_cpu_ms_per_mib: f64,
     counts_exact: bool,
+}
+
+/// The fields of a progress line of the sample: (records processed, records/s, partitions
+/// compacted, MiB compacted, records removed).
+fn parse_progress(line: &str) -> Option<(u64, f64, u64, f64, u64)> {
+    let word_before = |marker: &str| -> Option<&str> {
+        let at = line.find(marker)?;
+        line[..at].split_whitespace().last()
+    };
+    let processed = word_before(" records processed")?.parse().ok()?;
+    let rate = word_before(" records/s")?.parse().ok()?;
+    let partitions = word_before(" partitions cleaned").and_then(|w| w.parse().ok());
+    let mib = word_before(" MiB read and written").and_then(|w| w.parse().ok());
+    let removed = word_before(" records removed").and_then(|w| w.parse().ok());
+    Some((
+        processed,
+        rate,
+        partitions.unwrap_or(0),
+        mib.unwrap_or(0.0),
+        removed.unwrap_or(0),
+    ))
+}
+
+/// CPU seconds (user and system) of the child's threads named like the log cleaner.
+fn cleaner_cpu_s(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let mut ticks = 0u64;
+    for task in tasks.filter_map(Result::ok) {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("riffle-log-clea") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // After the command name in parentheses: state is field 3, utime 14, stime 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+        ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
+    }
+    // The kernel's USER_HZ is 100 on every Linux this runs on.
+    ticks as f64 / 100.0
+}
+
+/// `key=value` pairs as a topic config.
+fn topic_config(flag: &str, pairs: &[String]) -> anyhow::Result<TopicConfig> {
+    let mut split = Vec::new();
+    for config in pairs {
+        split.push(
+            config
+                .split_once('=')
+                .with_context(|| format!("{flag} {config:?} is not key=value"))?,
+        );
+    }
+    TopicConfig::from_pairs(split.iter().copied())
+        .map_err(|(key, reason)| anyhow::anyhow!("{flag} {key}: {reason}"))
 }
 
 /// Bytes of the files under `path`, recursively (0 if it is gone: retention may remove a file
@@ -175,18 +267,18 @@ fn slope(points: &[(f64, f64)]) -> f64 {
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let root = tempfile::tempdir().context("creating a temporary directory")?;
     let dir = root.path().join("log");
-    let log = Log::open(&dir, LogOptions::default())?;
-    let mut pairs = Vec::new();
-    for config in &args.input_configs {
-        pairs.push(
-            config
-                .split_once('=')
-                .with_context(|| format!("--input-config {config:?} is not key=value"))?,
-        );
-    }
-    let input_config = TopicConfig::from_pairs(pairs.iter().copied())
-        .map_err(|(key, reason)| anyhow::anyhow!("--input-config {key}: {reason}"))?;
+    // The application's process compacts its log (its cleaner thread); this one only writes
+    // the input and applies its retention.
+    let log = Log::open(
+        &dir,
+        LogOptions::default().with_compaction_check_interval(None),
+    )?;
+    let input_config = topic_config("--input-config", &args.input_configs)?;
     log.create_topic_with("words", args.partitions, &input_config)?;
+    if !args.output_configs.is_empty() {
+        let output_config = topic_config("--output-config", &args.output_configs)?;
+        log.create_topic_with("counts", args.partitions, &output_config)?;
+    }
     let exe = std::env::current_exe().context("finding this executable")?;
     let mut child = Command::new(exe)
         .args(["sample", "group-by-key-count", "--log-dir"])
@@ -200,6 +292,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             &args.store,
         ])
         .args(["--follow", "--progress-every", "1s"])
+        .args(["--segment-bytes", &args.segment_bytes.to_string()])
+        .args(args.repartition.then_some("--repartition"))
         .args(args.settings.iter().flat_map(|s| ["--set", s.as_str()]))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -228,6 +322,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let mut next_sample = start + every;
     let mut written = 0u64;
     let mut samples = Vec::new();
+    let mut progress = (0u64, 0.0f64, 0u64, 0.0f64, 0u64);
     println!(
         "soak: {} records/s over {} keys for {:.1} min, the sample (pid {pid}, --store {}) following",
         args.rate, args.keys, args.minutes, args.store
@@ -251,6 +346,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             log.enforce_retention(now_ms)?;
             let (input_mib, changelog_mib, repartition_mib, other_topics_mib) =
                 disk_use(&dir, "words");
+            let (processed, processed_per_s, cleaner_partitions, cleaner_io_mib, removed) =
+                progress;
             let sample = Sample {
                 elapsed_s: start.elapsed().as_secs_f64(),
                 records_written: written,
@@ -263,11 +360,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 changelog_mib,
                 repartition_mib,
                 other_topics_mib,
+                processed,
+                processed_per_s,
+                cleaner_partitions,
+                cleaner_io_mib,
+                cleaner_records_removed: removed,
+                cleaner_cpu_s: cleaner_cpu_s(pid),
             };
             println!(
-                "{:>6.0} s: {:>10} records written, child RSS {:.1} MiB (anon {:.1}, file {:.1}), {} threads, {} files; topics: input {:.1} MiB, changelogs {:.1}, repartition {:.1}, output {:.1}",
+                "{:>6.0} s: {:>10} records written, {:>10} processed ({:.0}/s), child RSS {:.1} MiB (anon {:.1}, file {:.1}), {} threads, {} files; topics: input {:.1} MiB, changelogs {:.1}, repartition {:.1}, output {:.1}; cleaner: {} partitions, {:.1} MiB, {} records removed, {:.2} s CPU",
                 sample.elapsed_s,
                 sample.records_written,
+                sample.processed,
+                sample.processed_per_s,
                 sample.rss_mib,
                 sample.rss_anon_mib,
                 sample.rss_file_mib,
@@ -276,16 +381,26 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 sample.input_mib,
                 sample.changelog_mib,
                 sample.repartition_mib,
-                sample.other_topics_mib
+                sample.other_topics_mib,
+                sample.cleaner_partitions,
+                sample.cleaner_io_mib,
+                sample.cleaner_records_removed,
+                sample.cleaner_cpu_s
             );
             samples.push(sample);
         }
-        while rx.try_recv().is_ok() {}
+        while let Ok(line) = rx.try_recv() {
+            if let Some(p) = parse_progress(&line) {
+                progress = p;
+            }
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     producer.close()?;
     // Let it catch up, then stop it.
-    let want = format!(": {written} records processed,");
+    // With a repartition topic each record is processed twice (by each sub-topology).
+    let processed_per_record = if args.repartition { 2 } else { 1 };
+    let want = format!(": {} records processed,", written * processed_per_record);
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -314,6 +429,25 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|s| (s.elapsed_s / 60.0, s.rss_mib))
         .collect();
+    let started = samples.iter().find(|s| s.cleaner_partitions > 0);
+    let compaction_started_s = started.map(|s| s.elapsed_s);
+    let mean_rate = |keep: &dyn Fn(&Sample) -> bool| {
+        let rates: Vec<f64> = after
+            .iter()
+            .filter(|s| keep(s))
+            .map(|s| s.processed_per_s)
+            .collect();
+        if rates.is_empty() {
+            0.0
+        } else {
+            rates.iter().sum::<f64>() / rates.len() as f64
+        }
+    };
+    let before = mean_rate(&|s: &Sample| compaction_started_s.is_none_or(|t| s.elapsed_s < t));
+    let since = mean_rate(&|s: &Sample| compaction_started_s.is_some_and(|t| s.elapsed_s >= t));
+    let last = samples.last();
+    let (cleaner_io_mib, cleaner_cpu) =
+        last.map_or((0.0, 0.0), |s| (s.cleaner_io_mib, s.cleaner_cpu_s));
     let summary = Summary {
         minutes: args.minutes,
         rate: args.rate,
@@ -331,6 +465,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         changelog_mib_last: samples.last().map_or(0.0, |s| s.changelog_mib),
         repartition_mib_last: samples.last().map_or(0.0, |s| s.repartition_mib),
         other_topics_mib_last: samples.last().map_or(0.0, |s| s.other_topics_mib),
+        changelog_mib_max: samples.iter().map(|s| s.changelog_mib).fold(0.0, f64::max),
+        compaction_started_s,
+        processed_per_s_before_compaction: before,
+        processed_per_s_after_compaction: since,
+        cleaner_io_mib,
+        cleaner_cpu_s: cleaner_cpu,
+        cleaner_cpu_ms_per_mib: if cleaner_io_mib > 0.0 {
+            cleaner_cpu * 1000.0 / cleaner_io_mib
+        } else {
+            0.0
+        },
         counts_exact: exact,
     };
     println!(
@@ -346,10 +491,22 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         if exact { "yes" } else { "NO" }
     );
     println!(
-        "topics at the end: input {:.1} MiB (max {:.1}), changelogs {:.1} MiB, repartition {:.1} MiB, output {:.1} MiB",
+        "compaction: first at {}, the child's rate {:.0} records/s before and {:.0} after; the cleaner read and wrote {:.1} MiB with {:.2} s of CPU ({:.2} ms per MiB)",
+        summary
+            .compaction_started_s
+            .map_or_else(|| "never".to_owned(), |t| format!("{t:.0} s")),
+        summary.processed_per_s_before_compaction,
+        summary.processed_per_s_after_compaction,
+        summary.cleaner_io_mib,
+        summary.cleaner_cpu_s,
+        summary.cleaner_cpu_ms_per_mib
+    );
+    println!(
+        "topics at the end: input {:.1} MiB (max {:.1}), changelogs {:.1} MiB (max {:.1}), repartition {:.1} MiB, output {:.1} MiB",
         summary.input_mib_last,
         summary.input_mib_max,
         summary.changelog_mib_last,
+        summary.changelog_mib_max,
         summary.repartition_mib_last,
         summary.other_topics_mib_last
     );

@@ -264,12 +264,18 @@ impl Partition {
             let path = self.segments[i].path.clone();
             let bytes = self.read_whole(i)?;
             report.bytes_io += bytes.len() as u64;
-            for_each_batch(&self.tp, &path, &bytes, |_, batch, _| {
+            for_each_batch(&self.tp, &path, bytes, |_, batch, _| {
                 for record in batch.records() {
                     let record = record.map_err(|e| corrupt_record(&path, &e))?;
                     report.records_read += 1;
                     if let Some(key) = record.key() {
-                        latest.insert(key.clone(), record.offset());
+                        // A copy: a slice would keep the whole segment's buffer alive.
+                        match latest.get_mut(key) {
+                            Some(at) => *at = record.offset(),
+                            None => {
+                                latest.insert(Bytes::copy_from_slice(key), record.offset());
+                            }
+                        }
                     }
                 }
                 Ok(())
@@ -328,11 +334,13 @@ impl Partition {
         Ok(Some(report))
     }
 
-    /// The whole file of segment `i`.
-    fn read_whole(&mut self, i: usize) -> Result<Vec<u8>> {
+    /// The whole file of segment `i` (one segment in memory at a time).
+    fn read_whole(&mut self, i: usize) -> Result<Bytes> {
         let segment = &mut self.segments[i];
         let size = segment.size();
-        segment.read(0, usize::try_from(size).unwrap_or(usize::MAX))
+        Ok(Bytes::from(
+            segment.read(0, usize::try_from(size).unwrap_or(usize::MAX))?,
+        ))
     }
 
     /// Rewrites `group` into one segment's bytes (see the module docs).
@@ -351,7 +359,7 @@ impl Partition {
         for i in group.first..group.end {
             let path = self.segments[i].path.clone();
             let bytes = self.read_whole(i)?;
-            for_each_batch(&self.tp, &path, &bytes, |h, batch, _| {
+            for_each_batch(&self.tp, &path, bytes, |h, batch, _| {
                 let had_horizon =
                     (h.attributes & ATTR_DELETE_HORIZON != 0).then_some(h.first_timestamp);
                 let expired = had_horizon.is_some_and(|at| at <= now_ms);
@@ -578,10 +586,9 @@ fn corrupt_record(path: &Path, e: &riffle_record::Error) -> Error {
 fn for_each_batch(
     tp: &riffle_record::TopicPartition,
     path: &Path,
-    bytes: &[u8],
+    bytes: Bytes,
     mut f: impl FnMut(&BatchHeader, &FetchedBatch, u64) -> Result<()>,
 ) -> Result<()> {
-    let shared = Bytes::copy_from_slice(bytes);
     let mut at = 0usize;
     while at < bytes.len() {
         let corrupt = |reason: String| Error::Corrupt {
@@ -599,7 +606,7 @@ fn for_each_batch(
         if batch_crc(batch) != h.crc {
             return Err(corrupt("batch checksum mismatch".to_owned()));
         }
-        let fetched = FetchedBatch::decode(tp, &h, shared.slice(at..at + len))
+        let fetched = FetchedBatch::decode(tp, &h, bytes.slice(at..at + len))
             .map_err(|e| corrupt(e.to_string()))?;
         f(&h, &fetched, at as u64)?;
         at += len;
