@@ -263,3 +263,81 @@ fn a_crash_while_recovery_finishes_a_swap_is_recovered_again() {
         assert_eq!(read(&again, &appended).expect("read"), expected);
     }
 }
+
+/// Batches written by transactions stay in the journal until a checkpoint; compaction may
+/// rewrite them and retention may delete them before that. A crash then: recovery replays the
+/// journal against partitions that no longer hold those bytes, and must accept them (the
+/// partition reaching past a batch is what says it was written), not refuse to open.
+#[test]
+fn journaled_batches_compacted_or_deleted_before_a_checkpoint_are_recovered() {
+    let options = LogOptions::default()
+        .with_segment_bytes(400)
+        .with_txn_journal_bytes(64 << 20);
+    let log = Log::in_memory_with_options(options);
+    let compacted = TopicConfig::from_pairs([
+        ("cleanup.policy", "compact"),
+        ("min.cleanable.dirty.ratio", "0"),
+    ])
+    .expect("config");
+    log.create_topic_with("changelog", 1, &compacted)
+        .expect("create");
+    log.create_topic("repartition", 1).expect("create");
+    let changelog = TopicPartition::new("changelog", 0);
+    let repartition = TopicPartition::new("repartition", 0);
+    for round in 0..30u64 {
+        let mut a = BatchBuilder::new(Compression::None);
+        let mut b = BatchBuilder::new(Compression::None);
+        for i in 0..4u64 {
+            let key = format!("key-{}", (round * 4 + i) % 3);
+            a.push(
+                NOW,
+                Some(key.as_bytes()),
+                Some(format!("v{round}-{i}").as_bytes()),
+            );
+            b.push(NOW, Some(key.as_bytes()), Some(b"x"));
+        }
+        log.commit_transaction(
+            "app",
+            &mut [(changelog.clone(), &mut a), (repartition.clone(), &mut b)],
+            &[(repartition.clone(), (round + 1) * 4)],
+        )
+        .expect("commit");
+    }
+    let report = log.compact(NOW).expect("compact");
+    assert!(report.records_removed > 0, "{report:?}");
+    log.delete_records(&repartition, 100)
+        .expect("delete records");
+    let expected = records_of(&log, &changelog);
+    // Reopening replays the journal (`recover_journal`): it must accept what it finds.
+    let reopened = crash(&log);
+    let got = records_of(&reopened, &changelog);
+    assert_eq!(got, expected);
+    assert_eq!(
+        reopened.start_offset(&repartition).expect("start"),
+        log.start_offset(&repartition).expect("start")
+    );
+}
+
+/// Every record of `tp`, in order.
+fn records_of(log: &Log, tp: &TopicPartition) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut next = 0;
+    loop {
+        let batches = log.fetch(tp, next, 1 << 20).expect("fetch");
+        if batches.is_empty() {
+            return out;
+        }
+        for batch in &batches {
+            for record in batch.records() {
+                let record = record.expect("record");
+                if record.offset() >= next {
+                    out.push((
+                        record.key().map(|k| k.to_vec()),
+                        record.value().map(|v| v.to_vec()),
+                    ));
+                }
+            }
+            next = batch.last_offset() + 1;
+        }
+    }
+}

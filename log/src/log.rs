@@ -354,7 +354,7 @@ impl Log {
     }
 
     /// `name` as another process may have created it since this log loaded its topics.
-    fn load_topic(&self, name: &str) -> Result<Option<Arc<Topic>>> {
+    pub(crate) fn load_topic(&self, name: &str) -> Result<Option<Arc<Topic>>> {
         let shared = &self.shared;
         let mut topics = shared.topics.write().map_err(|_| poisoned_topics())?;
         if let Some(topic) = topics.by_name.get(name) {
@@ -686,17 +686,7 @@ impl Log {
     /// segment's size (for other processes' appends); a segment's newest timestamp is read
     /// once and remembered.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport> {
-        // Topics other processes created since this handle looked are its to clean too.
-        self.refresh_topics()?;
-        let topics: Vec<(Arc<str>, Arc<Topic>)> = {
-            let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
-            topics
-                .by_name
-                .iter()
-                .filter(|(_, t)| t.config.cleanup_policy.deletes())
-                .map(|(n, t)| (Arc::clone(n), Arc::clone(t)))
-                .collect()
-        };
+        let topics = self.topics_where(|policy| policy.deletes())?;
         let mut report = RetentionReport::default();
         for (name, topic) in topics {
             for p in 0..topic.partition_count() {
@@ -746,16 +736,7 @@ impl Log {
         now_ms: i64,
         throttle: &mut dyn FnMut(u64),
     ) -> Result<CompactionReport> {
-        self.refresh_topics()?;
-        let topics: Vec<(Arc<str>, Arc<Topic>)> = {
-            let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
-            topics
-                .by_name
-                .iter()
-                .filter(|(_, t)| t.config.cleanup_policy.compacts())
-                .map(|(n, t)| (Arc::clone(n), Arc::clone(t)))
-                .collect()
-        };
+        let topics = self.topics_where(|policy| policy.compacts())?;
         let mut report = CompactionReport::default();
         for (name, topic) in topics {
             for p in 0..topic.partition_count() {
@@ -787,6 +768,22 @@ impl Log {
             .compacted
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The topics whose `cleanup.policy` passes `wanted`, those other processes created since
+    /// this handle looked included (they are its to clean too).
+    fn topics_where(
+        &self,
+        wanted: impl Fn(crate::CleanupPolicy) -> bool,
+    ) -> Result<Vec<(Arc<str>, Arc<Topic>)>> {
+        self.refresh_topics()?;
+        let topics = self.shared.topics.read().map_err(|_| poisoned_topics())?;
+        Ok(topics
+            .by_name
+            .iter()
+            .filter(|(_, t)| wanted(t.config.cleanup_policy))
+            .map(|(n, t)| (Arc::clone(n), Arc::clone(t)))
+            .collect())
     }
 
     /// Runs `f` on `tp`'s partition holding its OS lock (released after), recovering a dead

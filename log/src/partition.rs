@@ -756,6 +756,19 @@ impl Partition {
         self.segments.drain(..n).collect()
     }
 
+    /// The base offsets of the segment files in the partition's directory, in order.
+    fn listed_bases(&self) -> Result<Vec<u64>> {
+        let mut bases: Vec<u64> = self
+            .storage
+            .list(&self.dir)
+            .at(&self.dir)?
+            .iter()
+            .filter_map(|name| parse_segment_file_name(name))
+            .collect();
+        bases.sort_unstable();
+        Ok(bases)
+    }
+
     /// The active segment this handle knew was deleted by another process (its retention
     /// passed it while this handle did not look): starts again from the segment holding the
     /// start offset, and the caller's catch-up walks the segments rolled since.
@@ -763,14 +776,7 @@ impl Partition {
         // Another deletion may remove the segment found here before it is opened: look again.
         let mut attempt = 0;
         let (start, segment) = loop {
-            let mut bases: Vec<u64> = self
-                .storage
-                .list(&self.dir)
-                .at(&self.dir)?
-                .iter()
-                .filter_map(|name| parse_segment_file_name(name))
-                .collect();
-            bases.sort_unstable();
+            let bases = self.listed_bases()?;
             // After the listing: a listed segment that is gone lies below it.
             let start = read_start(&*self.storage, &self.dir)?;
             let Some(first) = bases.iter().rev().find(|&&b| b <= start).copied() else {
@@ -1179,14 +1185,7 @@ impl Partition {
         if !self.cross_process {
             return Ok(());
         }
-        let mut listed: Vec<u64> = self
-            .storage
-            .list(&self.dir)
-            .at(&self.dir)?
-            .iter()
-            .filter_map(|name| parse_segment_file_name(name))
-            .collect();
-        listed.sort_unstable();
+        let listed = self.listed_bases()?;
         let ours: Vec<u64> = self.segments.iter().map(|s| s.base).collect();
         let mut same = listed == ours;
         for segment in &self.segments {

@@ -16,8 +16,10 @@
 //! Nothing reaches a partition before the commit point, so readers never see uncommitted data.
 //! Recovery ([`Log::recover_journal`], on open) replays the journal's intact records: a batch
 //! whose partition ends at its base offset is appended again (it was lost or torn off), one the
-//! partition already holds is checked and kept, anything else is an inconsistency
-//! ([`Error::Corrupt`] naming the journal and the record's position). Then it checkpoints.
+//! partition already holds is checked and kept (a batch retention or a purge deleted since, or
+//! one in a compacted topic, which the cleaner may have rewritten, is kept unchecked), anything
+//! else is an inconsistency ([`Error::Corrupt`] naming the journal and the record's position).
+//! Then it checkpoints.
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
@@ -524,6 +526,12 @@ impl Log {
                         t.group, b.tp, b.base
                     ),
                 };
+                // A compacted topic's cleaner may have rewritten the batch since (the journal
+                // keeps it until a checkpoint): the partition reaching past it is all that can
+                // be checked there.
+                let compacted = self
+                    .load_topic(&b.tp.topic)?
+                    .is_some_and(|t| t.config.cleanup_policy.compacts());
                 let written = self.with_partition(&b.tp, |p| {
                     p.lock_for_write(true)?;
                     let result = (|| {
@@ -535,6 +543,11 @@ impl Log {
                             return Err(inconsistent(format!(
                                 "cannot go where the partition ends ({end})"
                             )));
+                        }
+                        // Written, then deleted below the start offset (retention, a purge)
+                        // or rewritten by compaction: nothing left to compare.
+                        if compacted || b.base < p.latest_start_offset()? {
+                            return Ok(());
                         }
                         let stored = p.fetch(b.base, 1)?;
                         match stored.first() {
