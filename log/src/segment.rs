@@ -770,6 +770,20 @@ impl Segment {
             end_offset,
             size: self.size(),
         };
+        // An index with no entry gets one for its first batch first: Kafka's dump tool stops
+        // at the seal's marker only after the first entry (it takes a first `(0, 0)` for an
+        // entry, and then the seal's entry for one too, which points at the end of the file).
+        if self.index_file.refresh_len().at(&self.index_path)? == 0
+            && self.size() >= HEADER_LEN as u64
+        {
+            let first = self.read_header(0)?;
+            if let Ok(rel) = u32::try_from(first.last_offset() - self.base) {
+                let mut entry = [0u8; INDEX_ENTRY_LEN];
+                entry[..4].copy_from_slice(&rel.to_be_bytes());
+                self.index_file.append(&entry).at(&self.index_path)?;
+                self.index = vec![(rel, 0)];
+            }
+        }
         let mut raw = [0u8; 2 * INDEX_ENTRY_LEN];
         let (rel, pos) = seal_entry(self.base, seal);
         raw[..4].copy_from_slice(&SEAL_MARKER.0.to_be_bytes());

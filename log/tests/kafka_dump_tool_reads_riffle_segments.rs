@@ -8,22 +8,29 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use riffle_kafka_testkit::run_offline_tool;
-use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
+use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicConfig, TopicPartition};
 
 const TOOL: &str = "org.apache.kafka.tools.DumpLogSegments";
 
 /// One appended record: key, value (`None`: a tombstone) and header keys.
 type Modelled = (String, Option<String>, Vec<String>);
 
+fn options() -> LogOptions {
+    LogOptions::default()
+        .with_segment_bytes(4096)
+        .with_index_interval_bytes(256)
+        .with_compaction_check_interval(None)
+}
+
 /// Appends 80 batches of 1–5 records, cycling through the five codecs, into 4 KiB segments
 /// with an index entry every 256 bytes; the model by offset and each batch's codec by base
 /// offset.
-fn write_log(dir: &Path) -> (BTreeMap<u64, Modelled>, BTreeMap<u64, Compression>) {
-    let options = LogOptions::default()
-        .with_segment_bytes(4096)
-        .with_index_interval_bytes(256);
-    let log = Log::open(dir, options).expect("open");
-    log.create_topic("dumped", 1).expect("create");
+fn write_log(
+    dir: &Path,
+    config: &TopicConfig,
+) -> (BTreeMap<u64, Modelled>, BTreeMap<u64, Compression>) {
+    let log = Log::open(dir, options()).expect("open");
+    log.create_topic_with("dumped", 1, config).expect("create");
     let tp = TopicPartition::new("dumped", 0);
     let codecs = [
         Compression::None,
@@ -92,20 +99,20 @@ fn number(line: &str, name: &str) -> i64 {
         .unwrap_or_else(|e| panic!("{name} in {line:?}: {e}"))
 }
 
-#[test]
-fn kafka_s_dump_tool_reads_riffle_s_segments_and_indexes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (model, codec_of) = write_log(dir.path());
-    let segments = files(dir.path(), "log");
-    assert!(
-        segments.len() >= 3,
-        "rolled into several segments: {segments:?}"
-    );
+/// Batch positions of one segment: position → (base offset, last offset).
+type Positions = BTreeMap<i64, (u64, u64)>;
 
+/// Runs Kafka's dump tool on each segment: every record it reads (by offset) and each segment's
+/// batch positions. Each batch line must be valid, magic 2, epoch 0, no producer, and pass
+/// `check_batch(line, base offset, last offset)`.
+fn dump(
+    segments: &[PathBuf],
+    mut check_batch: impl FnMut(&str, u64, u64),
+) -> (BTreeMap<u64, Modelled>, BTreeMap<PathBuf, Positions>) {
     let mut seen: BTreeMap<u64, Modelled> = BTreeMap::new();
     // Per segment: batch position → (base offset, last offset).
     let mut batches_at: BTreeMap<PathBuf, BTreeMap<i64, (u64, u64)>> = BTreeMap::new();
-    for segment in &segments {
+    for segment in segments {
         let path = segment.to_str().expect("utf-8 path");
         let out = run_offline_tool(
             TOOL,
@@ -121,16 +128,7 @@ fn kafka_s_dump_tool_reads_riffle_s_segments_and_indexes() {
                 let last = number(line, "lastOffset") as u64;
                 assert_eq!(field(line, "isvalid"), "true", "{line}");
                 assert_eq!(field(line, "magic"), "2", "{line}");
-                assert_eq!(number(line, "count") as u64, last - base + 1, "{line}");
-                let codec = codec_of.get(&base).expect("a batch riffle appended");
-                let name = match codec {
-                    Compression::None => "none",
-                    Compression::Gzip => "gzip",
-                    Compression::Snappy => "snappy",
-                    Compression::Lz4 => "lz4",
-                    _ => "zstd",
-                };
-                assert_eq!(field(line, "compresscodec"), name, "{line}");
+                check_batch(line, base, last);
                 assert_eq!(number(line, "partitionLeaderEpoch"), 0, "{line}");
                 assert_eq!(number(line, "producerId"), -1, "{line}");
                 positions.insert(number(line, "position"), (base, last));
@@ -168,12 +166,15 @@ fn kafka_s_dump_tool_reads_riffle_s_segments_and_indexes() {
         assert!(batches > 0, "no batch in the dump of {path}:\n{out}");
         batches_at.insert(segment.clone(), positions);
     }
-    assert_eq!(seen, model, "what Kafka's tool read is what was appended");
+    (seen, batches_at)
+}
 
-    // Every index entry is the last offset of the batch at its position (the tool says so:
-    // no "Mismatches"), and the tool's sanity check passes; sealed segments included.
+/// Every index entry is the last offset of the batch at its position (the tool says so: no
+/// "Mismatches"), and the tool's sanity check passes, sealed segments included. Returns how many
+/// entries the indexes hold.
+fn check_indexes(dir: &Path, batches_at: &BTreeMap<PathBuf, Positions>) -> usize {
     let mut entries = 0;
-    for index in files(dir.path(), "index") {
+    for index in files(dir, "index") {
         let path = index.to_str().expect("utf-8 path");
         let out = run_offline_tool(TOOL, &["--files", path]).expect("index dump");
         assert!(!out.contains("Mismatches"), "{out}");
@@ -191,5 +192,125 @@ fn kafka_s_dump_tool_reads_riffle_s_segments_and_indexes() {
             .expect("sanity check");
         assert!(sanity.contains("passed sanity check"), "{sanity}");
     }
+    entries
+}
+
+#[test]
+fn kafka_s_dump_tool_reads_riffle_s_segments_and_indexes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (model, codec_of) = write_log(dir.path(), &TopicConfig::default());
+    let segments = files(dir.path(), "log");
+    assert!(
+        segments.len() >= 3,
+        "rolled into several segments: {segments:?}"
+    );
+
+    let (seen, batches_at) = dump(&segments, |line, base, last| {
+        assert_eq!(number(line, "count") as u64, last - base + 1, "{line}");
+        let codec = codec_of.get(&base).expect("a batch riffle appended");
+        let name = match codec {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            _ => "zstd",
+        };
+        assert_eq!(field(line, "compresscodec"), name, "{line}");
+    });
+    assert_eq!(seen, model, "what Kafka's tool read is what was appended");
+
+    let entries = check_indexes(dir.path(), &batches_at);
     assert!(entries >= 10, "the indexes hold entries: {entries}");
+}
+
+/// After compaction (two passes: the second merges segments, and with the clock past the
+/// delete horizon removes the tombstones the first kept): Kafka's tool reads the cleaned
+/// segments too — batches with gaps between their records, batches joined, empty batches,
+/// batches with a delete horizon — every batch valid, holding at most the offsets it covers, and
+/// exactly the records riffle reads, each as appended at its offset.
+#[test]
+fn kafka_s_dump_tool_reads_compacted_segments() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = TopicConfig::from_pairs([
+        ("cleanup.policy", "compact"),
+        ("min.cleanable.dirty.ratio", "0"),
+        ("delete.retention.ms", "1000"),
+    ])
+    .expect("config");
+    let (appended, _) = write_log(dir.path(), &config);
+    let log = Log::open(dir.path(), options()).expect("open");
+    let tp = TopicPartition::new("dumped", 0);
+    let first = log.compact(1_000).expect("first pass");
+    assert!(first.records_removed > 0, "{first:?}");
+    // More records, so the second pass has dirty segments; its clock is past the horizon.
+    let mut batch = BatchBuilder::new(Compression::Zstd);
+    for n in 0..40u64 {
+        batch.push(
+            1,
+            Some(format!("key-{}", n % 13).as_bytes()),
+            Some(b"later"),
+        );
+        if n % 8 == 7 {
+            log.append(&tp, &mut batch).expect("append");
+        }
+    }
+    let second = log.compact(1_000_000).expect("second pass");
+    assert!(
+        second.segments_cleaned > second.segments_written,
+        "{second:?}"
+    );
+    log.sync().expect("sync");
+    // What riffle reads, each record checked against what was appended at its offset.
+    let mut riffle_reads: BTreeMap<u64, Modelled> = BTreeMap::new();
+    let mut next = 0;
+    loop {
+        let batches = log.fetch(&tp, next, 1 << 20).expect("fetch");
+        if batches.is_empty() {
+            break;
+        }
+        for b in &batches {
+            for r in b.records() {
+                let r = r.expect("record");
+                if r.offset() < next {
+                    continue;
+                }
+                let key = String::from_utf8(r.key().expect("key").to_vec()).expect("utf-8");
+                let value = r
+                    .value()
+                    .map(|v| String::from_utf8(v.to_vec()).expect("utf-8"));
+                let headers: Vec<String> = r
+                    .headers()
+                    .map(|h| String::from_utf8(h.key.to_vec()).expect("utf-8"))
+                    .collect();
+                if let Some(original) = appended.get(&r.offset()) {
+                    assert_eq!(&(key.clone(), value.clone(), headers.clone()), original);
+                }
+                riffle_reads.insert(r.offset(), (key, value, headers));
+            }
+            next = b.last_offset() + 1;
+        }
+    }
+    assert!(
+        riffle_reads.len() < appended.len() / 2,
+        "{} records left",
+        riffle_reads.len()
+    );
+    let segments = files(dir.path(), "log");
+    let (mut gapped, mut empty) = (0, 0);
+    let (seen, batches_at) = dump(&segments, |line, base, last| {
+        let count = number(line, "count") as u64;
+        assert!(count <= last - base + 1, "{line}");
+        gapped += usize::from(count < last - base + 1);
+        empty += usize::from(count == 0);
+    });
+    assert_eq!(
+        seen, riffle_reads,
+        "what Kafka's tool read is what riffle reads"
+    );
+    assert!(gapped > 0, "no batch with gaps");
+    check_indexes(dir.path(), &batches_at);
+    println!(
+        "{gapped} batches with gaps, {empty} empty, {} records",
+        seen.len()
+    );
 }

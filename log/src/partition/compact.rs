@@ -356,10 +356,14 @@ impl Partition {
         let mut pending_max = i64::MIN;
         let (mut records_read, mut records_removed) = (0u64, 0u64);
         let mut changed = group.end - group.first > 1;
+        // Source batches, and whether they were all empty (a group emptied by an earlier pass).
+        let (mut source_batches, mut all_empty) = (0usize, true);
         for i in group.first..group.end {
             let path = self.segments[i].path.clone();
             let bytes = self.read_whole(i)?;
             for_each_batch(&self.tp, &path, bytes, |h, batch, _| {
+                source_batches += 1;
+                all_empty &= h.record_count == 0;
                 let had_horizon =
                     (h.attributes & ATTR_DELETE_HORIZON != 0).then_some(h.first_timestamp);
                 let expired = had_horizon.is_some_and(|at| at <= now_ms);
@@ -458,7 +462,8 @@ impl Partition {
             let crc = batch_crc(&b);
             b[17..21].copy_from_slice(&crc.to_be_bytes());
             bytes.extend_from_slice(&b);
-            changed = true;
+            // Unless it was that one empty batch already.
+            changed |= !(source_batches == 1 && all_empty);
         }
         let ends: Vec<u64> = out
             .iter()
