@@ -10,8 +10,9 @@
 //!
 //! Checked: no panic; an error is a corruption error; an open that succeeds changed nothing but
 //! cut a tail off the segment; a second open finds the same and changes nothing (or fails the
-//! same way); the partition reads back densely from start to end — the same records whatever
-//! the fetch size — or fails with a corruption error.
+//! same way); the partition reads back from start to end (batches contiguous, each record
+//! inside its batch's range: compaction leaves gaps) — the same records whatever the fetch
+//! size — or fails with a corruption error.
 
 use riffle_log::LogOptions;
 use riffle_log::fuzzing::MemDir;
