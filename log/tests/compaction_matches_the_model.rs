@@ -67,6 +67,54 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Ops written one to a line, for the scenarios the property test found:
+/// `<handle> append <none|zstd|lz4>: <records>` (a record is its key, a digit, or `-` for a
+/// null key, then `t` if it is a tombstone), `<handle> compact <ms the clock advances>`,
+/// `<handle> read`, `<handle> reopen`.
+fn script(text: &str) -> Vec<Op> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(|line| {
+            let (handle, rest) = line.split_once(' ').expect("a handle");
+            let handle: usize = handle.parse().expect("a handle");
+            let (verb, args) = rest.split_once(' ').unwrap_or((rest, ""));
+            match verb {
+                "append" => {
+                    let (codec, records) = args.split_once(':').expect("append <codec>: …");
+                    let codec = ["none", "zstd", "lz4"]
+                        .iter()
+                        .position(|name| *name == codec)
+                        .expect("a codec") as u8;
+                    let records = records
+                        .split_whitespace()
+                        .map(|r| {
+                            let (key, tombstone) = match r.strip_suffix('t') {
+                                Some(key) => (key, true),
+                                None => (r, false),
+                            };
+                            let key = (key != "-").then(|| key.parse().expect("a key"));
+                            (key, tombstone)
+                        })
+                        .collect();
+                    Op::Append {
+                        handle,
+                        codec,
+                        records,
+                    }
+                }
+                "compact" => Op::Compact {
+                    handle,
+                    advance: args.parse().expect("ms"),
+                },
+                "read" => Op::Read { handle },
+                "reopen" => Op::Reopen { handle },
+                _ => panic!("not an op: {line}"),
+            }
+        })
+        .collect()
+}
+
 /// One appended record and what the model says about it now.
 #[derive(Clone, Debug)]
 struct Rec {
@@ -289,426 +337,105 @@ fn many_passes_shrink_the_log_to_the_latest_record_per_key() {
 /// reads on after the swap.
 #[test]
 fn a_handle_reads_on_after_another_merged_the_segments_it_had_open() {
-    let rec = |key: Option<u8>| (key, false);
-    run(vec![
-        Op::Append {
-            handle: 1,
-            codec: 0,
-            records: vec![rec(None); 3],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![rec(None)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![rec(None); 5],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 0,
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![rec(None)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![rec(Some(0)); 2],
-        },
-    ]);
+    run(script(
+        "
+         1 append none: - - -
+         0 append none: -
+         0 append none: - - - - -
+         0 compact 0
+         0 append none: -
+         0 append none: 0 0
+        ",
+    ));
 }
 
 /// Found by the property test (1,500 cases): handles taking turns at compacting and appending.
 #[test]
 fn handles_taking_turns_at_compacting_and_appending() {
-    run(vec![
-        Op::Append {
-            handle: 1,
-            codec: 2,
-            records: vec![
-                (Some(0), false),
-                (Some(2), false),
-                (Some(3), false),
-                (Some(1), false),
-                (Some(3), false),
-            ],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 2,
-            records: vec![(Some(0), false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 2,
-            records: vec![(Some(3), true), (Some(0), true)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 1,
-            records: vec![(Some(2), false), (Some(2), false), (Some(4), false)],
-        },
-        Op::Append {
-            handle: 1,
-            codec: 1,
-            records: vec![
-                (None, true),
-                (None, false),
-                (Some(2), false),
-                (Some(4), false),
-            ],
-        },
-        Op::Append {
-            handle: 1,
-            codec: 0,
-            records: vec![
-                (Some(0), false),
-                (Some(0), false),
-                (Some(0), false),
-                (Some(0), false),
-            ],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 1001,
-        },
-        Op::Read { handle: 0 },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![
-                (Some(3), false),
-                (Some(3), false),
-                (Some(0), false),
-                (Some(2), false),
-            ],
-        },
-        Op::Reopen { handle: 1 },
-        Op::Compact {
-            handle: 0,
-            advance: 0,
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 500,
-        },
-        Op::Append {
-            handle: 1,
-            codec: 1,
-            records: vec![
-                (Some(4), false),
-                (Some(1), false),
-                (Some(1), false),
-                (Some(2), false),
-                (Some(1), false),
-            ],
-        },
-        Op::Append {
-            handle: 1,
-            codec: 2,
-            records: vec![
-                (Some(0), false),
-                (Some(4), false),
-                (Some(1), false),
-                (Some(4), false),
-                (Some(4), false),
-            ],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 500,
-        },
-        Op::Append {
-            handle: 1,
-            codec: 0,
-            records: vec![
-                (None, false),
-                (Some(0), false),
-                (Some(2), false),
-                (Some(0), false),
-                (Some(1), false),
-            ],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 1,
-            records: vec![(Some(0), false), (Some(0), false)],
-        },
-        Op::Append {
-            handle: 1,
-            codec: 2,
-            records: vec![
-                (Some(2), true),
-                (Some(1), false),
-                (Some(3), false),
-                (Some(2), false),
-            ],
-        },
-        Op::Read { handle: 0 },
-        Op::Compact {
-            handle: 1,
-            advance: 1001,
-        },
-        Op::Append {
-            handle: 1,
-            codec: 1,
-            records: vec![(Some(2), false), (Some(4), true)],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 500,
-        },
-        Op::Append {
-            handle: 0,
-            codec: 1,
-            records: vec![
-                (Some(2), false),
-                (Some(4), false),
-                (Some(2), false),
-                (Some(3), true),
-                (Some(3), false),
-            ],
-        },
-        Op::Reopen { handle: 0 },
-        Op::Append {
-            handle: 0,
-            codec: 1,
-            records: vec![
-                (Some(4), false),
-                (Some(1), true),
-                (Some(1), false),
-                (None, true),
-            ],
-        },
-        Op::Compact {
-            handle: 1,
-            advance: 0,
-        },
-        Op::Append {
-            handle: 1,
-            codec: 0,
-            records: vec![(Some(1), false), (Some(3), false), (Some(4), false)],
-        },
-        Op::Read { handle: 0 },
-        Op::Read { handle: 1 },
-        Op::Append {
-            handle: 0,
-            codec: 1,
-            records: vec![(Some(2), false), (Some(3), false), (Some(4), false)],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 0,
-        },
-        Op::Read { handle: 1 },
-        Op::Compact {
-            handle: 1,
-            advance: 1001,
-        },
-        Op::Compact {
-            handle: 1,
-            advance: 1001,
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 1001,
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 0,
-        },
-        Op::Append {
-            handle: 1,
-            codec: 2,
-            records: vec![(Some(1), false), (Some(0), true), (Some(3), false)],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 1001,
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(Some(0), false), (Some(2), false)],
-        },
-        Op::Compact {
-            handle: 1,
-            advance: 1001,
-        },
-        Op::Compact {
-            handle: 1,
-            advance: 1001,
-        },
-        Op::Append {
-            handle: 1,
-            codec: 0,
-            records: vec![
-                (Some(3), false),
-                (Some(0), false),
-                (Some(0), false),
-                (Some(1), false),
-                (Some(3), false),
-            ],
-        },
-        Op::Compact {
-            handle: 1,
-            advance: 0,
-        },
-        Op::Compact {
-            handle: 1,
-            advance: 1001,
-        },
-        Op::Read { handle: 0 },
-        Op::Read { handle: 1 },
-        Op::Append {
-            handle: 0,
-            codec: 1,
-            records: vec![(Some(1), false)],
-        },
-        Op::Compact {
-            handle: 1,
-            advance: 0,
-        },
-        Op::Read { handle: 0 },
-        Op::Append {
-            handle: 0,
-            codec: 2,
-            records: vec![(Some(4), false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![
-                (Some(4), false),
-                (Some(2), false),
-                (Some(4), false),
-                (Some(2), false),
-            ],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 1001,
-        },
-        Op::Append {
-            handle: 1,
-            codec: 1,
-            records: vec![(Some(2), false), (Some(4), false), (Some(2), false)],
-        },
-        Op::Append {
-            handle: 1,
-            codec: 0,
-            records: vec![(Some(3), false), (Some(1), false), (Some(0), false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 2,
-            records: vec![
-                (Some(2), false),
-                (Some(3), false),
-                (Some(3), false),
-                (Some(2), false),
-            ],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 0,
-        },
-    ]);
+    run(script(
+        "
+         1 append lz4: 0 2 3 1 3
+         0 append lz4: 0
+         0 append lz4: 3t 0t
+         0 append zstd: 2 2 4
+         1 append zstd: -t - 2 4
+         1 append none: 0 0 0 0
+         0 compact 1001
+         0 read
+         0 append none: 3 3 0 2
+         1 reopen
+         0 compact 0
+         0 compact 500
+         1 append zstd: 4 1 1 2 1
+         1 append lz4: 0 4 1 4 4
+         0 compact 500
+         1 append none: - 0 2 0 1
+         0 append zstd: 0 0
+         1 append lz4: 2t 1 3 2
+         0 read
+         1 compact 1001
+         1 append zstd: 2 4t
+         0 compact 500
+         0 append zstd: 2 4 2 3t 3
+         0 reopen
+         0 append zstd: 4 1t 1 -t
+         1 compact 0
+         1 append none: 1 3 4
+         0 read
+         1 read
+         0 append zstd: 2 3 4
+         0 compact 0
+         1 read
+         1 compact 1001
+         1 compact 1001
+         0 compact 1001
+         0 compact 0
+         1 append lz4: 1 0t 3
+         0 compact 1001
+         0 append none: 0 2
+         1 compact 1001
+         1 compact 1001
+         1 append none: 3 0 0 1 3
+         1 compact 0
+         1 compact 1001
+         0 read
+         1 read
+         0 append zstd: 1
+         1 compact 0
+         0 read
+         0 append lz4: 4
+         0 append none: 4 2 4 2
+         0 compact 1001
+         1 append zstd: 2 4 2
+         1 append none: 3 1 0
+         0 append lz4: 2 3 3 2
+         0 compact 0
+        ",
+    ));
 }
 
 /// Found by the property test: a handle whose active segment was rolled by another, then merged
 /// into the segment before it by that other's compaction, finds the records appended since.
 #[test]
 fn a_handle_whose_active_segment_was_merged_away_finds_the_new_end() {
-    run(vec![
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(None, false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![
-                (None, false),
-                (None, false),
-                (None, false),
-                (None, false),
-                (Some(0), false),
-            ],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(Some(0), false), (Some(0), false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(None, false), (None, false), (None, false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 2,
-            records: vec![(Some(0), false), (Some(0), false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 1,
-            records: vec![(Some(0), false), (Some(0), false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(Some(0), false), (Some(0), false)],
-        },
-        Op::Append {
-            handle: 1,
-            codec: 0,
-            records: vec![(None, false), (Some(0), false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 1,
-            records: vec![(Some(0), false), (Some(1), false), (None, false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(None, false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(Some(0), false), (Some(0), false), (Some(0), false)],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 0,
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(None, false), (None, false), (None, false)],
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(None, false), (None, false)],
-        },
-        Op::Compact {
-            handle: 0,
-            advance: 0,
-        },
-        Op::Append {
-            handle: 0,
-            codec: 0,
-            records: vec![(None, false)],
-        },
-    ]);
+    run(script(
+        "
+         0 append none: -
+         0 append none: - - - - 0
+         0 append none: 0 0
+         0 append none: - - -
+         0 append lz4: 0 0
+         0 append zstd: 0 0
+         0 append none: 0 0
+         1 append none: - 0
+         0 append zstd: 0 1 -
+         0 append none: -
+         0 append none: 0 0 0
+         0 compact 0
+         0 append none: - - -
+         0 append none: - -
+         0 compact 0
+         0 append none: -
+        ",
+    ));
 }

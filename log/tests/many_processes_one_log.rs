@@ -8,10 +8,12 @@
 //!
 //! `RIFFLE_CRASH_SEED` replays a failing seed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
@@ -82,13 +84,11 @@ fn child() {
 }
 
 fn spawn(dir: &Path, mode: &str, id: usize, n: usize) -> Child {
-    Command::new(std::env::current_exe().expect("current exe"))
-        .args(["child", "--exact", "--nocapture", "--test-threads", "1"])
+    common::child_command()
         .env("RIFFLE_LOG_CHILD", mode)
         .env("RIFFLE_LOG_DIR", dir)
         .env("RIFFLE_LOG_ID", id.to_string())
         .env("RIFFLE_LOG_N", n.to_string())
-        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn child")
@@ -151,33 +151,6 @@ fn by_partition(records: &[(u32, String)]) -> BTreeMap<u32, Vec<String>> {
     out
 }
 
-fn seed() -> u64 {
-    std::env::var("RIFFLE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
-}
-
-/// xorshift64*: enough to pick kill points reproducibly.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-fn rng(seed: u64) -> Rng {
-    Rng(seed | 1)
-}
-
 fn setup() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path(), options()).expect("open");
@@ -214,9 +187,8 @@ fn appender_processes_get_dense_offsets_and_every_record_once() {
 
 #[test]
 fn killed_appenders_leave_a_prefix_and_the_others_every_record() {
-    let seed = seed();
-    println!("seed {seed} (replay with RIFFLE_CRASH_SEED={seed})");
-    let mut rng = rng(seed);
+    let seed = common::crash_seed();
+    let mut rng = common::Rng::new(seed);
     let dir = setup();
     let n = 3_000;
     let mut killed = 0;
@@ -277,9 +249,8 @@ fn killed_appenders_leave_a_prefix_and_the_others_every_record() {
 
 #[test]
 fn killed_transaction_processes_are_all_or_nothing_beside_plain_appenders() {
-    let seed = seed();
-    println!("seed {seed} (replay with RIFFLE_CRASH_SEED={seed})");
-    let mut rng = rng(seed);
+    let seed = common::crash_seed();
+    let mut rng = common::Rng::new(seed);
     let dir = setup();
     let n = 1_500;
     let txn_writers = 3;

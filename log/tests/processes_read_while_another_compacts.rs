@@ -9,10 +9,12 @@
 //! This test binary runs itself as the child processes (the `child` test does the work when
 //! `RIFFLE_COMPACT_CHILD` is set). `RIFFLE_CRASH_SEED` replays a seed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicConfig, TopicPartition};
@@ -76,24 +78,11 @@ fn child() {
 }
 
 fn spawn(dir: &Path, mode: &str) -> Child {
-    Command::new(std::env::current_exe().expect("current exe"))
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+    common::child_command()
         .env("RIFFLE_COMPACT_CHILD", mode)
         .env("RIFFLE_COMPACT_DIR", dir)
-        .stdout(Stdio::null())
         .spawn()
         .expect("spawn")
-}
-
-fn seed() -> u64 {
-    std::env::var("RIFFLE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
 }
 
 /// Reads from `from` on, at most `fetches` fetches of 1 KiB (or to the end as it is now),
@@ -132,15 +121,7 @@ fn read_on(log: &Log, mut from: u64, fetches: usize, skipped: &mut u64) -> u64 {
 
 #[test]
 fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
-    let seed = seed();
-    println!("seed {seed} (replay with RIFFLE_CRASH_SEED={seed})");
-    let mut state = seed | 1;
-    let mut rand = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = common::Rng::new(common::crash_seed());
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let log = Log::open(dir, options()).expect("open");
@@ -159,7 +140,7 @@ fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
         // A slow reader, from the start again now and then: compaction swaps segments it
         // read before.
         from = read_on(&log, from, 1, &mut skipped);
-        if rand().is_multiple_of(60) {
+        if rng.next_u64().is_multiple_of(60) {
             from = 0;
             passes += 1;
         }
@@ -173,8 +154,8 @@ fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
                 break;
             }
         }
-        if rand().is_multiple_of(40) && compactor.try_wait().expect("wait").is_none() {
-            std::thread::sleep(Duration::from_micros(rand() % 3_000));
+        if rng.next_u64().is_multiple_of(40) && compactor.try_wait().expect("wait").is_none() {
+            std::thread::sleep(Duration::from_micros(rng.next_u64() % 3_000));
             compactor.kill().expect("kill");
             let status = compactor.wait().expect("wait");
             assert!(status.success() || status.signal() == Some(9), "{status:?}");
@@ -200,24 +181,9 @@ fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
     let info = fresh.partition_info(&tp()).expect("info");
     let mut latest = BTreeMap::new();
     let mut below = 0;
-    let mut next = 0;
-    loop {
-        let batches = fresh.fetch(&tp(), next, 1 << 16).expect("fetch");
-        if batches.is_empty() {
-            break;
-        }
-        for batch in &batches {
-            for record in batch.records() {
-                let record = record.expect("record");
-                if record.offset() < next {
-                    continue;
-                }
-                next = record.offset() + 1;
-                below += usize::from(record.offset() < info.active_segment_base);
-                latest.insert(key(record.offset()), record.offset());
-            }
-            next = next.max(batch.last_offset() + 1);
-        }
+    for (offset, (_, key, _)) in common::read_all(&fresh, &tp(), 0, 1 << 16) {
+        below += usize::from(offset < info.active_segment_base);
+        latest.insert(key.expect("key"), offset);
     }
     let expected: BTreeMap<Vec<u8>, u64> = (RECORDS - KEYS..RECORDS).map(|o| (key(o), o)).collect();
     assert_eq!(latest, expected);

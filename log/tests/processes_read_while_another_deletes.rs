@@ -7,9 +7,11 @@
 //! This test binary runs itself as the child processes (the `child` test does the work when
 //! `RIFFLE_DELETE_CHILD` is set). `RIFFLE_CRASH_SEED` replays a seed.
 
+mod common;
+
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use riffle_log::{BatchBuilder, Compression, Error, Log, LogOptions, TopicConfig, TopicPartition};
@@ -76,24 +78,11 @@ fn child() {
 }
 
 fn spawn(dir: &Path, mode: &str) -> Child {
-    Command::new(std::env::current_exe().expect("current exe"))
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+    common::child_command()
         .env("RIFFLE_DELETE_CHILD", mode)
         .env("RIFFLE_DELETE_DIR", dir)
-        .stdout(Stdio::null())
         .spawn()
         .expect("spawn")
-}
-
-fn seed() -> u64 {
-    std::env::var("RIFFLE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
 }
 
 /// Reads from `from` on, at most `fetches` fetches of 1 KiB (or to the end as it is now),
@@ -138,15 +127,7 @@ fn read_on(log: &Log, mut from: u64, last_start: &mut u64, fetches: usize) -> u6
 
 #[test]
 fn a_reader_sees_every_record_or_a_start_offset_past_it_while_a_killed_deleter_runs() {
-    let seed = seed();
-    println!("seed {seed} (replay with RIFFLE_CRASH_SEED={seed})");
-    let mut state = seed | 1;
-    let mut rand = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = common::Rng::new(common::crash_seed());
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let log = Log::open(dir, options()).expect("open");
@@ -171,8 +152,8 @@ fn a_reader_sees_every_record_or_a_start_offset_past_it_while_a_killed_deleter_r
                 break;
             }
         }
-        if rand().is_multiple_of(40) && deleter.try_wait().expect("wait").is_none() {
-            std::thread::sleep(Duration::from_micros(rand() % 3_000));
+        if rng.next_u64().is_multiple_of(40) && deleter.try_wait().expect("wait").is_none() {
+            std::thread::sleep(Duration::from_micros(rng.next_u64() % 3_000));
             deleter.kill().expect("kill");
             let status = deleter.wait().expect("wait");
             assert!(status.success() || status.signal() == Some(9), "{status:?}");

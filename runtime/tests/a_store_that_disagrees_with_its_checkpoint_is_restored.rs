@@ -14,7 +14,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{run_persistent_count as run, run_persistent_count_as};
+use common::{copy_dir, run_persistent_count as run, run_persistent_count_as};
 use riffle::log::{Log, LogOptions};
 
 /// `n` records over `keys` keys, every key in every batch (so each run updates every count).
@@ -22,19 +22,6 @@ fn input(n: usize, keys: usize) -> Vec<(String, String)> {
     (0..n)
         .map(|i| (format!("k{}", i % keys), String::new()))
         .collect()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create copy");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// The directory of the application's one store database.

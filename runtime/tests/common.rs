@@ -198,3 +198,17 @@ pub fn two_thread_config(application_id: &str, state: &std::path::Path) -> riffl
     config.commit_interval = Some(std::time::Duration::from_millis(20));
     config
 }
+
+/// Copies the directory `from` (files and subdirectories) to `to`.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create copy");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}

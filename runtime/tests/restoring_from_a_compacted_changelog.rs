@@ -8,7 +8,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use riffle::log::{CleanupPolicy, Log, LogOptions, TopicPartition};
 
@@ -26,19 +25,6 @@ fn input(round: usize, n: usize, keys: usize) -> Vec<(String, String)> {
     (0..n)
         .map(|i| (format!("k{}", i % keys), format!("{round}")))
         .collect()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create copy");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// A partition's latest value per key.
@@ -94,7 +80,7 @@ fn restoring_from_a_compacted_changelog_equals_restoring_from_the_whole_one() {
         .expect("changelog");
     assert_eq!(config.cleanup_policy, CleanupPolicy::Compact);
     let (whole_records, whole_latest) = changelog(&log);
-    copy_dir(&dir.path().join("log"), &dir.path().join("log-uncompacted"));
+    common::copy_dir(&dir.path().join("log"), &dir.path().join("log-uncompacted"));
 
     let report = log.compact(i64::MAX / 2).expect("compact");
     println!("{whole_records} changelog records; compaction: {report:?}");

@@ -102,3 +102,44 @@ pub(crate) fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8
     out.sort();
     out
 }
+
+/// The seed of a test that kills processes at random points: `RIFFLE_CRASH_SEED` replays one,
+/// else the clock picks it. Printed with the way to replay it.
+pub(crate) fn crash_seed() -> u64 {
+    let seed = std::env::var("RIFFLE_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    println!("seed {seed} (replay with RIFFLE_CRASH_SEED={seed})");
+    seed
+}
+
+/// xorshift64*: enough to pick kill points reproducibly.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// This test binary again, as a child process that runs only its test `child` (which reads
+/// what to do from the environment the caller adds); its output is discarded.
+pub(crate) fn child_command() -> std::process::Command {
+    let mut command = std::process::Command::new(std::env::current_exe().expect("current exe"));
+    command
+        .args(["child", "--exact", "--nocapture", "--test-threads=1"])
+        .stdout(std::process::Stdio::null());
+    command
+}
