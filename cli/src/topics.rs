@@ -17,7 +17,8 @@ pub(crate) struct Args {
     #[arg(long, conflicts_with = "describe", requires = "topic")]
     create: bool,
     /// Show each topic's configuration (the keys set at creation, as `kafka-topics.sh
-    /// --describe` shows them) and each partition's start and end offsets, segments and bytes.
+    /// --describe` shows them) and each partition's start and end offsets, segments and bytes
+    /// (for a compacted topic also the cleaner's checkpoint and the dirty ratio).
     #[arg(long)]
     describe: bool,
     /// The topic to create, or the only one to describe.
@@ -128,8 +129,20 @@ fn describe(log: &Log, only: Option<&str>) -> anyhow::Result<()> {
         );
         for p in 0..partitions {
             let info = log.partition_info(&TopicPartition::new(topic.as_str(), p))?;
+            // A compacted topic also shows how far the cleaner got and the share of the
+            // sealed bytes it has not cleaned yet (a pass is due at min.cleanable.dirty.ratio).
+            let cleaner = if config.cleanup_policy.compacts() {
+                let ratio = if info.sealed_bytes == 0 {
+                    0.0
+                } else {
+                    info.dirty_bytes as f64 / info.sealed_bytes as f64
+                };
+                format!("\tCleanedTo: {}\tDirtyRatio: {ratio:.2}", info.cleaned_to)
+            } else {
+                String::new()
+            };
             println!(
-                "\tTopic: {topic}\tPartition: {p}\tStartOffset: {}\tEndOffset: {}\tSegments: {}\tBytes: {}",
+                "\tTopic: {topic}\tPartition: {p}\tStartOffset: {}\tEndOffset: {}\tSegments: {}\tBytes: {}{cleaner}",
                 info.start_offset, info.end_offset, info.segments, info.bytes
             );
         }

@@ -1,8 +1,10 @@
 //! `riffle topics --create --config` stores Kafka's topic configs and refuses unknown ones by
 //! name; `--describe` shows them and each partition's start and end offsets; after retention
 //! deleted old segments, `consume --from-beginning` prints exactly the records from the start
-//! offset on and the listing counts only those.
+//! offset on and the listing counts only those. A compacted topic's description shows how far
+//! the cleaner got.
 
+use std::collections::HashMap;
 use std::process::{Command, Output};
 
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
@@ -119,4 +121,82 @@ fn configs_are_stored_shown_and_applied_by_retention() {
         line.split_whitespace().nth(2) == Some(&(1000 - start).to_string()),
         "{line}"
     );
+}
+
+#[test]
+fn a_compacted_topic_shows_how_far_the_cleaner_got() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().to_str().expect("utf-8");
+    let created = riffle(&[
+        "topics",
+        "--log-dir",
+        dir,
+        "--create",
+        "--topic",
+        "counts",
+        "--config",
+        "cleanup.policy=compact",
+        "--config",
+        "segment.bytes=4096",
+    ]);
+    assert!(stdout(&created).contains("Created topic counts."));
+    // 1,000 updates of 10 keys.
+    let options = LogOptions::default()
+        .with_retention_check_interval(None)
+        .with_compaction_check_interval(None);
+    let log = Log::open(tmp.path(), options.clone()).expect("open");
+    let tp = TopicPartition::new("counts", 0);
+    let mut b = BatchBuilder::new(Compression::None);
+    let mut latest = HashMap::new();
+    for i in 0..1000 {
+        let (key, value) = (format!("k{}", i % 10), format!("v{i}"));
+        b.push(1, Some(key.as_bytes()), Some(value.as_bytes()));
+        latest.insert(key, value);
+        if b.len() == 10 {
+            log.append(&tp, &mut b).expect("append");
+        }
+    }
+    drop(log);
+    let partition_line = |described: &str| {
+        described
+            .lines()
+            .find(|l| l.contains("Partition: 0"))
+            .expect("partition 0 described")
+            .to_owned()
+    };
+    let described = stdout(&riffle(&["topics", "--log-dir", dir, "--describe"]));
+    let line = partition_line(&described);
+    assert!(
+        line.ends_with("\tCleanedTo: 0\tDirtyRatio: 1.00"),
+        "{described}"
+    );
+
+    let log = Log::open(tmp.path(), options).expect("open");
+    let report = log.compact(1_000_000).expect("compact");
+    assert!(report.records_removed > 0, "{report:?}");
+    let active = log.partition_info(&tp).expect("info").active_segment_base;
+    drop(log);
+    let described = stdout(&riffle(&["topics", "--log-dir", dir, "--describe"]));
+    let line = partition_line(&described);
+    assert!(
+        line.ends_with(&format!("\tCleanedTo: {active}\tDirtyRatio: 0.00")),
+        "{described}"
+    );
+    // What a consumer reads: fewer records, and every key's latest value last.
+    let consumed = stdout(&riffle(&[
+        "consume",
+        "--log-dir",
+        dir,
+        "--topic",
+        "counts",
+        "--from-beginning",
+    ]));
+    let lines: Vec<&str> = consumed.lines().collect();
+    assert!(lines.len() < 1000, "{} records", lines.len());
+    let mut read = HashMap::new();
+    for line in lines {
+        let (key, value) = line.split_once('\t').expect("key and value");
+        read.insert(key.to_owned(), value.to_owned());
+    }
+    assert_eq!(read, latest);
 }

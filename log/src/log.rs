@@ -119,6 +119,15 @@ pub struct PartitionInfo {
     /// The base offset of its active segment: retention and compaction touch only the
     /// segments before it.
     pub active_segment_base: u64,
+    /// Bytes of the segments before the active one.
+    pub sealed_bytes: u64,
+    /// The offset up to which the cleaner has compacted the partition (its
+    /// `cleaner-checkpoint`; 0: never). Only `cleanup.policy=compact` topics are cleaned.
+    pub cleaned_to: u64,
+    /// Bytes of the sealed segments the cleaner has not compacted yet (those ending after
+    /// `cleaned_to`): a pass is due when they reach `min.cleanable.dirty.ratio` of
+    /// `sealed_bytes`.
+    pub dirty_bytes: u64,
 }
 
 /// The topic map, and the topics by the hash the change file names them by.
@@ -654,16 +663,22 @@ impl Log {
         Ok(self.load_topic(topic)?.map(|t| t.config.clone()))
     }
 
-    /// The partition's offsets and files.
+    /// The partition's offsets and files, and how far the cleaner compacted it (reads its
+    /// `cleaner-checkpoint` file).
     pub fn partition_info(&self, tp: &TopicPartition) -> Result<PartitionInfo> {
         self.with_partition(tp, |p| {
             let end_offset = p.latest_end_offset()?;
+            let start_offset = p.latest_start_offset()?;
+            let (cleaned_to, dirty_bytes, sealed_bytes) = p.cleaner_state()?;
             Ok(PartitionInfo {
-                start_offset: p.latest_start_offset()?,
+                start_offset,
                 end_offset,
                 segments: p.segment_count(),
                 bytes: p.size_bytes(),
                 active_segment_base: p.active_base(),
+                sealed_bytes,
+                cleaned_to,
+                dirty_bytes,
             })
         })
     }

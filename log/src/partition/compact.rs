@@ -195,6 +195,16 @@ impl Partition {
         Ok(dirty > 0 && dirty as f64 >= config.min_cleanable_dirty_ratio * total as f64)
     }
 
+    /// The cleaner's checkpoint (read again: another process may have cleaned since), the
+    /// bytes of the sealed segments ending after it, and of all sealed segments.
+    pub(crate) fn cleaner_state(&mut self) -> Result<(u64, u64, u64)> {
+        self.check_poisoned()?;
+        let checkpoint = read_offset_file(&*self.storage, &self.dir.join(CHECKPOINT_FILE))?;
+        self.cleaned_to = Some(checkpoint);
+        let (dirty, sealed) = self.dirty_bytes(checkpoint);
+        Ok((checkpoint, dirty, sealed))
+    }
+
     /// Bytes of the sealed segments ending after `checkpoint`, and of all sealed segments.
     fn dirty_bytes(&self, checkpoint: u64) -> (u64, u64) {
         let sealed = self.segments.len().saturating_sub(1);
