@@ -262,16 +262,7 @@ fn run(ops: Vec<Op>) {
     // A read-only open agrees too, and no leftover of a swap is on disk.
     let read_only = Log::open(dir, options().with_read_only(true)).expect("read-only open");
     check(&read_only, &model, true);
-    let names: Vec<String> = std::fs::read_dir(dir.join("topics").join("t").join("0"))
-        .expect("read_dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        !names
-            .iter()
-            .any(|n| n.ends_with(".cleaned") || n == "cleaning"),
-        "{names:?}"
-    );
+    common::assert_no_swap_leftovers(&dir.join("topics").join("t").join("0"));
 }
 
 proptest! {

@@ -12,7 +12,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -133,8 +132,8 @@ fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
     .expect("config");
     log.create_topic_with("t", 1, &config).expect("create");
     let mut appender = spawn(dir, "append");
-    let mut compactor = spawn(dir, "compact");
-    let (mut from, mut kills, mut skipped, mut passes) = (0u64, 0, 0u64, 0);
+    let mut compactor = common::KilledChild::start(|| spawn(dir, "compact"));
+    let (mut from, mut skipped, mut passes) = (0u64, 0u64, 0);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         // A slow reader, from the start again now and then: compaction swaps segments it
@@ -144,31 +143,18 @@ fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
             from = 0;
             passes += 1;
         }
-        if let Some(status) = appender.try_wait().expect("wait") {
-            assert!(status.success(), "the appender failed: {status:?}");
-            if let Some(status) = compactor.try_wait().expect("wait") {
-                assert!(
-                    status.success() || status.signal() == Some(9),
-                    "the compactor failed: {status:?}"
-                );
-                break;
-            }
+        if compactor.both_ended(&mut appender) {
+            break;
         }
-        if rng.next_u64().is_multiple_of(40) && compactor.try_wait().expect("wait").is_none() {
-            std::thread::sleep(Duration::from_micros(rng.next_u64() % 3_000));
-            compactor.kill().expect("kill");
-            let status = compactor.wait().expect("wait");
-            assert!(status.success() || status.signal() == Some(9), "{status:?}");
-            kills += 1;
-            compactor = spawn(dir, "compact");
-        }
+        compactor.maybe_kill(&mut rng);
         assert!(Instant::now() < deadline, "the children did not finish");
         std::thread::sleep(Duration::from_millis(2));
     }
     let end = read_on(&log, from, usize::MAX, &mut skipped);
     assert_eq!(end, RECORDS);
     println!(
-        "{kills} compactors killed; the reader started over {passes} times and found {skipped} records compacted away"
+        "{} compactors killed; the reader started over {passes} times and found {skipped} records compacted away",
+        compactor.kills
     );
     assert!(
         skipped > 0,
@@ -191,14 +177,5 @@ fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
         below <= KEYS as usize,
         "{below} records below the active segment"
     );
-    let names: Vec<String> = std::fs::read_dir(dir.join("topics/t/0"))
-        .expect("read_dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        !names
-            .iter()
-            .any(|n| n.ends_with(".cleaned") || n == "cleaning"),
-        "{names:?}"
-    );
+    common::assert_no_swap_leftovers(&dir.join("topics/t/0"));
 }

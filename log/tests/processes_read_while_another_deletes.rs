@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -135,31 +134,16 @@ fn a_reader_sees_every_record_or_a_start_offset_past_it_while_a_killed_deleter_r
         .expect("config");
     log.create_topic_with("t", 1, &config).expect("create");
     let mut appender = spawn(dir, "append");
-    let mut deleter = spawn(dir, "delete");
-    let (mut from, mut last_start, mut kills) = (0u64, 0u64, 0);
+    let mut deleter = common::KilledChild::start(|| spawn(dir, "delete"));
+    let (mut from, mut last_start) = (0u64, 0u64);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         // A slow reader: the deleter overtakes it.
         from = read_on(&log, from, &mut last_start, 1);
-        if let Some(status) = appender.try_wait().expect("wait") {
-            assert!(status.success(), "the appender failed: {status:?}");
-            if let Some(status) = deleter.try_wait().expect("wait") {
-                // Killed or finished: either way the log must hold together.
-                assert!(
-                    status.success() || status.signal() == Some(9),
-                    "the deleter failed: {status:?}"
-                );
-                break;
-            }
+        if deleter.both_ended(&mut appender) {
+            break;
         }
-        if rng.next_u64().is_multiple_of(40) && deleter.try_wait().expect("wait").is_none() {
-            std::thread::sleep(Duration::from_micros(rng.next_u64() % 3_000));
-            deleter.kill().expect("kill");
-            let status = deleter.wait().expect("wait");
-            assert!(status.success() || status.signal() == Some(9), "{status:?}");
-            kills += 1;
-            deleter = spawn(dir, "delete");
-        }
+        deleter.maybe_kill(&mut rng);
         assert!(Instant::now() < deadline, "the children did not finish");
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -169,7 +153,8 @@ fn a_reader_sees_every_record_or_a_start_offset_past_it_while_a_killed_deleter_r
     // The reader is slow on purpose: deletions overtake it.
     assert!(jumps > 0, "the deleter never overtook the reader");
     println!(
-        "{kills} deleters killed; the reader jumped to a moved start offset {jumps} times, last {last_start}"
+        "{} deleters killed; the reader jumped to a moved start offset {jumps} times, last {last_start}",
+        deleter.kills
     );
     // A fresh open: the start offset is where the deleters left it, every record from it on
     // reads back, and nothing lies wholly below it once retention ran.

@@ -143,3 +143,72 @@ pub(crate) fn child_command() -> std::process::Command {
         .stdout(std::process::Stdio::null());
     command
 }
+
+/// A child process that a test kills with SIGKILL at random points and starts again, beside
+/// another child (an appender) that runs to its end.
+pub(crate) struct KilledChild<F: FnMut() -> std::process::Child> {
+    child: std::process::Child,
+    spawn: F,
+    /// How often it was killed.
+    pub(crate) kills: usize,
+}
+
+impl<F: FnMut() -> std::process::Child> KilledChild<F> {
+    pub(crate) fn start(mut spawn: F) -> Self {
+        KilledChild {
+            child: spawn(),
+            spawn,
+            kills: 0,
+        }
+    }
+
+    /// One step of the test's loop: one time in 40, while it runs, kills it after a pause of
+    /// up to 3 ms and starts it again.
+    pub(crate) fn maybe_kill(&mut self, rng: &mut Rng) {
+        if rng.next_u64().is_multiple_of(40) && self.child.try_wait().expect("wait").is_none() {
+            std::thread::sleep(std::time::Duration::from_micros(rng.next_u64() % 3_000));
+            self.child.kill().expect("kill");
+            let status = self.child.wait().expect("wait");
+            assert!(exited_or_killed(status), "{status:?}");
+            self.kills += 1;
+            self.child = (self.spawn)();
+        }
+    }
+
+    /// Whether `appender` finished (it must have succeeded) and this one has ended too,
+    /// finished or killed: either way the log must hold together.
+    pub(crate) fn both_ended(&mut self, appender: &mut std::process::Child) -> bool {
+        let Some(status) = appender.try_wait().expect("wait") else {
+            return false;
+        };
+        assert!(status.success(), "the appender failed: {status:?}");
+        let Some(status) = self.child.try_wait().expect("wait") else {
+            return false;
+        };
+        assert!(
+            exited_or_killed(status),
+            "the killed child failed: {status:?}"
+        );
+        true
+    }
+}
+
+fn exited_or_killed(status: std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.success() || status.signal() == Some(9)
+}
+
+/// Panics if a compaction's swap left a file in the partition directory `dir` (a
+/// `.log.cleaned` file or the `cleaning` file).
+pub(crate) fn assert_no_swap_leftovers(dir: &std::path::Path) {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(".cleaned") || n == "cleaning"),
+        "{names:?}"
+    );
+}
