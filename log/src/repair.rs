@@ -382,54 +382,36 @@ fn repair_partition(
             Some(d) => (d.known_end(), scan.records + d.records_after()),
             None => (scan.end_offset, scan.records),
         };
-        if let Some(reason) = &cut_from {
-            cuts.push(RepairCut {
-                file: path.clone(),
-                action: CutAction::Delete { len },
-                topic_partition: Some(tp.clone()),
-                offsets: Some((base, Some(end))),
-                records,
-                reason: reason.clone(),
-            });
-            if !dry_run {
-                remove(&path)?;
-                remove(&index_path)?;
-            }
-            continue;
-        }
-        if cut_from.is_none()
-            && base < expected
-            && kept_base.is_some_and(|kept| merged == Some((kept, expected)))
+        // The whole segment goes: it follows a cut, a merge left it behind, or offsets before
+        // it are missing. `from`: the first offset the partition loses.
+        let deleted = if let Some(reason) = &cut_from {
+            Some((base, reason.clone()))
+        } else if base < expected && kept_base.is_some_and(|kept| merged == Some((kept, expected)))
         {
-            cuts.push(RepairCut {
-                file: path.clone(),
-                action: CutAction::Delete { len },
-                topic_partition: Some(tp.clone()),
-                offsets: Some((base, Some(end))),
-                records,
-                reason: format!(
+            Some((
+                base,
+                format!(
                     "a compaction merged it into the segment before it, which holds offsets up \
                      to {expected}, and stopped before removing it"
                 ),
-            });
-            if !dry_run {
-                remove(&path)?;
-                remove(&index_path)?;
-            }
-            continue;
-        }
-        if base != expected {
+            ))
+        } else if base != expected {
             let reason = format!(
                 "offsets {expected}..{base} are in no segment, and a partition's offsets must be \
                  dense: everything from offset {expected} on goes"
             );
             cut_from = Some(reason.clone());
+            // The partition loses the missing offsets too: it ends at `expected` now.
+            Some((expected, reason))
+        } else {
+            None
+        };
+        if let Some((from, reason)) = deleted {
             cuts.push(RepairCut {
                 file: path.clone(),
                 action: CutAction::Delete { len },
                 topic_partition: Some(tp.clone()),
-                // The partition loses the missing offsets too: it ends at `expected` now.
-                offsets: Some((expected, Some(end))),
+                offsets: Some((from, Some(end))),
                 records,
                 reason,
             });
