@@ -7,8 +7,8 @@ use std::time::Duration;
 use riffle_record::Compression;
 use riffle_task_manager::SnapshotStrategy;
 
-use crate::error::{Error, Result};
-use crate::timestamp::TimestampExtractorRef;
+use crate::types::error::{Error, Result};
+use crate::types::timestamp::TimestampExtractorRef;
 
 /// The default commit interval under at-least-once (Kafka Streams' default).
 const AT_LEAST_ONCE_COMMIT_INTERVAL: Duration = Duration::from_secs(30);
@@ -414,22 +414,22 @@ impl StreamsConfig {
                 self.max_request_size
             )));
         }
-        if self.statestore_memory_max_bytes < crate::store::MIN_MEMORY_BUDGET {
+        if self.statestore_memory_max_bytes < crate::state::MIN_MEMORY_BUDGET {
             return Err(Error::Config(format!(
                 "statestore_memory_max_bytes {} is below {} (96 MiB): fjall's write buffers alone \
                  need 64 MiB",
                 self.statestore_memory_max_bytes,
-                crate::store::MIN_MEMORY_BUDGET
+                crate::state::MIN_MEMORY_BUDGET
             )));
         }
         Ok(())
     }
 
     /// The memory budget of the stores, split.
-    pub(crate) fn memory_budget(&self) -> crate::store::MemoryBudget {
+    pub(crate) fn memory_budget(&self) -> crate::state::MemoryBudget {
         let wanted =
             (self.statestore_cache_max_bytes as u64).saturating_mul(self.num_stream_threads as u64);
-        crate::store::MemoryBudget::split(self.statestore_memory_max_bytes, wanted)
+        crate::state::MemoryBudget::split(self.statestore_memory_max_bytes, wanted)
     }
 
     /// The record cache of one stream thread: its `statestore_cache_max_bytes`, within the

@@ -164,98 +164,75 @@
 //!   counters; `coordinator`: the embedded group coordinator.
 //! - [`backend`]: what a backend implements.
 
+// The layers, bottom to top: each module imports only from the ones listed before it
+// (runtime/tests/layers.rs checks it).
 mod app;
 pub mod backend;
-mod collector;
 mod config;
-mod coordinator;
 mod dsl;
-#[cfg(feature = "embedded")]
-mod embedded;
-mod error;
-mod foreign_key;
-mod global;
-mod group;
-mod handlers;
-mod loop_core;
-mod metadata;
-mod metrics;
-mod node;
+mod engine;
 mod processor;
-mod producer;
-mod query;
-mod record;
-mod restore;
 mod serdes;
-mod shared;
-mod snapshot;
-mod store;
-mod stores;
-mod stream_join;
-mod suppress;
-mod table;
-mod task;
+mod state;
 mod telemetry;
 #[cfg(feature = "embedded")]
-mod test_driver;
-mod thread;
-mod timestamp;
+mod testing;
 mod topology;
-mod window_store;
-mod windowed;
-mod windows;
+mod types;
 
+pub use app::metadata::{HostInfo, KeyQueryMetadata, MetadataHandle, StreamsMetadata};
+pub use app::producer::{Producer, ProducerConfig, ProducerRecord};
+pub use app::query::{
+    KeyValueStoreType, QueryableStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore,
+    ReadOnlySessionStore, ReadOnlyWindowStore, SessionStoreType, StoreQueryParameters,
+    WindowStoreType,
+};
 pub use app::{RunSummary, ShutdownHandle, StreamsApp};
 #[cfg(feature = "embedded")]
 pub use backend::EmbeddedBackend;
 pub use config::{
     AutoOffsetReset, FetchStrategy, IdleWakeup, ProcessingGuarantee, RecordingLevel, StreamsConfig,
 };
+pub use dsl::join::stream_stream::node::{JoinWindows, StreamJoined};
+pub use dsl::table::suppress::{BufferConfig, Suppressed};
 pub use dsl::{
     Consumed, GlobalKTable, Grouped, Joined, KGroupedStream, KGroupedTable, KStream, KTable,
     Materialized, Produced, SessionWindowedKStream, StoreType, StreamsBuilder, TableJoined,
     TimeWindowedKStream, WindowedBy,
 };
-pub use error::{BackendErrorKind, Error, Result, SerdeError};
-pub use handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};
-pub use metadata::{HostInfo, KeyQueryMetadata, MetadataHandle, StreamsMetadata};
-pub use metrics::{SegmentedStoreTotals, ThreadMetrics, segmented_store_totals};
+pub use engine::metrics::{SegmentedStoreTotals, ThreadMetrics, segmented_store_totals};
+pub use engine::shared::StreamThreadExceptionResponse;
+pub use processor::window_store::{SessionStore, WindowStore};
 pub use processor::{
     Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,
     ProcessorContext, PunctuationType,
 };
-pub use producer::{Producer, ProducerConfig, ProducerRecord};
-pub use query::{
-    KeyValueStoreType, QueryableStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore,
-    ReadOnlySessionStore, ReadOnlyWindowStore, SessionStoreType, StoreQueryParameters,
-    WindowStoreType,
-};
-pub use record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
 pub use serdes::{
     ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,
     Serdes, SessionWindowedSerde, StringSerde, TimeWindowedSerde, U64Serde,
 };
-pub use shared::StreamThreadExceptionResponse;
-pub use store::StoreError;
-pub use stores::{
+pub use state::StoreError;
+pub use state::stores::{
     KeyValueBytesStoreSupplier, SessionBytesStoreSupplier, StoreBuilder, Stores,
     WindowBytesStoreSupplier,
 };
-pub use stream_join::{JoinWindows, StreamJoined};
-pub use suppress::{BufferConfig, Suppressed};
 pub use telemetry::Metric;
 #[cfg(feature = "embedded")]
-pub use test_driver::{
+pub use testing::{
     TestInputTopic, TestKeyValueStore, TestOutputTopic, TestRecord, TestSessionStore,
     TestWindowStore, TopologyTestDriver,
 };
-pub use timestamp::{
+pub use topology::{Topology, TopologyDescription};
+pub use types::error::{BackendErrorKind, Error, Result, SerdeError};
+pub use types::handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};
+pub use types::record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
+pub use types::timestamp::{
     FailOnInvalidTimestamp, LogAndSkipOnInvalidTimestamp, TimestampExtractor,
     TimestampExtractorRef, UsePartitionTimeOnInvalidTimestamp, WallclockTimestampExtractor,
 };
-pub use topology::{Topology, TopologyDescription};
-pub use window_store::{SessionStore, WindowStore};
-pub use windows::{EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, Windowed};
+pub use types::window::{
+    EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, Windowed,
+};
 
 /// The embedded log, re-exported: open one, create topics, append and read batches (its record
 /// types are [`batch`]'s).

@@ -4,38 +4,34 @@
 //! as needing a repartition; a later `group_by_key` then routes it through a repartition topic,
 //! which starts a new sub-topology.
 
-mod foreign_key_join;
-mod global_table;
-mod grouped_table;
+pub(crate) mod join;
 mod options;
-mod stream_join;
-mod table;
-mod table_join;
-mod windowed;
+pub(crate) mod table;
+pub(crate) mod window;
 
-pub use foreign_key_join::TableJoined;
-pub use global_table::GlobalKTable;
-pub use grouped_table::KGroupedTable;
+pub use join::foreign_key::TableJoined;
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
 pub use table::Joined;
-pub use windowed::{SessionWindowedKStream, TimeWindowedKStream, WindowedBy};
+pub use table::global::GlobalKTable;
+pub use table::grouped::KGroupedTable;
+pub use window::{SessionWindowedKStream, TimeWindowedKStream, WindowedBy};
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::node::{Aggregate, FilterMap, FlatMap, FlushRef, NodeRef, Passthrough};
+use crate::dsl::table::node::TableView;
+use crate::processor::node::{Aggregate, FilterMap, FlatMap, FlushRef, NodeRef, Passthrough};
 use crate::processor::{FixedKeyProcessor, Processor, StoreSerdes};
 use crate::serdes::{DefaultSerde, SerdeRef, Serdes};
-use crate::stores::StoreBuilder;
-use crate::table::TableView;
+use crate::state::stores::StoreBuilder;
 use crate::topology::{
     BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, OldValues, StoreDef, TopicRef,
     Topology, TypeSig,
 };
-use crate::windows::WindowKind;
+use crate::types::error::Result;
+use crate::types::window::WindowKind;
 
 /// Builds a [`Topology`] with the DSL.
 ///

@@ -1,7 +1,7 @@
 //! Options of the DSL's operations, named as in Kafka Streams.
 
 use crate::serdes::SerdeRef;
-use crate::timestamp::TimestampExtractorRef;
+use crate::types::timestamp::TimestampExtractorRef;
 
 /// How a source topic's keys and values are read, and which timestamps its records get.
 pub struct Consumed<K, V> {

@@ -1,0 +1,293 @@
+//! Where a key's state lives (Kafka Streams' `KafkaStreams#queryMetadataForKey` and
+//! `metadataForAllStreamsClients`): which instance of the application runs the task holding a
+//! key, so an interactive query asked of one instance can be sent on to the right one.
+//!
+//! Every instance names its own endpoint in `application_server` (`host:port`, where it
+//! answers queries; riffle does not serve them itself). On Kafka the endpoint goes into the
+//! streams-group heartbeat (`UserEndpoint`) and the broker answers with every member's
+//! endpoint and the topic partitions it runs as active and standby tasks
+//! (`PartitionsByUserEndpoint`); the coordinator keeps the latest such answer. On the embedded
+//! log every task runs in this process, so this instance holds every key.
+//!
+//! A key's partition is the one the default partitioner gives its serialized bytes over the
+//! partitions of its store's source topics (murmur2, as Kafka's producer and
+//! [`crate::log::partition_for_key`]); the instance whose active partitions include that
+//! partition of one of those topics holds the key.
+
+use std::collections::BTreeSet;
+use std::str::FromStr;
+
+use riffle_record::{TopicPartition, partition_for_key};
+
+use crate::engine::shared::AppShared;
+use crate::types::error::{Error, Result};
+
+/// An instance's endpoint: the host and port it answers interactive queries at (Kafka's
+/// `HostInfo`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostInfo {
+    /// The host name or address.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+impl HostInfo {
+    /// `host:port`.
+    pub fn new(host: impl Into<String>, port: u16) -> Self {
+        HostInfo {
+            host: host.into(),
+            port,
+        }
+    }
+}
+
+impl std::fmt::Display for HostInfo {
+    /// `host:port`, an IPv6 address in brackets (`[::1]:8080`), as a URL's authority.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl HostInfo {
+    /// Whether other instances can reach it: not port 0 and not an unspecified address
+    /// (`0.0.0.0`, `::`), which name no host.
+    pub(crate) fn check_reachable(&self) -> Result<()> {
+        let unspecified = self
+            .host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+        if self.port == 0 || unspecified {
+            return Err(Error::Config(format!(
+                "application_server {self} is not an address other instances can reach: name the host and port this instance answers queries at"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for HostInfo {
+    type Err = Error;
+    /// `host:port` (the host may be a bracketed IPv6 address).
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::Config(format!(
+                "application_server must be host:port with a port of 0-65535, not {s:?}"
+            ))
+        };
+        let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(bad());
+        }
+        let port = port.parse().map_err(|_| bad())?;
+        Ok(HostInfo::new(host, port))
+    }
+}
+
+/// One instance of the application: its endpoint and the topic partitions of its active and
+/// standby tasks (Kafka's `StreamsMetadata`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamsMetadata {
+    /// Where it answers queries.
+    pub host_info: HostInfo,
+    /// The input partitions of its active tasks.
+    pub active_partitions: BTreeSet<TopicPartition>,
+    /// The input partitions of its standby tasks.
+    pub standby_partitions: BTreeSet<TopicPartition>,
+}
+
+impl StreamsMetadata {
+    /// An instance at `host_info` with these partitions.
+    pub fn new(
+        host_info: HostInfo,
+        active_partitions: BTreeSet<TopicPartition>,
+        standby_partitions: BTreeSet<TopicPartition>,
+    ) -> Self {
+        StreamsMetadata {
+            host_info,
+            active_partitions,
+            standby_partitions,
+        }
+    }
+}
+
+/// Where one key of one store lives (Kafka's `KeyQueryMetadata`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyQueryMetadata {
+    /// The instance running the key's task as active; `None` while that is not known (a
+    /// rebalance is under way, the group has not answered yet, or the instance that has it set
+    /// no `application_server`).
+    pub active_host: Option<HostInfo>,
+    /// The instances keeping the key's task as a standby.
+    pub standby_hosts: BTreeSet<HostInfo>,
+    /// The key's partition (its task's partition).
+    pub partition: u32,
+}
+
+/// [`crate::StreamsApp::query_metadata_for_key`] and
+/// [`crate::StreamsApp::metadata_for_all_streams_clients`] for another thread (an HTTP server
+/// answering queries): cheap to clone, valid while the application runs.
+#[derive(Clone)]
+pub struct MetadataHandle {
+    pub(crate) shared: std::sync::Arc<AppShared>,
+}
+
+impl std::fmt::Debug for MetadataHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetadataHandle")
+            .field("application_id", &self.shared.group.application_id)
+            .finish()
+    }
+}
+
+impl MetadataHandle {
+    /// As [`crate::StreamsApp::query_metadata_for_key`].
+    pub fn query_metadata_for_key<K: 'static>(
+        &self,
+        store: &str,
+        key: &K,
+        key_serde: &crate::SerdeRef<K>,
+    ) -> Result<KeyQueryMetadata> {
+        let mut bytes = Vec::new();
+        key_serde.serialize(key, &mut bytes);
+        key_query_metadata(&self.shared, store, &bytes)
+    }
+
+    /// As [`crate::StreamsApp::metadata_for_all_streams_clients`].
+    pub fn metadata_for_all_streams_clients(&self) -> Result<Vec<StreamsMetadata>> {
+        all_instances(&self.shared)
+    }
+}
+
+/// The topics a store's task reads (its sub-topology's sources, repartition topics included).
+fn store_sources<'a>(shared: &'a AppShared, store: &str) -> Result<Vec<&'a str>> {
+    let topology = &shared.topology;
+    let invalid = |reason: &str| Error::InvalidStateStore {
+        store: store.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let index = topology
+        .stores
+        .iter()
+        .position(|s| s.name == store)
+        .ok_or_else(|| invalid("the topology has no store of that name"))?;
+    let sub = topology
+        .subtopologies
+        .iter()
+        .position(|s| s.stores.contains(&index))
+        .ok_or_else(|| invalid("no processor uses it"))?;
+    let info = shared
+        .group
+        .subtopologies
+        .iter()
+        .find(|s| s.id as usize == sub)
+        .ok_or_else(|| invalid("its sub-topology is not in the group"))?;
+    Ok(info
+        .source_topics
+        .iter()
+        .chain(&info.repartition_source_topics)
+        .map(String::as_str)
+        .collect())
+}
+
+/// Every instance the group knows, this one included: from the coordinator's latest answer,
+/// else (the embedded log: every task is here) this instance with every partition of the
+/// topology's sources, if it has an `application_server`.
+pub(crate) fn all_instances(shared: &AppShared) -> Result<Vec<StreamsMetadata>> {
+    if let Some(endpoints) = shared.coordinator.endpoints() {
+        return Ok(endpoints);
+    }
+    let Some(host) = shared.group.user_endpoint.clone() else {
+        return Ok(Vec::new());
+    };
+    let mut active = BTreeSet::new();
+    for sub in &shared.group.subtopologies {
+        for topic in sub
+            .source_topics
+            .iter()
+            .chain(&sub.repartition_source_topics)
+        {
+            let partitions = shared.backend.partitions(topic)?.unwrap_or(0);
+            active.extend((0..partitions).map(|p| TopicPartition::new(topic.as_str(), p)));
+        }
+    }
+    Ok(vec![StreamsMetadata::new(host, active, BTreeSet::new())])
+}
+
+/// Where the key serialized as `key` of store `store` lives.
+pub(crate) fn key_query_metadata(
+    shared: &AppShared,
+    store: &str,
+    key: &[u8],
+) -> Result<KeyQueryMetadata> {
+    let sources = store_sources(shared, store)?;
+    let mut partitions = None;
+    for topic in &sources {
+        if let Some(n) = shared.backend.partitions(topic)? {
+            partitions = Some(partitions.map_or(n, |m: u32| m.max(n)));
+        }
+    }
+    let partitions = partitions
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Error::UnknownTopic {
+            topic: sources.join(", "),
+        })?;
+    let partition = partition_for_key(key, partitions);
+    let holds = |set: &BTreeSet<TopicPartition>| {
+        sources
+            .iter()
+            .any(|t| set.contains(&TopicPartition::new(*t, partition)))
+    };
+    let mut meta = KeyQueryMetadata {
+        active_host: None,
+        standby_hosts: BTreeSet::new(),
+        partition,
+    };
+    for instance in all_instances(shared)? {
+        if holds(&instance.active_partitions) {
+            meta.active_host = Some(instance.host_info.clone());
+        }
+        if holds(&instance.standby_partitions) {
+            meta.standby_hosts.insert(instance.host_info);
+        }
+    }
+    Ok(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_info_parses_host_and_port_and_refuses_the_rest() {
+        assert_eq!(
+            "localhost:8080".parse::<HostInfo>().expect("host:port"),
+            HostInfo::new("localhost", 8080)
+        );
+        assert_eq!(
+            "[::1]:9".parse::<HostInfo>().expect("IPv6"),
+            HostInfo::new("::1", 9)
+        );
+        for bad in ["localhost", ":80", "h:99999", "h:x", ""] {
+            let e = bad.parse::<HostInfo>().expect_err("refused");
+            assert!(e.to_string().contains("host:port"), "{bad}: {e}");
+        }
+        assert_eq!(HostInfo::new("a", 1).to_string(), "a:1");
+        assert_eq!(HostInfo::new("::1", 9).to_string(), "[::1]:9");
+        for unreachable in ["0.0.0.0:80", "[::]:80", "localhost:0"] {
+            let h: HostInfo = unreachable.parse().expect("parses");
+            let e = h.check_reachable().expect_err("unreachable");
+            assert!(e.to_string().contains("can reach"), "{e}");
+        }
+        HostInfo::new("localhost", 80)
+            .check_reachable()
+            .expect("reachable");
+    }
+}

@@ -1,0 +1,699 @@
+//! Foreign-key table joins (Kafka Streams' KIP-213): a table of `K → V` joined with a table of
+//! `KO → VO` by the foreign key each `V` names, the two tables partitioned independently.
+//!
+//! The protocol is Kafka's, with its record formats, so a foreign-key join's internal topics
+//! read the same with Kafka's tools:
+//!
+//! 1. The left table's updates ([`SubscriptionSend`], with old values) become *subscriptions*
+//!    keyed by the foreign key, on the registration topic (partitioned like the right table):
+//!    the left key, the left row's hash (murmur3 x64 128, Kafka's seed) and an [`Instruction`]
+//!    saying whether to answer, and whether to delete the left key's subscription at its old
+//!    foreign key.
+//! 2. On the right side, [`SubscriptionJoin`] keeps each subscription in the subscription store
+//!    (keyed by the foreign key then the left key, Kafka's `CombinedKey`) and answers it with the
+//!    right row for its foreign key; [`ForeignTableJoin`] answers every subscription of a foreign
+//!    key again when the right row changes. Answers ([`Response`]) go to the response topic,
+//!    keyed by the left key, to the left partition that subscribed ([`ResponseSink`]).
+//! 3. On the left side, [`ResponseJoin`] joins an answer with the left row if the row's hash is
+//!    still the one subscribed (else a newer subscription is on its way and this answer is
+//!    dropped).
+//!
+//! A left join's row whose foreign key is `None` needs no answer: [`SubscriptionSend`] sends it
+//! to [`ResponseJoin`] directly, joined with nothing.
+
+use std::sync::Arc;
+
+use crate::dsl::table::node::BoundView;
+use crate::processor::node::{Change, Forward, Node, ProcessingContext};
+use crate::serdes::{Serde, SerdeRef};
+use crate::types::error::{Error, Result, SerdeError};
+
+/// Kafka's seed for the row hashes (`Murmur3.DEFAULT_SEED`).
+const HASH_SEED: u32 = 104_729;
+
+/// A left row's hash: Kafka's `Murmur3.hash128` of its serialized value, the two longs
+/// big-endian.
+pub(crate) type RowHash = [u8; 16];
+
+/// The hash of a serialized row.
+pub(crate) fn row_hash(bytes: &[u8]) -> RowHash {
+    let (h1, h2) = mur3::murmurhash3_x64_128(bytes, HASH_SEED);
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&h1.to_be_bytes());
+    out[8..].copy_from_slice(&h2.to_be_bytes());
+    out
+}
+
+/// What the right side does with a subscription (Kafka's `SubscriptionWrapper.Instruction`,
+/// with its byte values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Instruction {
+    /// Forget the subscription; answer nothing.
+    DeleteKeyNoPropagate = 0,
+    /// Forget the subscription; answer "no right row" (the left row is gone).
+    DeleteKeyAndPropagate = 1,
+    /// Keep it; answer with the right row, or "none" if there is none.
+    PropagateNullIfNoFkValAvailable = 2,
+    /// Keep it; answer only if there is a right row.
+    PropagateOnlyIfFkValAvailable = 3,
+}
+
+impl Instruction {
+    fn from_byte(b: u8) -> Option<Instruction> {
+        Some(match b {
+            0 => Instruction::DeleteKeyNoPropagate,
+            1 => Instruction::DeleteKeyAndPropagate,
+            2 => Instruction::PropagateNullIfNoFkValAvailable,
+            3 => Instruction::PropagateOnlyIfFkValAvailable,
+            _ => return None,
+        })
+    }
+}
+
+/// A left key's subscription to a foreign key (Kafka's `SubscriptionWrapper`, version 1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Subscription {
+    /// The left row's hash; `None`: the row was deleted.
+    pub(crate) hash: Option<RowHash>,
+    pub(crate) instruction: Instruction,
+    /// The left key, serialized.
+    pub(crate) primary_key: Vec<u8>,
+    /// The left partition the answer goes to.
+    pub(crate) primary_partition: u32,
+}
+
+fn invalid(type_name: &'static str, reason: impl Into<String>) -> SerdeError {
+    SerdeError::Invalid {
+        type_name,
+        reason: reason.into(),
+    }
+}
+
+/// The version byte's flag for an absent hash.
+const NO_HASH: u8 = 0x80;
+
+/// `{version | 0x80 without a hash}{instruction}{16-byte hash, if any}{left key}{left partition,
+/// 4 bytes big-endian}` (Kafka's `SubscriptionWrapperSerde`; version 0 has no partition).
+pub(crate) struct SubscriptionSerde;
+
+impl Serde<Subscription> for SubscriptionSerde {
+    fn serialize(&self, s: &Subscription, out: &mut Vec<u8>) {
+        out.push(1 | if s.hash.is_none() { NO_HASH } else { 0 });
+        out.push(s.instruction as u8);
+        if let Some(hash) = &s.hash {
+            out.extend_from_slice(hash);
+        }
+        out.extend_from_slice(&s.primary_key);
+        out.extend_from_slice(&s.primary_partition.to_be_bytes());
+    }
+
+    fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Subscription, SerdeError> {
+        const NAME: &str = "SubscriptionWrapper";
+        let bytes = bytes.ok_or(SerdeError::UnexpectedNull { type_name: NAME })?;
+        let [version, instruction, rest @ ..] = bytes else {
+            return Err(invalid(NAME, format!("{} bytes", bytes.len())));
+        };
+        let instruction = Instruction::from_byte(*instruction)
+            .ok_or_else(|| invalid(NAME, format!("unknown instruction {instruction}")))?;
+        let (hash, rest) = if version & NO_HASH != 0 {
+            (None, rest)
+        } else {
+            let (hash, rest) = rest
+                .split_first_chunk::<16>()
+                .ok_or_else(|| invalid(NAME, "shorter than its hash"))?;
+            (Some(*hash), rest)
+        };
+        let (primary_key, primary_partition) = match version & !NO_HASH {
+            0 => (rest, 0),
+            1 => {
+                let (key, partition) = rest
+                    .split_last_chunk::<4>()
+                    .ok_or_else(|| invalid(NAME, "shorter than its partition"))?;
+                (key, u32::from_be_bytes(*partition))
+            }
+            v => return Err(invalid(NAME, format!("unknown version {v}"))),
+        };
+        Ok(Subscription {
+            hash,
+            instruction,
+            primary_key: primary_key.to_vec(),
+            primary_partition,
+        })
+    }
+}
+
+/// The right side's answer to a subscription (Kafka's `SubscriptionResponseWrapper`, version
+/// 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Response {
+    /// The subscribed left row's hash.
+    pub(crate) hash: Option<RowHash>,
+    /// The right row, serialized; `None`: there is none.
+    pub(crate) foreign: Option<Vec<u8>>,
+    /// The left partition the answer goes to (not written: the record is in it).
+    pub(crate) primary_partition: u32,
+}
+
+/// `{0 | 0x80 without a hash}{16-byte hash, if any}{right row, to the end; none if empty}`
+/// (Kafka's `SubscriptionResponseWrapperSerde`).
+pub(crate) struct ResponseSerde;
+
+impl Serde<Response> for ResponseSerde {
+    fn serialize(&self, r: &Response, out: &mut Vec<u8>) {
+        out.push(if r.hash.is_none() { NO_HASH } else { 0 });
+        if let Some(hash) = &r.hash {
+            out.extend_from_slice(hash);
+        }
+        if let Some(foreign) = &r.foreign {
+            out.extend_from_slice(foreign);
+        }
+    }
+
+    fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Response, SerdeError> {
+        const NAME: &str = "SubscriptionResponseWrapper";
+        let bytes = bytes.ok_or(SerdeError::UnexpectedNull { type_name: NAME })?;
+        let (&version, rest) = bytes.split_first().ok_or_else(|| invalid(NAME, "empty"))?;
+        if version & !NO_HASH != 0 {
+            return Err(invalid(
+                NAME,
+                format!("unknown version {}", version & !NO_HASH),
+            ));
+        }
+        let (hash, rest) = if version & NO_HASH != 0 {
+            (None, rest)
+        } else {
+            let (hash, rest) = rest
+                .split_first_chunk::<16>()
+                .ok_or_else(|| invalid(NAME, "shorter than its hash"))?;
+            (Some(*hash), rest)
+        };
+        Ok(Response {
+            hash,
+            foreign: (!rest.is_empty()).then(|| rest.to_vec()),
+            primary_partition: 0,
+        })
+    }
+}
+
+/// Appends the subscription store's key prefix of foreign key `fk`: its length (4 bytes
+/// big-endian) and its bytes (Kafka's `CombinedKeySchema`); the left key follows it.
+fn key_prefix(fk: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(fk.len() as u32).to_be_bytes());
+    out.extend_from_slice(fk);
+}
+
+/// Which foreign-key join.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ForeignJoinKind {
+    Inner,
+    Left,
+}
+
+/// The left table's side (Kafka's `SubscriptionSendProcessorSupplier`, as of KAFKA-16407, but
+/// for an inner join's row keeping its foreign key: see below): each update's subscriptions, to
+/// the registration topic; a left join's row without a foreign key straight to
+/// [`ResponseJoin`].
+pub(crate) struct SubscriptionSend<K, V, KO> {
+    pub(crate) kind: ForeignJoinKind,
+    #[allow(clippy::type_complexity)]
+    pub(crate) extractor: Arc<dyn Fn(&K, &V) -> Option<KO> + Send + Sync>,
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) value_serde: SerdeRef<V>,
+    pub(crate) fk_serde: SerdeRef<KO>,
+    pub(crate) to_registration: Forward<KO, Subscription>,
+    pub(crate) to_resolver: Forward<K, Response>,
+}
+
+impl<K: Clone + 'static, V: 'static, KO: Clone + 'static> SubscriptionSend<K, V, KO> {
+    fn subscribe(
+        &self,
+        ctx: &mut ProcessingContext<'_>,
+        fk: KO,
+        instruction: Instruction,
+        hash: Option<RowHash>,
+        primary_key: &[u8],
+    ) -> Result<()> {
+        let subscription = Subscription {
+            hash,
+            instruction,
+            primary_key: primary_key.to_vec(),
+            primary_partition: ctx.task.partition,
+        };
+        self.to_registration.send(ctx, fk, subscription)
+    }
+
+    fn bytes<T: 'static>(serde: &SerdeRef<T>, value: &T) -> Vec<u8> {
+        let mut out = Vec::new();
+        serde.serialize(value, &mut out);
+        out
+    }
+}
+
+impl<K: Clone + 'static, V: 'static, KO: Clone + 'static> Node<K, V>
+    for SubscriptionSend<K, V, KO>
+{
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        self.process_change(ctx, key, Change::of(Some(value)))
+    }
+
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        self.process_change(ctx, key, Change::of(None))
+    }
+
+    fn process_change(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        change: Change<V>,
+    ) -> Result<()> {
+        let new_fk = change.new.as_ref().and_then(|v| (self.extractor)(&key, v));
+        let old_fk = change.old.as_ref().and_then(|v| (self.extractor)(&key, v));
+        // The row's hash and the foreign keys' bytes in the thread's scratch buffers.
+        let scratch = &mut *ctx.scratch;
+        let hash = change.new.as_ref().map(|v| {
+            scratch.value.clear();
+            self.value_serde.serialize(v, &mut scratch.value);
+            row_hash(&scratch.value)
+        });
+        let pk = Self::bytes(&self.key_serde, &key);
+        // Foreign keys compare by their bytes, as Kafka compares them.
+        let fk_bytes = |fk: &Option<KO>, out: &mut Vec<u8>| {
+            out.clear();
+            fk.as_ref()
+                .map(|k| self.fk_serde.serialize(k, out))
+                .is_some()
+        };
+        let changed = fk_bytes(&new_fk, &mut scratch.key) != fk_bytes(&old_fk, &mut scratch.old)
+            || scratch.key != scratch.old;
+        match self.kind {
+            ForeignJoinKind::Left => {
+                if change.new.is_none() && change.old.is_none() {
+                    return Ok(());
+                }
+                if changed && let Some(old_fk) = old_fk {
+                    self.subscribe(ctx, old_fk, Instruction::DeleteKeyNoPropagate, hash, &pk)?;
+                }
+                match new_fk {
+                    Some(fk) => {
+                        let instruction = Instruction::PropagateNullIfNoFkValAvailable;
+                        self.subscribe(ctx, fk, instruction, hash, &pk)
+                    }
+                    // No foreign key: the row joins nothing, or is deleted.
+                    None => {
+                        let response = Response {
+                            hash,
+                            foreign: None,
+                            primary_partition: ctx.task.partition,
+                        };
+                        self.to_resolver.send(ctx, key, response)
+                    }
+                }
+            }
+            ForeignJoinKind::Inner => match (new_fk, old_fk) {
+                (None, Some(old_fk)) => {
+                    self.subscribe(ctx, old_fk, Instruction::DeleteKeyAndPropagate, hash, &pk)
+                }
+                (None, None) => Ok(()),
+                (Some(fk), Some(old_fk)) if changed => {
+                    self.subscribe(ctx, old_fk, Instruction::DeleteKeyNoPropagate, hash, &pk)?;
+                    let instruction = Instruction::PropagateNullIfNoFkValAvailable;
+                    self.subscribe(ctx, fk, instruction, hash, &pk)
+                }
+                // The row had this foreign key: it may have a joined row, which an answer
+                // "none" must delete. (Kafka since KAFKA-16407 asks "only if you have a row"
+                // here; then, when the right row's delete is answered to the old subscription
+                // (dropped: its hash is the old row's) before this subscription arrives, nothing
+                // deletes the old joined row. The answer "none" costs at most a tombstone for a
+                // key that had no joined row.)
+                (Some(fk), Some(_)) => {
+                    let instruction = Instruction::PropagateNullIfNoFkValAvailable;
+                    self.subscribe(ctx, fk, instruction, hash, &pk)
+                }
+                // A new row, or one that had no foreign key: no joined row to delete.
+                (Some(fk), None) => {
+                    let instruction = Instruction::PropagateOnlyIfFkValAvailable;
+                    self.subscribe(ctx, fk, instruction, hash, &pk)
+                }
+            },
+        }
+    }
+}
+
+/// The right side's answer to subscriptions (Kafka's `SubscriptionReceiveProcessorSupplier` and
+/// `SubscriptionJoinProcessorSupplier`): keeps or forgets the subscription, then answers it as
+/// its instruction says, with the larger of the two timestamps.
+pub(crate) struct SubscriptionJoin<KO, VO> {
+    /// The subscription store's task-local slot.
+    pub(crate) store: usize,
+    pub(crate) fk_serde: SerdeRef<KO>,
+    pub(crate) foreign: BoundView<KO, VO>,
+    pub(crate) foreign_serde: SerdeRef<VO>,
+    pub(crate) forward: Forward<Vec<u8>, Response>,
+}
+
+impl<KO: 'static, VO: 'static> Node<KO, Subscription> for SubscriptionJoin<KO, VO> {
+    fn process(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        fk: KO,
+        subscription: Subscription,
+    ) -> Result<()> {
+        // The subscription store's key (Kafka's CombinedKey) and value, in the thread's scratch
+        // buffers.
+        let scratch = &mut *ctx.scratch;
+        scratch.old.clear();
+        self.fk_serde.serialize(&fk, &mut scratch.old);
+        scratch.key.clear();
+        key_prefix(&scratch.old, &mut scratch.key);
+        scratch.key.extend_from_slice(&subscription.primary_key);
+        let kept = match subscription.instruction {
+            Instruction::DeleteKeyNoPropagate | Instruction::DeleteKeyAndPropagate => false,
+            _ => {
+                scratch.value.clear();
+                SubscriptionSerde.serialize(&subscription, &mut scratch.value);
+                true
+            }
+        };
+        let value = kept.then_some(&scratch.value[..]);
+        ctx.stores[self.store].put(&scratch.key, value, ctx.timestamp, &ctx.headers);
+        if subscription.instruction == Instruction::DeleteKeyNoPropagate {
+            return Ok(());
+        }
+        // The right row is read for every answer: its timestamp counts even when the answer is
+        // "none" (Kafka's SubscriptionJoinProcessorSupplier).
+        let row = (self.foreign)(&fk, ctx)?;
+        if row.is_none() && subscription.instruction == Instruction::PropagateOnlyIfFkValAvailable {
+            return Ok(());
+        }
+        let timestamp = row
+            .as_ref()
+            .map_or(ctx.timestamp, |(_, ts)| ctx.timestamp.max(*ts));
+        let row = row.filter(|_| subscription.instruction != Instruction::DeleteKeyAndPropagate);
+        let foreign = row.map(|(v, _)| {
+            let mut out = Vec::new();
+            self.foreign_serde.serialize(&v, &mut out);
+            out
+        });
+        let response = Response {
+            hash: subscription.hash,
+            foreign,
+            primary_partition: subscription.primary_partition,
+        };
+        let saved = std::mem::replace(&mut ctx.timestamp, timestamp);
+        let sent = self.forward.send(ctx, subscription.primary_key, response);
+        ctx.timestamp = saved;
+        sent
+    }
+}
+
+/// The right table's side (Kafka's `ForeignTableJoinProcessorSupplier`): a right row's update
+/// answers every subscription of its key again, with the update's timestamp.
+pub(crate) struct ForeignTableJoin<KO, VO> {
+    /// The subscription store's task-local slot.
+    pub(crate) store: usize,
+    pub(crate) fk_serde: SerdeRef<KO>,
+    pub(crate) foreign_serde: SerdeRef<VO>,
+    pub(crate) forward: Forward<Vec<u8>, Response>,
+}
+
+impl<KO: 'static, VO: 'static> ForeignTableJoin<KO, VO> {
+    fn answer(&mut self, ctx: &mut ProcessingContext<'_>, fk: &KO, row: Option<&VO>) -> Result<()> {
+        let scratch = &mut *ctx.scratch;
+        scratch.old.clear();
+        self.fk_serde.serialize(fk, &mut scratch.old);
+        scratch.key.clear();
+        key_prefix(&scratch.old, &mut scratch.key);
+        let subscriptions = ctx.stores[self.store].scan_prefix(&scratch.key)?;
+        if subscriptions.is_empty() {
+            return Ok(());
+        }
+        let foreign = row.map(|v| {
+            let mut out = Vec::new();
+            self.foreign_serde.serialize(v, &mut out);
+            out
+        });
+        for (_, value) in subscriptions {
+            let subscription = SubscriptionSerde
+                .deserialize(Some(&value))
+                .map_err(|source| Error::CorruptState {
+                    store: ctx.stores[self.store].inner.name().to_owned(),
+                    task: ctx.task,
+                    source,
+                })?;
+            let response = Response {
+                hash: subscription.hash,
+                foreign: foreign.clone(),
+                primary_partition: subscription.primary_partition,
+            };
+            self.forward.send(ctx, subscription.primary_key, response)?;
+        }
+        Ok(())
+    }
+}
+
+impl<KO: 'static, VO: 'static> Node<KO, VO> for ForeignTableJoin<KO, VO> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, fk: KO, row: VO) -> Result<()> {
+        self.answer(ctx, &fk, Some(&row))
+    }
+
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, fk: KO) -> Result<()> {
+        self.answer(ctx, &fk, None)
+    }
+}
+
+/// Writes answers to the response topic, each to the left partition that subscribed (Kafka's
+/// KIP-775 routing), keyed by the left key's bytes.
+pub(crate) struct ResponseSink {
+    /// The response topic's index in the topic table.
+    pub(crate) topic: usize,
+}
+
+impl Node<Vec<u8>, Response> for ResponseSink {
+    fn process(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: Vec<u8>,
+        response: Response,
+    ) -> Result<()> {
+        let scratch = &mut *ctx.scratch;
+        scratch.value.clear();
+        ResponseSerde.serialize(&response, &mut scratch.value);
+        let partitions = ctx.collector.topics().partitions(self.topic);
+        let partition = response.primary_partition;
+        if partition >= partitions {
+            let topic = ctx.collector.topics().name(self.topic).to_string();
+            return Err(Error::IllegalState(format!(
+                "a foreign-key join's answer is for partition {partition} of {topic}, which has \
+                 {partitions}: the response topic must have the left table's partition count"
+            )));
+        }
+        match ctx.collector.send(
+            self.topic,
+            partition,
+            ctx.timestamp,
+            Some(&key),
+            Some(&scratch.value),
+            &ctx.headers,
+        ) {
+            Err(error @ Error::RecordTooLarge { .. }) => ctx.production_failed(error),
+            sent => sent,
+        }
+    }
+}
+
+/// The left side's join of answers (Kafka's `ResponseJoinProcessorSupplier`): an answer whose
+/// hash is the left row's current one joins it (an inner join's "no right row", or a deleted
+/// left row, is a delete); a stale answer is dropped.
+pub(crate) struct ResponseJoin<K, V, VO, VR> {
+    pub(crate) kind: ForeignJoinKind,
+    pub(crate) primary: BoundView<K, V>,
+    pub(crate) value_serde: SerdeRef<V>,
+    pub(crate) foreign_serde: SerdeRef<VO>,
+    #[allow(clippy::type_complexity)]
+    pub(crate) joiner: Arc<dyn Fn(V, Option<VO>) -> VR + Send + Sync>,
+    pub(crate) forward: Forward<K, VR>,
+}
+
+impl<K: Clone + 'static, V: 'static, VO: 'static, VR: Clone> Node<K, Response>
+    for ResponseJoin<K, V, VO, VR>
+{
+    fn process(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        response: Response,
+    ) -> Result<()> {
+        let row = (self.primary)(&key, ctx)?.map(|(v, _)| v);
+        let scratch = &mut *ctx.scratch;
+        let hash = row.as_ref().map(|v| {
+            scratch.value.clear();
+            self.value_serde.serialize(v, &mut scratch.value);
+            row_hash(&scratch.value)
+        });
+        if hash != response.hash {
+            return Ok(());
+        }
+        let foreign = match &response.foreign {
+            Some(bytes) => Some(self.foreign_serde.deserialize(Some(bytes)).map_err(|e| {
+                Error::Deserialize {
+                    part: "value",
+                    topic: "(a foreign-key join's response)".into(),
+                    partition: ctx.task.partition,
+                    offset: ctx.record.map_or(0, |r| r.offset()),
+                    source: e,
+                }
+            })?),
+            None => None,
+        };
+        match (row, foreign) {
+            (None, _) => self.forward.send_tombstone(ctx, key),
+            (Some(_), None) if self.kind == ForeignJoinKind::Inner => {
+                self.forward.send_tombstone(ctx, key)
+            }
+            (Some(row), foreign) => {
+                let joined = (self.joiner)(row, foreign);
+                self.forward.send(ctx, key, joined)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::dsl::table::node::ChangeSerde;
+    use crate::processor::node::Change;
+    use crate::serdes::Serdes;
+
+    proptest! {
+        /// What the foreign-key join's and the grouped table's topics hold is read back from
+        /// bytes anyone can write: any bytes decode or are an error, never a panic, and what
+        /// riffle writes reads back as it was.
+        #[test]
+        fn the_internal_topics_decoders_take_any_bytes(
+            bytes in prop::collection::vec(any::<u8>(), 0..64),
+            hash in prop::option::of(any::<[u8; 16]>()),
+            key in prop::collection::vec(any::<u8>(), 0..16),
+            partition in any::<u32>(),
+            old in prop::option::of(any::<i64>()),
+            new in prop::option::of(any::<i64>()),
+        ) {
+            let _ = SubscriptionSerde.deserialize(Some(&bytes));
+            let _ = ResponseSerde.deserialize(Some(&bytes));
+            let changes = ChangeSerde { inner: Serdes::i64() };
+            let _ = changes.deserialize(Some(&bytes));
+            let sub = Subscription {
+                hash,
+                instruction: Instruction::PropagateNullIfNoFkValAvailable,
+                primary_key: key.clone(),
+                primary_partition: partition,
+            };
+            let mut out = Vec::new();
+            SubscriptionSerde.serialize(&sub, &mut out);
+            prop_assert_eq!(SubscriptionSerde.deserialize(Some(&out)).ok(), Some(sub));
+            let response = Response {
+                hash,
+                foreign: (!key.is_empty()).then(|| key.clone()),
+                primary_partition: 0,
+            };
+            out.clear();
+            ResponseSerde.serialize(&response, &mut out);
+            prop_assert_eq!(ResponseSerde.deserialize(Some(&out)).ok(), Some(response));
+            if new.is_some() || old.is_some() {
+                let change = Change { new, old };
+                out.clear();
+                changes.serialize(&change, &mut out);
+                prop_assert_eq!(changes.deserialize(Some(&out)).ok(), Some(change));
+            }
+        }
+    }
+
+    /// Kafka's own `Murmur3.hash128` (kafka-streams 4.4.0) of these inputs, as `long[]{h1, h2}`.
+    #[test]
+    fn row_hashes_are_kafkas_murmur3() {
+        let cases: [(&[u8], u64, u64); 5] = [
+            (b"", 0x9d2764a018e32942, 0x8c3cf3b035938518),
+            (b"a", 0x3361634e7e0f5188, 0xe9c7dda24eae326b),
+            (b"hello world", 0xbd699b58e4689408, 0x7d50ce87a7f20429),
+            (
+                b"0123456789abcdefXYZ",
+                0xbb31fe14c8ec1d0e,
+                0x325aa157c895f535,
+            ),
+            (
+                &[
+                    0x80, 0xff, 0x01, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0x90, 0xa0,
+                ],
+                0x583695927ed1df37,
+                0x64771be0b5b9cdb1,
+            ),
+        ];
+        for (input, h1, h2) in cases {
+            let mut want = [0u8; 16];
+            want[..8].copy_from_slice(&h1.to_be_bytes());
+            want[8..].copy_from_slice(&h2.to_be_bytes());
+            assert_eq!(row_hash(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn subscriptions_and_responses_round_trip_in_kafkas_layout() {
+        let sub = Subscription {
+            hash: Some([7; 16]),
+            instruction: Instruction::PropagateOnlyIfFkValAvailable,
+            primary_key: b"pk".to_vec(),
+            primary_partition: 3,
+        };
+        let mut bytes = Vec::new();
+        SubscriptionSerde.serialize(&sub, &mut bytes);
+        let mut want = vec![1u8, 3];
+        want.extend([7; 16]);
+        want.extend(b"pk");
+        want.extend(3u32.to_be_bytes());
+        assert_eq!(bytes, want);
+        assert_eq!(SubscriptionSerde.deserialize(Some(&bytes)).ok(), Some(sub));
+        let deleted = Subscription {
+            hash: None,
+            instruction: Instruction::DeleteKeyAndPropagate,
+            primary_key: b"k".to_vec(),
+            primary_partition: 0,
+        };
+        bytes.clear();
+        SubscriptionSerde.serialize(&deleted, &mut bytes);
+        assert_eq!(bytes, [0x81, 1, b'k', 0, 0, 0, 0]);
+        assert_eq!(
+            SubscriptionSerde.deserialize(Some(&bytes)).ok(),
+            Some(deleted)
+        );
+        for bad in [
+            &[][..],
+            &[1],
+            &[1, 9, 0, 0, 0, 0],
+            &[2, 0, 0, 0, 0, 0],
+            &[1, 0, 1, 2],
+        ] {
+            assert!(SubscriptionSerde.deserialize(Some(bad)).is_err(), "{bad:?}");
+        }
+        let response = Response {
+            hash: Some([9; 16]),
+            foreign: Some(b"row".to_vec()),
+            primary_partition: 0,
+        };
+        bytes.clear();
+        ResponseSerde.serialize(&response, &mut bytes);
+        assert_eq!(bytes.len(), 1 + 16 + 3);
+        assert_eq!(ResponseSerde.deserialize(Some(&bytes)).ok(), Some(response));
+        let none = Response {
+            hash: None,
+            foreign: None,
+            primary_partition: 0,
+        };
+        bytes.clear();
+        ResponseSerde.serialize(&none, &mut bytes);
+        assert_eq!(bytes, [0x80]);
+        assert_eq!(ResponseSerde.deserialize(Some(&bytes)).ok(), Some(none));
+        assert!(ResponseSerde.deserialize(Some(&[1])).is_err());
+    }
+}

@@ -1,0 +1,340 @@
+//! Stream–stream windowed joins in the DSL: [`KStream::join_stream`],
+//! [`KStream::left_join_stream`] and [`KStream::outer_join_stream`] (Kafka Streams'
+//! `KStream.join(KStream, ValueJoiner, JoinWindows, StreamJoined)` and its left and outer
+//! forms). The semantics are in `stream_join.rs`.
+
+pub(crate) mod node;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::dsl::join::stream_stream::node::{
+    JoinSide, JoinSpec, JoinWindows, Side, SideJoiner, StreamJoined,
+};
+use crate::dsl::{KStream, StoreType};
+use crate::serdes::{SerdeRef, Serdes};
+use crate::state::stores::Stores;
+use crate::topology::{StoreDef, TopicRef};
+
+/// The joiner of a join as the DSL keeps it: the key, the left value and the right value
+/// (either missing in left and outer joins).
+type Joiner<K, V1, V2, VR> = Arc<dyn Fn(&K, Option<&V1>, Option<&V2>) -> VR + Send + Sync>;
+
+impl<K, V1> KStream<K, V1>
+where
+    K: Clone + 'static,
+    V1: Clone + 'static,
+{
+    /// Joins each record with every record of `other` with the same key whose timestamp is
+    /// within `windows` of it, each result at the later of the two timestamps (Kafka Streams'
+    /// `KStream.join(KStream, ValueJoiner, JoinWindows, StreamJoined)`). Both streams must be
+    /// co-partitioned; a stream whose key changed upstream is repartitioned first with
+    /// `joined`'s serdes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use riffle::{Consumed, JoinWindows, Produced, Serdes, StreamJoined, StreamsBuilder};
+    /// let builder = StreamsBuilder::new();
+    /// let clicks = builder.stream("clicks", Consumed::with(Serdes::string(), Serdes::string()));
+    /// builder
+    ///     .stream("impressions", Consumed::with(Serdes::string(), Serdes::string()))
+    ///     .join_stream(
+    ///         &clicks,
+    ///         |impression, click| format!("{impression}->{click}"),
+    ///         JoinWindows::of_time_difference_and_grace(Duration::from_secs(60), Duration::from_secs(10)),
+    ///         StreamJoined::with(Serdes::string(), Serdes::string(), Serdes::string()),
+    ///     )
+    ///     .to("clicked", Produced::with(Serdes::string(), Serdes::string()));
+    /// assert_eq!(builder.build().unwrap().subtopology_count(), 1);
+    /// ```
+    pub fn join_stream<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(&V1, &V2) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| match (l, r) {
+            (Some(l), Some(r)) => joiner(l, r),
+            _ => unreachable!("riffle invariant: an inner join joins two records"),
+        });
+        self.join_streams(other, f, windows, joined, (false, false))
+    }
+
+    /// [`KStream::join_stream`], and each record of this stream that joins nothing is emitted
+    /// once with `None`, when its window has closed (`t + after + grace` behind stream time),
+    /// or at once if it arrives after its window (Kafka Streams' `KStream.leftJoin(KStream,
+    /// ...)`, with the spurious-result fix of Kafka 3.1).
+    pub fn left_join_stream<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(&V1, Option<&V2>) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| match l {
+            Some(l) => joiner(l, r),
+            None => unreachable!(
+                "riffle invariant: a left join's processors never emit a right record alone"
+            ),
+        });
+        self.join_streams(other, f, windows, joined, (true, false))
+    }
+
+    /// [`KStream::left_join_stream`] both ways: a record of either stream that joins nothing
+    /// is emitted once with `None` for the other side (Kafka Streams'
+    /// `KStream.outerJoin(KStream, ...)`).
+    pub fn outer_join_stream<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(Option<&V1>, Option<&V2>) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| joiner(l, r));
+        self.join_streams(other, f, windows, joined, (true, true))
+    }
+
+    /// The join of both streams: `outer` says whether the left and the right side emit their
+    /// unmatched records.
+    fn join_streams<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: Joiner<K, V1, V2, VR>,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+        outer: (bool, bool),
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let (left_outer, right_outer) = outer;
+        if let Err(e) = windows.check() {
+            self.graph.borrow_mut().errors.push(e);
+        }
+        let base = joined.name.clone();
+        let left = repartitioned(self, &joined.key, &joined.value, &base, "left");
+        let right = repartitioned(other, &joined.key, &joined.other_value, &base, "right");
+
+        let mut g = self.graph.borrow_mut();
+        // Kafka numbers the processors whether or not the join is named; a name replaces the
+        // processors' names, a store name the stores'.
+        let this_generated = g.next_name(if right_outer {
+            "KSTREAM-OUTERTHIS"
+        } else {
+            "KSTREAM-JOINTHIS"
+        });
+        let other_generated = g.next_name(if left_outer {
+            "KSTREAM-OUTEROTHER"
+        } else {
+            "KSTREAM-JOINOTHER"
+        });
+        let this_suffix = if right_outer {
+            "-outer-this-join"
+        } else {
+            "-this-join"
+        };
+        let other_suffix = if left_outer {
+            "-outer-other-join"
+        } else {
+            "-other-join"
+        };
+        let (this_name, other_name) = match &base {
+            Some(name) => (
+                format!("{name}{this_suffix}"),
+                format!("{name}{other_suffix}"),
+            ),
+            None => (this_generated.clone(), other_generated.clone()),
+        };
+        let store_base = joined.store_name.clone();
+        let (this_store, other_store) = match &store_base {
+            Some(s) => (
+                format!("{s}{this_suffix}-store"),
+                format!("{s}{other_suffix}-store"),
+            ),
+            None => (
+                format!("{this_generated}-store"),
+                format!("{other_generated}-store"),
+            ),
+        };
+        let outer_store = left_outer.then(|| {
+            let kind = if right_outer { "outer" } else { "left" };
+            match &store_base {
+                Some(s) => format!("{s}-{kind}-shared-join-store"),
+                None => format!("{}-store", g.next_name("KSTREAM-OUTERSHARED")),
+            }
+        });
+        let persistent = joined.store_type == StoreType::Persistent;
+        let (logging, key) = (joined.logging, &joined.key);
+        let left_def = window_def(
+            &this_store,
+            key,
+            &joined.value,
+            &windows,
+            persistent,
+            logging,
+        );
+        let right_def = window_def(
+            &other_store,
+            key,
+            &joined.other_value,
+            &windows,
+            persistent,
+            logging,
+        );
+        let spec = Arc::new(JoinSpec {
+            windows,
+            this_store: this_store.clone(),
+            other_store: other_store.clone(),
+            outer_store: outer_store.clone(),
+            other_outer: right_outer,
+            trackers: Arc::default(),
+        });
+        let other_spec = Arc::new(JoinSpec {
+            windows,
+            this_store: other_store.clone(),
+            other_store: this_store.clone(),
+            outer_store: outer_store.clone(),
+            other_outer: left_outer,
+            trackers: spec.trackers.clone(),
+        });
+
+        let right_joiner: SideJoiner<K, V2, V1, VR> = {
+            let joiner = joiner.clone();
+            Arc::new(move |k, this, other| joiner(k, other, this))
+        };
+        let (key, value, other_value) = (&joined.key, &joined.value, &joined.other_value);
+        let left_node = side_node(
+            &mut g,
+            this_name,
+            (Side::Left, left_outer),
+            spec,
+            joiner,
+            (key.clone(), value.clone(), other_value.clone()),
+            left,
+        );
+        let right_node = side_node(
+            &mut g,
+            other_name,
+            (Side::Right, right_outer),
+            other_spec,
+            right_joiner,
+            (key.clone(), other_value.clone(), value.clone()),
+            right,
+        );
+        g.add_store(left_node, left_def);
+        g.add_store(right_node, right_def);
+        let mut names = vec![this_store.as_str(), other_store.as_str()];
+        if let Some(outer) = &outer_store {
+            let supplier = if persistent {
+                Stores::persistent_key_value_store(outer)
+            } else {
+                Stores::in_memory_key_value_store(outer)
+            };
+            let builder =
+                Stores::key_value_store_builder(supplier, Serdes::bytes(), Serdes::bytes());
+            let mut def = builder.into_def();
+            def.logged = logging;
+            g.add_store(left_node, def);
+            names.push(outer.as_str());
+        }
+        for node in [left_node, right_node] {
+            if let Err(e) = g.connect_stores(node, &names) {
+                g.errors.push(e);
+            }
+        }
+        g.copartitioned.push((left, right));
+        drop(g);
+        let left_out: KStream<K, VR> = KStream::at(self.graph.clone(), left_node, false);
+        let right_out: KStream<K, VR> = KStream::at(self.graph.clone(), right_node, false);
+        left_out.merge(&right_out)
+    }
+}
+
+/// Adds one side's processor below `parent`: `side` and whether it emits its unmatched
+/// records, the join as this side sees it, its joiner and its (key, this, other) serdes.
+fn side_node<K, VThis, VOther, VR>(
+    g: &mut crate::topology::GraphBuilder,
+    name: String,
+    (side, outer): (Side, bool),
+    spec: Arc<JoinSpec>,
+    joiner: SideJoiner<K, VThis, VOther, VR>,
+    serdes: (SerdeRef<K>, SerdeRef<VThis>, SerdeRef<VOther>),
+    parent: usize,
+) -> usize
+where
+    K: Clone + 'static,
+    VThis: Clone + 'static,
+    VOther: Clone + 'static,
+    VR: Clone + 'static,
+{
+    let supplier = move || JoinSide::new(side, outer, spec.clone(), joiner.clone(), serdes.clone());
+    g.processor(name, supplier, &[parent])
+}
+
+/// A join side's window store: kept `before + after + grace`, keeping duplicates.
+fn window_def<K: 'static, V: 'static>(
+    name: &str,
+    key: &SerdeRef<K>,
+    value: &SerdeRef<V>,
+    windows: &JoinWindows,
+    persistent: bool,
+    logging: bool,
+) -> StoreDef {
+    let retention = Duration::from_millis(windows.retention_ms().max(0) as u64);
+    let size = Duration::from_millis(windows.size_ms().max(0) as u64);
+    let supplier = if persistent {
+        Stores::persistent_window_store(name, retention, size, true)
+    } else {
+        Stores::in_memory_window_store(name, retention, size, true)
+    };
+    let mut def = Stores::window_store_builder(supplier, key.clone(), value.clone()).into_def();
+    def.logged = logging;
+    def
+}
+
+/// The node a join side reads from: the stream's own, or, when its key changed upstream, a
+/// repartition topic (`<name>-<side>`, or a generated name) written with `key` and `value`.
+fn repartitioned<K, V>(
+    stream: &KStream<K, V>,
+    key: &SerdeRef<K>,
+    value: &SerdeRef<V>,
+    base: &Option<String>,
+    side: &str,
+) -> usize
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    if !stream.repartition_required {
+        return stream.node;
+    }
+    let name = match base {
+        Some(base) => format!("{base}-{side}"),
+        None => {
+            let name = stream.graph.borrow_mut().next_name("KSTREAM-JOIN");
+            format!("{name}-{side}")
+        }
+    };
+    let topic = TopicRef::repartition(name);
+    crate::dsl::repartition(
+        &stream.graph,
+        stream.node,
+        topic,
+        key.clone(),
+        value.clone(),
+    )
+}

@@ -1,0 +1,205 @@
+//! Grouped tables: [`KTable::group_by`] and [`KGroupedTable`]'s `count`, `reduce` and
+//! `aggregate` (Kafka Streams' `KGroupedTable`). A row's update reaches the aggregation as its
+//! old value to subtract and its new value to add, through a repartition topic keyed by the new
+//! grouping key.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::dsl::table::node::{ChangeSerde, TableGroupBy};
+use crate::dsl::{FoldFn, Grouped, KTable, Materialized, aggregate_table, repartition};
+use crate::processor::node::{Change, NodeRef};
+use crate::serdes::{SerdeRef, Serdes};
+use crate::topology::{BuiltNode, Erased, GraphBuilder, NodeFactory, TopicRef};
+
+/// A table regrouped by [`KTable::group_by`], ready to aggregate.
+pub struct KGroupedTable<K, V> {
+    graph: Rc<RefCell<GraphBuilder>>,
+    /// The node mapping each update to its new key (`KTABLE-SELECT`).
+    node: usize,
+    grouped: Grouped<K, V>,
+}
+
+impl<K, V> std::fmt::Debug for KGroupedTable<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KGroupedTable")
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+impl<K, V> KTable<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// Regroups the table's rows by the key and value `selector` makes of each (Kafka Streams'
+    /// `KTable.groupBy`): an aggregation of the result subtracts a row's old value from its old
+    /// group and adds its new value to its new group whenever the row changes, and subtracts
+    /// a deleted row. The rows travel through a repartition topic written with `grouped`'s
+    /// serdes.
+    ///
+    /// ```
+    /// use riffle::{Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder};
+    /// let builder = StreamsBuilder::new();
+    /// // Users and their regions; how many users each region has.
+    /// builder
+    ///     .table("user-regions", Consumed::with(Serdes::string(), Serdes::string()), Materialized::new())
+    ///     .group_by(|_user, region| (region, 1i64), Grouped::with(Serdes::string(), Serdes::i64()))
+    ///     .count()
+    ///     .to_stream()
+    ///     .to("users-per-region", Produced::with(Serdes::string(), Serdes::i64()));
+    /// assert_eq!(builder.build().unwrap().subtopology_count(), 2);
+    /// ```
+    pub fn group_by<K2, V2>(
+        &self,
+        selector: impl Fn(K, V) -> (K2, V2) + Send + Sync + 'static,
+        grouped: Grouped<K2, V2>,
+    ) -> KGroupedTable<K2, V2>
+    where
+        K2: Clone + PartialEq + 'static,
+        V2: Clone + 'static,
+    {
+        let selector = Arc::new(selector);
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(TableGroupBy {
+                selector: selector.clone(),
+                forward: ctx.forward::<K2, Change<V2>>(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let mut g = self.graph.borrow_mut();
+        let node =
+            g.add_processor_node::<K, V, K2, Change<V2>>("KTABLE-SELECT", &[self.node], factory);
+        if let Err(e) = g.send_old_values(self.node) {
+            g.errors.push(e);
+        }
+        KGroupedTable {
+            graph: self.graph.clone(),
+            node,
+            grouped,
+        }
+    }
+}
+
+impl<K, V> KGroupedTable<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// Counts the rows per group: a row's update moves it from its old group to its new one, a
+    /// delete takes it out; a group emptied keeps its count of 0, as in Kafka Streams.
+    pub fn count(&self) -> KTable<K, i64> {
+        self.count_with(Materialized::new())
+    }
+
+    /// [`KGroupedTable::count`], in the store `materialized` describes.
+    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<K, i64> {
+        self.aggregate(
+            || 0,
+            |_, _, n| n.saturating_add(1),
+            |_, _, n| n.saturating_sub(1),
+            materialized,
+            Serdes::i64(),
+        )
+    }
+
+    /// Combines each group's values with `adder`, and takes a row's old value back out with
+    /// `subtractor` (both get the aggregate first, Kafka's `Reducer`); a group's first value is
+    /// its start.
+    pub fn reduce(
+        &self,
+        adder: impl Fn(V, V) -> V + Send + Sync + 'static,
+        subtractor: impl Fn(V, V) -> V + Send + Sync + 'static,
+        materialized: Materialized<V>,
+    ) -> KTable<K, V> {
+        let fold: FoldFn<K, Change<V>, V> = Arc::new(move |_, change, agg| {
+            let rest = match (change.old, agg) {
+                (Some(old), Some(agg)) => Some(subtractor(agg, old)),
+                (_, agg) => agg,
+            };
+            match (change.new, rest) {
+                (Some(new), Some(rest)) => Some(adder(rest, new)),
+                (Some(new), None) => Some(new),
+                (None, rest) => rest,
+            }
+        });
+        let serde = materialized
+            .value_serde
+            .clone()
+            .unwrap_or_else(|| self.grouped.value.clone());
+        self.fold("KTABLE-REDUCE", materialized, serde, fold)
+    }
+
+    /// Folds each group's values into an aggregate that starts at `init()`: `adder` adds a
+    /// row's new value, `subtractor` takes its old value back out (Kafka's `Aggregator`s: key,
+    /// value, aggregate).
+    pub fn aggregate<A>(
+        &self,
+        init: impl Fn() -> A + Send + Sync + 'static,
+        adder: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
+        subtractor: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
+        materialized: Materialized<A>,
+        aggregate_serde: SerdeRef<A>,
+    ) -> KTable<K, A>
+    where
+        A: Clone + 'static,
+    {
+        // Kafka's KTableAggregate: subtract the old value if there is an aggregate to subtract
+        // it from, then add the new one to what is left (or to a fresh aggregate).
+        let fold: FoldFn<K, Change<V>, A> = Arc::new(move |k, change, agg| {
+            let rest = match (change.old, agg) {
+                (Some(old), Some(agg)) => Some(subtractor(k, old, agg)),
+                (_, agg) => agg,
+            };
+            match change.new {
+                Some(new) => Some(adder(k, new, rest.unwrap_or_else(&init))),
+                None => rest,
+            }
+        });
+        self.fold("KTABLE-AGGREGATE", materialized, aggregate_serde, fold)
+    }
+
+    /// The aggregation node `<prefix>-<n>` below a repartition topic named after the grouping
+    /// (else the store), whose records carry each update's old and new values.
+    fn fold<A>(
+        &self,
+        prefix: &str,
+        materialized: Materialized<A>,
+        agg_serde: SerdeRef<A>,
+        fold: FoldFn<K, Change<V>, A>,
+    ) -> KTable<K, A>
+    where
+        A: Clone + 'static,
+    {
+        let store_name = match &materialized.name {
+            Some(name) => name.clone(),
+            None => self
+                .graph
+                .borrow_mut()
+                .next_name("KTABLE-AGGREGATE-STATE-STORE"),
+        };
+        let topic_name = self
+            .grouped
+            .name
+            .clone()
+            .unwrap_or_else(|| store_name.clone());
+        let topic = TopicRef::repartition(topic_name);
+        let change_serde: SerdeRef<Change<V>> = Arc::new(ChangeSerde {
+            inner: self.grouped.value.clone(),
+        });
+        let key = self.grouped.key.clone();
+        let source = repartition::<K, Change<V>>(&self.graph, self.node, topic, key, change_serde);
+        aggregate_table(
+            &self.graph,
+            prefix,
+            source,
+            store_name,
+            &materialized,
+            self.grouped.key.clone(),
+            agg_serde,
+            fold,
+        )
+    }
+}

@@ -1,0 +1,499 @@
+//! Tables in the DSL: [`StreamsBuilder::table`], the [`KTable`] operations that keep a table a
+//! table, and the stream–table joins ([`KStream::join`], [`KStream::left_join`]).
+
+pub(crate) mod global;
+pub(crate) mod grouped;
+pub(crate) mod node;
+pub(crate) mod suppress;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::{Consumed, KStream, KTable, Materialized, StoreType};
+use crate::StreamsBuilder;
+use crate::dsl::table::node::{Read, StreamTableJoin, TableMap, TableStore, TableView};
+use crate::processor::StoreSerdes;
+use crate::processor::node::{FlushRef, NodeRef};
+use crate::serdes::SerdeRef;
+use crate::topology::{
+    BuiltNode, Erased, NodeFactory, NodeKind, OldValues, StoreDef, TopicRef, TypeSig,
+};
+
+/// How the stream side of a stream–table join is repartitioned when its key changed upstream:
+/// the serdes of its repartition topic, and the topic's name (Kafka Streams' `Joined`; the
+/// table's values need no serde here, the table has its own).
+pub struct Joined<K, V> {
+    pub(crate) key: SerdeRef<K>,
+    pub(crate) value: SerdeRef<V>,
+    pub(crate) name: Option<String>,
+}
+
+impl<K, V> Joined<K, V> {
+    /// Repartition the stream with these serdes.
+    pub fn with(key: SerdeRef<K>, value: SerdeRef<V>) -> Self {
+        Joined {
+            key,
+            value,
+            name: None,
+        }
+    }
+
+    /// Names the repartition topic `<application_id>-<name>-repartition`.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
+
+impl StreamsBuilder {
+    /// A table of the records of `topic`: each record is the key's latest value, a record
+    /// without a value deletes the key, and one without a key is dropped (Kafka Streams'
+    /// `StreamsBuilder.table`).
+    ///
+    /// The table is kept in the store `materialized` names (or `<topic>-STATE-STORE-<n>`), in
+    /// the topic's own bytes, and the topic is the store's changelog: there is no
+    /// `-changelog` topic, and a task restores the store from the topic up to its committed
+    /// offset (Kafka Streams' source-topic changelog), whatever `materialized`'s logging says.
+    ///
+    /// ```
+    /// use riffle::{Consumed, Materialized, Produced, Serdes, StreamsBuilder};
+    /// let builder = StreamsBuilder::new();
+    /// let customers = builder.table(
+    ///     "customers",
+    ///     Consumed::with(Serdes::string(), Serdes::string()),
+    ///     Materialized::named("customers-store"),
+    /// );
+    /// builder
+    ///     .stream("orders", Consumed::with(Serdes::string(), Serdes::i64()))
+    ///     .join(&customers, |amount, region| format!("{region}:{amount}"))
+    ///     .to("orders-by-region", Produced::with(Serdes::string(), Serdes::string()));
+    /// let topology = builder.build().unwrap();
+    /// assert_eq!(topology.subtopology_count(), 1);
+    /// ```
+    pub fn table<K, V>(
+        &self,
+        topic: &str,
+        consumed: Consumed<K, V>,
+        materialized: Materialized<V>,
+    ) -> KTable<K, V>
+    where
+        K: Clone + 'static,
+        V: Clone + 'static,
+    {
+        let (key_serde, value_serde) = (consumed.key.clone(), consumed.value.clone());
+        let mut g = self.graph.borrow_mut();
+        // Named in Kafka's order: the store (when unnamed), the source, the table's node.
+        let store_name = match &materialized.name {
+            Some(name) => name.clone(),
+            None => g.next_name(&format!("{topic}-STATE-STORE")),
+        };
+        let source_name = g.next_name("KSTREAM-SOURCE");
+        let topics = vec![TopicRef::External(topic.to_owned())];
+        let source = g.source_of(source_name, topics, consumed, true);
+        let name = g.next_name("KTABLE-SOURCE");
+        drop(g);
+        let identity: MapFn<K, V, V> = Arc::new(|_, v| Some(v));
+        let (node, view) = add_table_store(
+            &self.graph,
+            name,
+            &[source],
+            store_name,
+            &materialized,
+            key_serde.clone(),
+            value_serde.clone(),
+            identity,
+            Some(topic.to_owned()),
+        );
+        KTable {
+            graph: self.graph.clone(),
+            node,
+            key_serde,
+            value_serde,
+            windows: None,
+            window_end: None,
+            view: Some(view),
+        }
+    }
+}
+
+pub(super) type MapFn<K, V, V2> = Arc<dyn Fn(&K, V) -> Option<V2> + Send + Sync>;
+
+/// Adds a node `name` below `parents` that keeps the table in a store named `store_name`: the
+/// node's updates (mapped by `map`; `None` is a delete) go to the store's cache, and from it
+/// downstream at commit. `source_topic`: the table is that topic's, kept in its own bytes,
+/// with the topic as the store's changelog. Returns the node and the table's view.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn add_table_store<K, VIn, V>(
+    graph: &Rc<RefCell<crate::topology::GraphBuilder>>,
+    name: String,
+    parents: &[usize],
+    store_name: String,
+    materialized: &Materialized<V>,
+    key_serde: SerdeRef<K>,
+    value_serde: SerdeRef<V>,
+    map: MapFn<K, VIn, V>,
+    source_topic: Option<String>,
+) -> (usize, TableView<K, V>)
+where
+    K: Clone + 'static,
+    VIn: Clone + 'static,
+    V: Clone + 'static,
+{
+    let raw = source_topic.is_some();
+    let (k, v) = (key_serde.clone(), value_serde.clone());
+    let factory: NodeFactory = Arc::new(move |ctx| {
+        let table = Rc::new(RefCell::new(TableStore {
+            store: ctx.store_slot(0),
+            key_serde: k.clone(),
+            value_serde: v.clone(),
+            raw,
+            map: map.clone(),
+            forward: ctx.forward::<K, V>(),
+            send_old: ctx.sends_old_values(),
+        }));
+        let flush: FlushRef = table.clone();
+        let node: NodeRef<K, VIn> = table;
+        BuiltNode {
+            node: Box::new(node) as Erased,
+            flush: Some(flush),
+            lifecycle: None,
+        }
+    });
+    let mut g = graph.borrow_mut();
+    let types = (TypeSig::of::<K, VIn>(), TypeSig::of::<K, V>());
+    let node = g.add_node(
+        name,
+        NodeKind::Processor,
+        parents,
+        factory,
+        Some(types.0),
+        Some(types.1),
+    );
+    g.nodes[node].old_values = OldValues::FromStore;
+    if g.stores.iter().any(|s| s.name == store_name) {
+        g.errors
+            .push(format!("a store named {store_name:?} already exists"));
+    }
+    let persistent = materialized.store_type == StoreType::Persistent;
+    let logged = materialized.logging || source_topic.is_some();
+    let mut def = StoreDef::dsl(store_name, logged, persistent);
+    def.caching = materialized.caching;
+    def.serdes = Some(Arc::new(StoreSerdes {
+        key: key_serde.clone(),
+        value: value_serde.clone(),
+    }));
+    def.source_topic = source_topic;
+    let store = g.add_store(node, def);
+    (node, TableView::of_store(store, key_serde, value_serde))
+}
+
+/// Adds a node `name` below `parents` that keeps what they send, as it is, in the store
+/// `store_name` (a join's result, materialized); its values are written with `materialized`'s
+/// value serde, else `value_serde`.
+pub(super) fn materialize<K, V>(
+    graph: &Rc<RefCell<crate::topology::GraphBuilder>>,
+    name: String,
+    parents: &[usize],
+    store_name: String,
+    materialized: &Materialized<V>,
+    key_serde: SerdeRef<K>,
+    value_serde: SerdeRef<V>,
+) -> (usize, TableView<K, V>)
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    let identity: MapFn<K, V, V> = Arc::new(|_, v| Some(v));
+    let serde = materialized.value_serde.clone().unwrap_or(value_serde);
+    add_table_store(
+        graph,
+        name,
+        parents,
+        store_name,
+        materialized,
+        key_serde,
+        serde,
+        identity,
+        None,
+    )
+}
+
+impl<K, V> KTable<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// A table with `f` applied to each update without a store: what `f` drops becomes a
+    /// delete downstream.
+    fn map_node<V2>(
+        &self,
+        prefix: &str,
+        f: MapFn<K, V, V2>,
+        value_serde: SerdeRef<V2>,
+        filter: bool,
+    ) -> KTable<K, V2>
+    where
+        V2: Clone + 'static,
+    {
+        let g2 = f.clone();
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(TableMap {
+                f: g2.clone(),
+                forward: ctx.forward::<K, V2>(),
+                send_old: ctx.sends_old_values(),
+                filter,
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let mut g = self.graph.borrow_mut();
+        let node = g.add_processor_node::<K, V, K, V2>(prefix, &[self.node], factory);
+        g.nodes[node].old_values = OldValues::FromParents;
+        KTable {
+            graph: self.graph.clone(),
+            node,
+            key_serde: self.key_serde.clone(),
+            value_serde,
+            windows: None,
+            window_end: None,
+            view: self
+                .view
+                .as_ref()
+                .map(|view| view.then(move |k, v| f(k, v))),
+        }
+    }
+
+    /// A table with `f` applied to each update, kept in its own store (named, typed and
+    /// backed as `materialized` says; its values written with `value_serde`).
+    fn materialized_node<V2>(
+        &self,
+        prefix: &str,
+        f: MapFn<K, V, V2>,
+        materialized: Materialized<V2>,
+        value_serde: SerdeRef<V2>,
+    ) -> KTable<K, V2>
+    where
+        V2: Clone + 'static,
+    {
+        let store_name = match &materialized.name {
+            Some(name) => name.clone(),
+            None => self.graph.borrow_mut().next_name("KTABLE-STATE-STORE"),
+        };
+        let name = self.graph.borrow_mut().next_name(prefix);
+        let (node, view) = add_table_store(
+            &self.graph,
+            name,
+            &[self.node],
+            store_name,
+            &materialized,
+            self.key_serde.clone(),
+            value_serde.clone(),
+            f,
+            None,
+        );
+        KTable {
+            graph: self.graph.clone(),
+            node,
+            key_serde: self.key_serde.clone(),
+            value_serde,
+            windows: None,
+            window_end: None,
+            view: Some(view),
+        }
+    }
+
+    /// The rows for which `predicate` holds; for an update that fails it, a delete of the
+    /// key goes downstream (Kafka Streams' `KTable.filter`).
+    pub fn filter(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
+        let f: MapFn<K, V, V> = Arc::new(move |k, v| predicate(k, &v).then_some(v));
+        self.map_node("KTABLE-FILTER", f, self.value_serde.clone(), true)
+    }
+
+    /// The rows for which `predicate` does not hold.
+    pub fn filter_not(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
+        let f: MapFn<K, V, V> = Arc::new(move |k, v| (!predicate(k, &v)).then_some(v));
+        self.map_node("KTABLE-FILTER", f, self.value_serde.clone(), true)
+    }
+
+    /// [`KTable::filter`], kept in a store of its own that `materialized` describes (so it
+    /// can be queried).
+    pub fn filter_with(
+        &self,
+        predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static,
+        materialized: Materialized<V>,
+    ) -> Self {
+        let f: MapFn<K, V, V> = Arc::new(move |k, v| predicate(k, &v).then_some(v));
+        let serde = materialized
+            .value_serde
+            .clone()
+            .unwrap_or_else(|| self.value_serde.clone());
+        self.materialized_node("KTABLE-FILTER", f, materialized, serde)
+    }
+
+    /// Each row's value mapped by `f`; deletes stay deletes (Kafka Streams'
+    /// `KTable.mapValues`). `value_serde` is the new values' serde.
+    pub fn map_values<V2>(
+        &self,
+        f: impl Fn(V) -> V2 + Send + Sync + 'static,
+        value_serde: SerdeRef<V2>,
+    ) -> KTable<K, V2>
+    where
+        V2: Clone + 'static,
+    {
+        let f: MapFn<K, V, V2> = Arc::new(move |_, v| Some(f(v)));
+        self.map_node("KTABLE-MAPVALUES", f, value_serde, false)
+    }
+
+    /// [`KTable::map_values`], kept in a store of its own that `materialized` describes; its
+    /// values are written with `materialized`'s value serde, else `value_serde`.
+    pub fn map_values_with<V2>(
+        &self,
+        f: impl Fn(V) -> V2 + Send + Sync + 'static,
+        value_serde: SerdeRef<V2>,
+        materialized: Materialized<V2>,
+    ) -> KTable<K, V2>
+    where
+        V2: Clone + 'static,
+    {
+        let f: MapFn<K, V, V2> = Arc::new(move |_, v| Some(f(v)));
+        let serde = materialized.value_serde.clone().unwrap_or(value_serde);
+        self.materialized_node("KTABLE-MAPVALUES", f, materialized, serde)
+    }
+}
+
+type JoinFn<K, V, VT, VR> = Arc<dyn Fn(&K, V, Option<VT>) -> Option<VR> + Send + Sync>;
+
+impl<K, V> KStream<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// Joins each record with the table's current value for its key; a record whose key the
+    /// table does not hold is dropped. Table updates emit nothing (Kafka Streams'
+    /// `KStream.join(KTable, ValueJoiner)`). The stream and the table must be co-partitioned;
+    /// a stream whose key changed upstream needs [`KStream::join_with`].
+    pub fn join<VT, VR>(
+        &self,
+        table: &KTable<K, VT>,
+        joiner: impl Fn(V, VT) -> VR + Send + Sync + 'static,
+    ) -> KStream<K, VR>
+    where
+        VT: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: JoinFn<K, V, VT, VR> = Arc::new(move |_, v, t| t.map(|t| joiner(v, t)));
+        self.join_table("KSTREAM-JOIN", table, f, None)
+    }
+
+    /// Joins each record with the table's current value for its key, `None` when the table
+    /// does not hold it (Kafka Streams' `KStream.leftJoin(KTable, ValueJoiner)`).
+    pub fn left_join<VT, VR>(
+        &self,
+        table: &KTable<K, VT>,
+        joiner: impl Fn(V, Option<VT>) -> VR + Send + Sync + 'static,
+    ) -> KStream<K, VR>
+    where
+        VT: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: JoinFn<K, V, VT, VR> = Arc::new(move |_, v, t| Some(joiner(v, t)));
+        self.join_table("KSTREAM-LEFTJOIN", table, f, None)
+    }
+
+    /// [`KStream::join`] with the joiner given the key too (Kafka's `ValueJoinerWithKey`),
+    /// and, for a stream whose key changed upstream, the serdes of the repartition topic it
+    /// goes through first.
+    pub fn join_with<VT, VR>(
+        &self,
+        table: &KTable<K, VT>,
+        joiner: impl Fn(&K, V, VT) -> VR + Send + Sync + 'static,
+        joined: Joined<K, V>,
+    ) -> KStream<K, VR>
+    where
+        VT: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: JoinFn<K, V, VT, VR> = Arc::new(move |k, v, t| t.map(|t| joiner(k, v, t)));
+        self.join_table("KSTREAM-JOIN", table, f, Some(joined))
+    }
+
+    /// [`KStream::left_join`] with the joiner given the key too, and the serdes of the
+    /// repartition topic for a stream whose key changed upstream.
+    pub fn left_join_with<VT, VR>(
+        &self,
+        table: &KTable<K, VT>,
+        joiner: impl Fn(&K, V, Option<VT>) -> VR + Send + Sync + 'static,
+        joined: Joined<K, V>,
+    ) -> KStream<K, VR>
+    where
+        VT: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: JoinFn<K, V, VT, VR> = Arc::new(move |k, v, t| Some(joiner(k, v, t)));
+        self.join_table("KSTREAM-LEFTJOIN", table, f, Some(joined))
+    }
+
+    fn join_table<VT, VR>(
+        &self,
+        prefix: &str,
+        table: &KTable<K, VT>,
+        joiner: JoinFn<K, V, VT, VR>,
+        joined: Option<Joined<K, V>>,
+    ) -> KStream<K, VR>
+    where
+        VT: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let mut parent = self.node;
+        if self.repartition_required {
+            match &joined {
+                Some(joined) => {
+                    let topic_name = match &joined.name {
+                        Some(name) => name.clone(),
+                        None => self
+                            .graph
+                            .borrow_mut()
+                            .next_name("KSTREAM-JOIN-REPARTITION"),
+                    };
+                    let topic = TopicRef::repartition(topic_name);
+                    let (key, value) = (joined.key.clone(), joined.value.clone());
+                    parent = super::repartition(&self.graph, self.node, topic, key, value);
+                }
+                None => self.graph.borrow_mut().errors.push(
+                    "a stream whose key changed is joined with a table: it must be \
+                     repartitioned first, so give the repartition topic's serdes with \
+                     join_with or left_join_with and Joined::with"
+                        .into(),
+                ),
+            }
+        }
+        let view = table.view.clone();
+        if view.is_none() {
+            self.graph.borrow_mut().errors.push(
+                "a windowed or suppressed table, or a foreign-key join's result not materialized, \
+                 cannot be joined with a stream (materialize a foreign-key join with \
+                 join_foreign_with or left_join_foreign_with)"
+                    .into(),
+            );
+        }
+        let factory_view = view.clone();
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let view = factory_view
+                .as_ref()
+                .expect("riffle DSL invariant: a topology with an unjoinable table is not built");
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(StreamTableJoin {
+                table: view.bind(ctx, Read::Latest),
+                joiner: joiner.clone(),
+                forward: ctx.forward::<K, VR>(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let mut g = self.graph.borrow_mut();
+        let node = g.add_processor_node::<K, V, K, VR>(prefix, &[parent], factory);
+        if let Some(view) = &view {
+            g.nodes[node].stores.extend(&view.stores);
+        }
+        g.copartitioned.push((parent, table.node));
+        KStream::at(self.graph.clone(), node, false)
+    }
+}

@@ -1,0 +1,668 @@
+//! The windowed aggregations behind [`crate::TimeWindowedKStream`] and
+//! [`crate::SessionWindowedKStream`]: time (tumbling and hopping), sliding and session windows,
+//! each over a segmented window or session store (`store/window.rs`), with Kafka Streams' rules
+//! for which records a window takes and when it closes.
+//!
+//! Every aggregation keeps its *observed stream time* (the largest timestamp it has seen) in its
+//! own store, under a meta key, written at each commit with the windows it covers: after a crash
+//! the aggregation resumes with the stream time of its last commit, so it drops and emits exactly
+//! what it would have without the crash. With `EmitStrategy::OnWindowClose` it also keeps, in
+//! memory, the windows not yet closed ordered by the stream time that closes them (rebuilt from
+//! the store when the task starts), so emitting final results costs nothing until a window
+//! closes.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use crate::processor::Lifecycle;
+use crate::processor::node::{FlushNode, Forward, Node, ProcessingContext};
+use crate::serdes::SerdeRef;
+use crate::state::{DecodedEntry, key_bounds, meta_key, session_entry_key, window_entry_key};
+use crate::types::error::{Error, Result};
+use crate::types::window::{
+    EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, WindowKind, Windowed,
+};
+
+/// Folds a value into a window's aggregate (`None`: the window's first value).
+pub(crate) type FoldFn<K, V, A> = Arc<dyn Fn(&K, V, Option<A>) -> A + Send + Sync>;
+/// Merges a session's aggregate into the aggregate so far (`None`: the first session).
+pub(crate) type MergeFn<K, A> = Arc<dyn Fn(&K, Option<A>, A) -> A + Send + Sync>;
+
+/// The meta key of an aggregation's observed stream time.
+const OBSERVED: &[u8] = b"observed-stream-time";
+
+/// What every windowed aggregation has: its store, serdes, emit strategy, stream time and the
+/// windows waiting to close.
+pub(crate) struct WindowedCore<K, A> {
+    pub(crate) store: usize,
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) agg_serde: SerdeRef<A>,
+    pub(crate) emit: EmitStrategy,
+    pub(crate) kind: WindowKind,
+    /// How long the store keeps windows (entry times at or after `observed - retention + 1`
+    /// are the ones the aggregation reads: a bound of its own stream time, so what it sees
+    /// never depends on when a commit dropped a segment).
+    pub(crate) retention_ms: i64,
+    pub(crate) forward: Forward<Windowed<K>, A>,
+    /// The largest timestamp seen (Kafka's `observedStreamTime`; -1 before the first).
+    observed: i64,
+    /// `observed` moved since the last commit wrote it.
+    observed_dirty: bool,
+    /// Emit-on-close only: (the stream time that closes it, entry key) of every open window.
+    pending: BTreeSet<(i64, Vec<u8>)>,
+    /// Reused for entry keys.
+    entry: Vec<u8>,
+    /// Reused for the entry keys taken apart at commit.
+    decoded: DecodedEntry,
+}
+
+impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
+    pub(crate) fn new(
+        store: usize,
+        key_serde: SerdeRef<K>,
+        agg_serde: SerdeRef<A>,
+        emit: EmitStrategy,
+        kind: WindowKind,
+        retention_ms: i64,
+        forward: Forward<Windowed<K>, A>,
+    ) -> Self {
+        WindowedCore {
+            store,
+            key_serde,
+            agg_serde,
+            emit,
+            kind,
+            retention_ms,
+            forward,
+            observed: -1,
+            observed_dirty: false,
+            pending: BTreeSet::new(),
+            entry: Vec::new(),
+            decoded: DecodedEntry::default(),
+        }
+    }
+
+    fn corrupt(&self, ctx: &ProcessingContext<'_>, source: crate::SerdeError) -> Error {
+        Error::CorruptState {
+            store: ctx.stores[self.store].inner.name().to_owned(),
+            task: ctx.task,
+            source,
+        }
+    }
+
+    /// The window an entry of the store stands for.
+    fn window_of(&self, e: &DecodedEntry) -> Window {
+        match self.kind {
+            WindowKind::Time(w) => Window::new(e.time, e.time.saturating_add(w.size_ms)),
+            WindowKind::Sliding(w) => Window::new(e.time, e.time.saturating_add(w.difference_ms)),
+            WindowKind::Session(_) => Window::new(e.second, e.time),
+        }
+    }
+
+    /// The oldest entry time the aggregation reads: what its store keeps at its stream time.
+    fn oldest_readable(&self) -> i64 {
+        self.observed
+            .saturating_sub(self.retention_ms)
+            .saturating_add(1)
+    }
+
+    /// Moves stream time to `timestamp` if it is later.
+    fn observe(&mut self, timestamp: i64) {
+        if timestamp > self.observed {
+            self.observed = timestamp;
+            self.observed_dirty = true;
+        }
+    }
+
+    /// Counts and logs a record too late for `window`.
+    fn dropped(&self, ctx: &mut ProcessingContext<'_>, window: Window) {
+        ctx.signals.dropped_records += 1;
+        let (topic, partition, offset) = match ctx.record {
+            Some(r) => {
+                let tp = r.topic_partition();
+                (tp.topic.to_string(), tp.partition, r.offset())
+            }
+            None => (String::new(), 0, 0),
+        };
+        tracing::debug!(
+            task = %ctx.task,
+            %topic,
+            partition,
+            offset,
+            timestamp = ctx.timestamp,
+            window_start = window.start,
+            window_end = window.end,
+            stream_time = self.observed,
+            "skipping a record for an expired window"
+        );
+    }
+
+    /// Reads the aggregate of entry `entry` (cache, then store) with its timestamp.
+    fn read(&self, ctx: &mut ProcessingContext<'_>, entry: &[u8]) -> Result<Option<(A, i64)>> {
+        let scratch = &mut *ctx.scratch;
+        match ctx.stores[self.store].get_with_timestamp(entry, &mut scratch.old)? {
+            None => Ok(None),
+            Some(ts) => match self.agg_serde.deserialize(Some(&scratch.old)) {
+                Ok(a) => Ok(Some((a, ts))),
+                Err(e) => Err(self.corrupt(ctx, e)),
+            },
+        }
+    }
+
+    /// Writes `agg` (`None` deletes) at entry `entry`; a new entry starts waiting to close.
+    fn write(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        entry: &[u8],
+        end: i64,
+        agg: Option<&A>,
+        timestamp: i64,
+        is_new: bool,
+    ) {
+        let scratch = &mut *ctx.scratch;
+        scratch.value.clear();
+        if let Some(agg) = agg {
+            self.agg_serde.serialize(agg, &mut scratch.value);
+        }
+        ctx.stores[self.store].put(
+            entry,
+            agg.is_some().then_some(&scratch.value[..]),
+            timestamp,
+            &ctx.headers,
+        );
+        if self.emit == EmitStrategy::OnWindowClose {
+            let close = self.kind.close_time(end);
+            if agg.is_none() {
+                self.pending.remove(&(close, entry.to_vec()));
+            } else if is_new {
+                self.pending.insert((close, entry.to_vec()));
+            }
+        }
+    }
+
+    /// Emit-on-close: forwards the final result of every window stream time has closed.
+    fn emit_closed(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+        if self.emit != EmitStrategy::OnWindowClose {
+            return Ok(());
+        }
+        let timestamp = ctx.timestamp;
+        while let Some(first) = self.pending.first() {
+            if first.0 > self.observed {
+                break;
+            }
+            let Some((_, entry)) = self.pending.pop_first() else {
+                break;
+            };
+            let Some((agg, ts)) = self.read(ctx, &entry)? else {
+                // Stores keep a window until it has closed (`store_retention_ms`), and a merged
+                // session leaves the set when it is deleted: a missing one is lost state.
+                let decoded = ctx.stores[self.store].decode_entry(&entry)?;
+                return Err(Error::IllegalState(format!(
+                    "store {} lost window {:?} of a key of {} bytes before it closed (stream time {})",
+                    ctx.stores[self.store].inner.name(),
+                    self.window_of(&decoded),
+                    decoded.key.len(),
+                    self.observed
+                )));
+            };
+            ctx.stores[self.store].decode_entry_into(&entry, &mut self.decoded)?;
+            let key = self
+                .key_serde
+                .deserialize(Some(&self.decoded.key))
+                .map_err(|e| self.corrupt(ctx, e))?;
+            let window = self.window_of(&self.decoded);
+            ctx.timestamp = match self.kind {
+                WindowKind::Session(_) => window.end,
+                _ if ts == crate::state::NO_TIMESTAMP => window.start,
+                _ => ts,
+            };
+            let result = self.forward.send(ctx, Windowed::new(key, window), agg);
+            ctx.timestamp = timestamp;
+            result?;
+        }
+        Ok(())
+    }
+
+    /// At task start: the stream time of the last commit, and the windows still open.
+    fn load(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+        let mut key = Vec::new();
+        meta_key(OBSERVED, &mut key);
+        let scratch = &mut *ctx.scratch;
+        if ctx.stores[self.store]
+            .get_with_timestamp(&key, &mut scratch.old)?
+            .is_some()
+        {
+            let bytes: [u8; 8] = scratch.old.as_slice().try_into().map_err(|_| {
+                Error::Store(crate::StoreError::Corrupt {
+                    store: ctx.stores[self.store].inner.name().to_owned(),
+                    reason: format!(
+                        "its observed stream time has {} bytes, not 8",
+                        scratch.old.len()
+                    ),
+                })
+            })?;
+            self.observed = i64::from_be_bytes(bytes);
+        }
+        self.pending.clear();
+        if self.emit == EmitStrategy::OnWindowClose {
+            // Entry times (window starts, session ends) of windows that may still be open.
+            let from_time = match self.kind {
+                WindowKind::Time(w) => self.observed - w.size_ms - w.grace_ms,
+                WindowKind::Sliding(w) => self.observed - w.difference_ms - w.grace_ms - 1,
+                WindowKind::Session(w) => self.observed - w.gap_ms - w.grace_ms - 1,
+            };
+            let entries = ctx.stores[self.store].scan_window(&[], &[], from_time, i64::MAX)?;
+            for (entry, _, _) in entries {
+                let decoded = ctx.stores[self.store].decode_entry(&entry)?;
+                let close = self.kind.close_time(self.window_of(&decoded).end);
+                if close > self.observed {
+                    self.pending.insert((close, entry));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// At commit: writes the stream time, and with emit-on-update forwards every window changed
+    /// since the last commit (its latest value; a tombstone for a session merged away).
+    fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+        if self.observed_dirty {
+            let mut key = Vec::new();
+            meta_key(OBSERVED, &mut key);
+            let headers = crate::types::record::Headers::new();
+            ctx.stores[self.store].put(
+                &key,
+                Some(&self.observed.to_be_bytes()),
+                self.observed,
+                &headers,
+            );
+            self.observed_dirty = false;
+        }
+        if self.emit != EmitStrategy::OnWindowUpdate {
+            return Ok(());
+        }
+        // In the order of their last write, as Kafka's cache flushes: an update's timestamp
+        // never overtakes an earlier one's (suppression downstream relies on it).
+        ctx.stores[self.store].order_by_last_write();
+        let dirty = ctx.stores[self.store].dirty_len();
+        for i in 0..dirty {
+            let (entry, value, timestamp) = ctx.stores[self.store].dirty(i);
+            if crate::state::is_meta(entry) {
+                continue;
+            }
+            ctx.stores[self.store].decode_entry_into(entry, &mut self.decoded)?;
+            let value = value.map(|v| self.agg_serde.deserialize(Some(v)));
+            let key = self.key_serde.deserialize(Some(&self.decoded.key));
+            let window = self.window_of(&self.decoded);
+            ctx.timestamp = timestamp;
+            ctx.headers = ctx.stores[self.store].dirty_headers(i).clone();
+            let key = key.map_err(|e| self.corrupt(ctx, e))?;
+            match value {
+                Some(Ok(v)) => self.forward.send(ctx, Windowed::new(key, window), v)?,
+                Some(Err(e)) => return Err(self.corrupt(ctx, e)),
+                None => self
+                    .forward
+                    .send_tombstone(ctx, Windowed::new(key, window))?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A windowed aggregation's commit (`flush`) and start (`init`) are its core's.
+macro_rules! core_delegates {
+    ($node:ident) => {
+        impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for $node<K, V, A> {
+            fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+                self.core.flush(ctx)
+            }
+        }
+
+        impl<K: Clone + 'static, V, A: Clone + 'static> Lifecycle for $node<K, V, A> {
+            fn init(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+                self.core.load(ctx)
+            }
+            fn close(&mut self) {}
+        }
+    };
+}
+
+/// Count, reduce and aggregate over tumbling and hopping windows (Kafka's
+/// `KStreamWindowAggregate`).
+pub(crate) struct TimeWindowAggregate<K, V, A> {
+    pub(crate) core: WindowedCore<K, A>,
+    pub(crate) windows: TimeWindows,
+    pub(crate) fold: FoldFn<K, V, A>,
+}
+
+impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V> for TimeWindowAggregate<K, V, A> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        let timestamp = ctx.timestamp;
+        self.core.observe(timestamp);
+        let close = self.core.observed - self.windows.grace_ms;
+        ctx.scratch.key.clear();
+        self.core.key_serde.serialize(&key, &mut ctx.scratch.key);
+        let mut entry = std::mem::take(&mut self.core.entry);
+        let mut value = Some(value);
+        let mut starts = self.windows.window_starts(timestamp).peekable();
+        while let Some(start) = starts.next() {
+            let end = start.saturating_add(self.windows.size_ms);
+            if end <= close {
+                self.core.dropped(ctx, Window::new(start, end));
+                continue;
+            }
+            entry.clear();
+            window_entry_key(&ctx.scratch.key, start, 0, &mut entry);
+            let found = self.core.read(ctx, &entry)?;
+            let is_new = found.is_none();
+            let (old, ts) = match found {
+                Some((old, ts)) => (Some(old), ts.max(timestamp)),
+                None => (None, timestamp),
+            };
+            let v = if starts.peek().is_some() {
+                value.clone()
+            } else {
+                value.take()
+            };
+            let Some(v) = v else { break };
+            let new = (self.fold)(&key, v, old);
+            self.core.write(ctx, &entry, end, Some(&new), ts, is_new);
+        }
+        self.core.entry = entry;
+        self.core.emit_closed(ctx)
+    }
+}
+
+core_delegates!(TimeWindowAggregate);
+
+/// Count, reduce and aggregate over sliding windows (Kafka's `KStreamSlidingWindowAggregate`,
+/// KIP-450): a record updates every window of its key that holds it, creates the window that
+/// ends at it, and the windows that start just after it and just after the record before it
+/// when another record falls in them. Records earlier than the time difference share one
+/// window, `[0, difference]`.
+pub(crate) struct SlidingWindowAggregate<K, V, A> {
+    pub(crate) core: WindowedCore<K, A>,
+    pub(crate) windows: SlidingWindows,
+    pub(crate) fold: FoldFn<K, V, A>,
+}
+
+/// A window found for a sliding-window record: its start, aggregate and timestamp.
+type Found<A> = (i64, A, i64);
+
+impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K, V, A> {
+    fn entry(&mut self, ctx: &ProcessingContext<'_>, start: i64) -> Vec<u8> {
+        let mut entry = std::mem::take(&mut self.core.entry);
+        entry.clear();
+        window_entry_key(&ctx.scratch.key, start, 0, &mut entry);
+        entry
+    }
+
+    /// The key's windows with starts in `[from, to]`, ascending.
+    fn fetch(&self, ctx: &mut ProcessingContext<'_>, from: i64, to: i64) -> Result<Vec<Found<A>>> {
+        let (lo, hi) = key_bounds(&ctx.scratch.key);
+        let from = from.max(self.core.oldest_readable());
+        let entries = ctx.stores[self.core.store].scan_window(&lo, &hi, from, to)?;
+        let mut found = Vec::with_capacity(entries.len());
+        for (entry, value, ts) in entries {
+            let decoded = ctx.stores[self.core.store].decode_entry(&entry)?;
+            let agg = self
+                .core
+                .agg_serde
+                .deserialize(Some(&value))
+                .map_err(|e| self.core.corrupt(ctx, e))?;
+            found.push((decoded.time, agg, ts));
+        }
+        Ok(found)
+    }
+
+    /// Kafka's `updateWindowAndForward`: folds the record into the window at `start` holding
+    /// `agg` (its timestamp `agg_ts`) if the window is still open.
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: &K,
+        value: &V,
+        start: i64,
+        agg: Option<A>,
+        agg_ts: i64,
+        is_new: bool,
+        close: i64,
+    ) {
+        let end = start.saturating_add(self.windows.difference_ms);
+        if end < close {
+            self.core.dropped(ctx, Window::new(start, end));
+            return;
+        }
+        let new = (self.fold)(key, value.clone(), agg);
+        let ts = ctx.timestamp.max(agg_ts);
+        let entry = self.entry(ctx, start);
+        self.core.write(ctx, &entry, end, Some(&new), ts, is_new);
+        self.core.entry = entry;
+    }
+
+    /// Stores `agg` as the window at `start` as it is (a new right window copying the
+    /// aggregate of the records after the current one).
+    fn put_copy(&mut self, ctx: &mut ProcessingContext<'_>, start: i64, agg: &A, ts: i64) {
+        let end = start.saturating_add(self.windows.difference_ms);
+        let entry = self.entry(ctx, start);
+        self.core.write(ctx, &entry, end, Some(agg), ts, true);
+        self.core.entry = entry;
+    }
+
+    fn process_in_order(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: &K,
+        value: &V,
+        close: i64,
+    ) -> Result<()> {
+        let ts = ctx.timestamp;
+        let diff = self.windows.difference_ms;
+        let mut starts = HashSet::new();
+        let mut left_agg: Option<(A, i64)> = None;
+        let mut right_agg: Option<(A, i64)> = None;
+        let (mut left_created, mut right_created) = (false, false);
+        let mut previous: Option<i64> = None;
+        for (start, agg, agg_ts) in self.fetch(ctx, (ts - 2 * diff).max(0), ts + 1)? {
+            starts.insert(start);
+            let end = start + diff;
+            if end < ts {
+                left_agg = Some((agg, agg_ts));
+                previous = Some(agg_ts);
+            } else if end == ts {
+                left_created = true;
+                if agg_ts < ts {
+                    previous = Some(agg_ts);
+                }
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+            } else if start <= ts {
+                right_agg = Some((agg.clone(), agg_ts));
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+            } else if start == ts + 1 {
+                right_created = true;
+            } else {
+                return Err(self.unexpected(start, ts));
+            }
+        }
+        // The previous record's right window, if the current record falls in it.
+        if let Some(p) = previous {
+            let start = p + 1;
+            if !starts.contains(&start) && start + diff >= ts {
+                self.update(ctx, key, value, start, None, ts, true, close);
+            }
+        }
+        // The current record's left window.
+        if !left_created {
+            let agg = match (previous, left_agg) {
+                (Some(p), Some((agg, _))) if ts - diff <= p => Some(agg),
+                _ => None,
+            };
+            self.update(ctx, key, value, ts - diff, agg, ts, true, close);
+        }
+        // The current record's right window, if a later record falls in it.
+        if !right_created
+            && let Some((agg, agg_ts)) = right_agg
+            && agg_ts > ts
+        {
+            self.put_copy(ctx, ts + 1, &agg, agg_ts);
+        }
+        Ok(())
+    }
+
+    /// A record before the time difference: the windows that would start before 0 are the one
+    /// window `[0, difference]`.
+    fn process_early(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: &K,
+        value: &V,
+        close: i64,
+    ) -> Result<()> {
+        let ts = ctx.timestamp;
+        let mut starts = HashSet::new();
+        let mut combined: Option<(A, i64)> = None;
+        let mut right_agg: Option<(A, i64)> = None;
+        let mut right_created = false;
+        let mut previous: Option<i64> = None;
+        for (start, agg, agg_ts) in self.fetch(ctx, 0, ts + 1)? {
+            starts.insert(start);
+            if start == 0 {
+                if agg_ts < ts {
+                    previous = Some(agg_ts);
+                }
+                combined = Some((agg, agg_ts));
+            } else if start <= ts {
+                right_agg = Some((agg.clone(), agg_ts));
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+            } else if start == ts + 1 {
+                right_created = true;
+            } else {
+                return Err(self.unexpected(start, ts));
+            }
+        }
+        if right_agg.is_none()
+            && let Some((agg, agg_ts)) = &combined
+            && *agg_ts > ts
+        {
+            right_agg = Some((agg.clone(), *agg_ts));
+        }
+        if !right_created
+            && let Some((agg, agg_ts)) = &right_agg
+            && *agg_ts > ts
+        {
+            let (agg, agg_ts) = (agg.clone(), *agg_ts);
+            self.put_copy(ctx, ts + 1, &agg, agg_ts);
+        }
+        if let Some(p) = previous
+            && !starts.contains(&(p + 1))
+        {
+            self.update(ctx, key, value, p + 1, None, ts, true, close);
+        }
+        match combined {
+            None => self.update(ctx, key, value, 0, None, ts, true, close),
+            Some((agg, agg_ts)) => self.update(ctx, key, value, 0, Some(agg), agg_ts, false, close),
+        }
+        Ok(())
+    }
+
+    fn unexpected(&self, start: i64, ts: i64) -> Error {
+        Error::IllegalState(format!(
+            "a sliding-window store holds a window starting at {start}, which a record at {ts} cannot have next to it"
+        ))
+    }
+}
+
+impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V>
+    for SlidingWindowAggregate<K, V, A>
+{
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        let ts = ctx.timestamp;
+        self.core.observe(ts);
+        let close = self.core.observed - self.windows.grace_ms;
+        let diff = self.windows.difference_ms;
+        if ts.saturating_add(diff) < close {
+            self.core
+                .dropped(ctx, Window::new(ts, ts.saturating_add(diff)));
+            return self.core.emit_closed(ctx);
+        }
+        ctx.scratch.key.clear();
+        self.core.key_serde.serialize(&key, &mut ctx.scratch.key);
+        if ts < diff {
+            self.process_early(ctx, &key, &value, close)?;
+        } else {
+            self.process_in_order(ctx, &key, &value, close)?;
+        }
+        self.core.emit_closed(ctx)
+    }
+}
+
+core_delegates!(SlidingWindowAggregate);
+
+/// Count, reduce and aggregate over session windows (Kafka's `KStreamSessionWindowAggregate`):
+/// a record joins every session of its key within the inactivity gap of it, merging them into
+/// one; the merged-away sessions are deleted (tombstones downstream).
+pub(crate) struct SessionWindowAggregate<K, V, A> {
+    pub(crate) core: WindowedCore<K, A>,
+    pub(crate) windows: SessionWindows,
+    pub(crate) fold: FoldFn<K, V, A>,
+    pub(crate) merge: MergeFn<K, A>,
+}
+
+impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for SessionWindowAggregate<K, V, A> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        let ts = ctx.timestamp;
+        self.core.observe(ts);
+        let gap = self.windows.gap_ms;
+        let close = self.core.observed - self.windows.grace_ms - gap;
+        ctx.scratch.key.clear();
+        self.core.key_serde.serialize(&key, &mut ctx.scratch.key);
+        // The sessions within the gap: ending at or after ts - gap, starting at or before
+        // ts + gap.
+        let (lo, hi) = key_bounds(&ctx.scratch.key);
+        let from = ts.saturating_sub(gap).max(self.core.oldest_readable());
+        let found = ctx.stores[self.core.store].scan_window(&lo, &hi, from, i64::MAX)?;
+        let mut merged = Window::new(ts, ts);
+        let mut agg: Option<A> = None;
+        let mut sessions = Vec::new();
+        for (entry, bytes, _) in found {
+            let decoded = ctx.stores[self.core.store].decode_entry(&entry)?;
+            let (start, end) = (decoded.second, decoded.time);
+            // A closed session is final: no record joins it any more (Kafka would merge one its
+            // store still holds, which depends on when segments were dropped).
+            if start > ts.saturating_add(gap)
+                || self.core.kind.close_time(end) <= self.core.observed
+            {
+                continue;
+            }
+            let value = self
+                .core
+                .agg_serde
+                .deserialize(Some(&bytes))
+                .map_err(|e| self.core.corrupt(ctx, e))?;
+            agg = Some((self.merge)(&key, agg, value));
+            merged = Window::new(merged.start.min(start), merged.end.max(end));
+            sessions.push((entry, end));
+        }
+        if merged.end < close {
+            self.core.dropped(ctx, merged);
+            return self.core.emit_closed(ctx);
+        }
+        let mut entry = std::mem::take(&mut self.core.entry);
+        if merged != Window::new(ts, ts) {
+            for (old, end) in &sessions {
+                self.core.write(ctx, old, *end, None, *end, false);
+            }
+        }
+        let new = (self.fold)(&key, value, agg);
+        entry.clear();
+        session_entry_key(&ctx.scratch.key, merged.end, merged.start, &mut entry);
+        let is_new = merged != Window::new(ts, ts) || sessions.is_empty();
+        self.core
+            .write(ctx, &entry, merged.end, Some(&new), merged.end, is_new);
+        self.core.entry = entry;
+        self.core.emit_closed(ctx)
+    }
+}
+
+core_delegates!(SessionWindowAggregate);

@@ -1,0 +1,580 @@
+//! An application's metrics under Kafka Streams' names — threads, tasks, record caches and
+//! stores, restoration, and riffle's offset-sum snapshot counters — read in process
+//! ([`crate::StreamsApp::metrics`]) and exported in Prometheus' text format over HTTP when
+//! `metrics_http_addr` is set.
+//!
+//! Nothing here is touched per record. The stream threads keep plain counters and publish them
+//! into relaxed atomics once per loop iteration (records processed, fetches), per commit (store
+//! and cache counters, commit and flush latencies) or per punctuation; a reader sums the
+//! atomics. Registering a task or a store (a mutex over a map) happens when the task starts
+//! and ends.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use riffle_record::TopicPartition;
+use riffle_state_dir::TaskId;
+
+use crate::engine::shared::AppShared;
+use crate::types::error::{Error, Result};
+
+/// The length of one sample window of the latency averages and maxima: Kafka's
+/// `metrics.sample.window.ms` default.
+const SAMPLE_WINDOW: Duration = Duration::from_secs(30);
+
+/// The sample window `now` falls in, counted from 1 (0 marks an empty slot).
+fn sample_window() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    start.elapsed().as_secs() / SAMPLE_WINDOW.as_secs() + 1
+}
+
+/// One sample window's events.
+#[derive(Debug, Default)]
+struct Sample {
+    /// The window these figures are of (0: none yet).
+    window: AtomicU64,
+    count: AtomicU64,
+    nanos: AtomicU64,
+    max_nanos: AtomicU64,
+}
+
+/// A latency, as Kafka's metrics keep one: a count since the start (`-total`), and the average
+/// and maximum over the current and the previous 30 s sample window (Kafka's two samples of
+/// `metrics.sample.window.ms`), in nanoseconds. Written by one thread at a time (its stream
+/// thread, or the thread running its task), read by any.
+#[derive(Debug, Default)]
+pub(crate) struct Latency {
+    count: AtomicU64,
+    samples: [Sample; 2],
+}
+
+impl Latency {
+    pub(crate) fn record(&self, elapsed: Duration) {
+        let nanos = elapsed.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.record_in(sample_window(), 1, nanos, nanos);
+    }
+
+    /// Adds `count` events taking `nanos` in all and at most `max_nanos` each.
+    pub(crate) fn record_many(&self, count: u64, nanos: u64, max_nanos: u64) {
+        if count == 0 {
+            return;
+        }
+        self.record_in(sample_window(), count, nanos, max_nanos);
+    }
+
+    fn record_in(&self, window: u64, count: u64, nanos: u64, max_nanos: u64) {
+        self.count.fetch_add(count, Ordering::Relaxed);
+        let sample = &self.samples[(window % 2) as usize];
+        if sample.window.load(Ordering::Relaxed) != window {
+            // The slot's window is over: it starts again (only this thread writes it).
+            sample.count.store(0, Ordering::Relaxed);
+            sample.nanos.store(0, Ordering::Relaxed);
+            sample.max_nanos.store(0, Ordering::Relaxed);
+            sample.window.store(window, Ordering::Release);
+        }
+        sample.count.fetch_add(count, Ordering::Relaxed);
+        sample.nanos.fetch_add(nanos, Ordering::Relaxed);
+        sample.max_nanos.fetch_max(max_nanos, Ordering::Relaxed);
+    }
+
+    /// (count since the start, average in ms, maximum in ms over the last two windows; 0
+    /// when none fell in them).
+    fn read(&self) -> (u64, f64, f64) {
+        self.read_at(sample_window())
+    }
+
+    fn read_at(&self, now: u64) -> (u64, f64, f64) {
+        let (mut count, mut nanos, mut max) = (0u64, 0u64, 0u64);
+        for sample in &self.samples {
+            let window = sample.window.load(Ordering::Acquire);
+            if window != 0 && window + 1 >= now {
+                count += sample.count.load(Ordering::Relaxed);
+                nanos += sample.nanos.load(Ordering::Relaxed);
+                max = max.max(sample.max_nanos.load(Ordering::Relaxed));
+            }
+        }
+        let avg = if count > 0 {
+            nanos as f64 / count as f64
+        } else {
+            0.0
+        };
+        (
+            self.count.load(Ordering::Relaxed),
+            avg / 1e6,
+            max as f64 / 1e6,
+        )
+    }
+}
+
+/// One task's counters (Kafka Streams' `stream-task-metrics`).
+#[derive(Debug)]
+pub(crate) struct TaskMetrics {
+    pub(crate) thread: String,
+    pub(crate) processed: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    /// Each input partition and the next offset the task will process there.
+    pub(crate) consumed: Vec<(TopicPartition, AtomicU64)>,
+}
+
+/// One store's counters (`stream-state-metrics`, `stream-record-cache-metrics`).
+#[derive(Debug, Default)]
+pub(crate) struct StoreMetrics {
+    pub(crate) puts: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) flush: Latency,
+    /// Timed only at the `DEBUG` recording level.
+    pub(crate) put: Latency,
+    pub(crate) get: Latency,
+}
+
+/// A store of a task, by (task, store name): the thread running it and its counters.
+type StoreEntry = ((TaskId, String), (String, Arc<StoreMetrics>));
+
+/// The tasks and stores of this instance, by task.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    tasks: Mutex<BTreeMap<TaskId, Arc<TaskMetrics>>>,
+    stores: Mutex<BTreeMap<StoreEntryKey, StoreEntryValue>>,
+}
+
+type StoreEntryKey = (TaskId, String);
+type StoreEntryValue = (String, Arc<StoreMetrics>);
+
+impl Registry {
+    /// A task started on `thread` with `inputs` and stores `stores` (names and counters).
+    pub(crate) fn task_started(
+        &self,
+        task: TaskId,
+        thread: &str,
+        inputs: Vec<TopicPartition>,
+        stores: &[(String, Arc<StoreMetrics>)],
+    ) -> Arc<TaskMetrics> {
+        let metrics = Arc::new(TaskMetrics {
+            thread: thread.to_owned(),
+            processed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            consumed: inputs
+                .into_iter()
+                .map(|tp| (tp, AtomicU64::new(0)))
+                .collect(),
+        });
+        lock(&self.tasks).insert(task, metrics.clone());
+        let mut all = lock(&self.stores);
+        for (name, store) in stores {
+            all.insert((task, name.clone()), (thread.to_owned(), store.clone()));
+        }
+        metrics
+    }
+
+    /// The task left this thread: its metrics go with it.
+    pub(crate) fn task_stopped(&self, task: TaskId) {
+        lock(&self.tasks).remove(&task);
+        lock(&self.stores).retain(|(t, _), _| *t != task);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One metric's current value, as [`crate::StreamsApp::metrics`] reads it: Kafka Streams'
+/// group (`stream-thread-metrics`, …) and name (`process-total`, …), its tags (`thread-id`,
+/// `task-id`, …) and its value. Names ending in `-total` are counters; the rest are gauges.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Metric {
+    /// The metric group.
+    pub group: &'static str,
+    /// The metric's name.
+    pub name: &'static str,
+    /// Its tags, in a fixed order.
+    pub tags: Vec<(&'static str, String)>,
+    /// Its value.
+    pub value: f64,
+}
+
+impl Metric {
+    fn new(
+        group: &'static str,
+        name: &'static str,
+        tags: &[(&'static str, &str)],
+        value: f64,
+    ) -> Self {
+        Metric {
+            group,
+            name,
+            tags: tags.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
+            value,
+        }
+    }
+
+    /// Whether it only grows.
+    pub fn is_counter(&self) -> bool {
+        self.name.ends_with("-total")
+    }
+}
+
+/// Every metric of the application now. Records lag asks the backend for each input
+/// partition's end offset.
+pub(crate) fn collect(shared: &AppShared) -> Vec<Metric> {
+    let mut out = Vec::new();
+    const THREAD: &str = "stream-thread-metrics";
+    for m in &shared.thread_metrics {
+        let name = m.name();
+        if name.is_empty() {
+            continue;
+        }
+        let tags = [("thread-id", name.as_str())];
+        let records = m.records() as f64;
+        out.push(Metric::new(THREAD, "process-total", &tags, records));
+        let (_, process_ns) = m.process_time();
+        out.push(Metric::new(
+            THREAD,
+            "process-latency-avg",
+            &tags,
+            if records > 0.0 {
+                process_ns / records / 1e6
+            } else {
+                0.0
+            },
+        ));
+        for (latency, total, avg_name, max_name) in [
+            (
+                &m.poll,
+                "poll-total",
+                "poll-latency-avg",
+                "poll-latency-max",
+            ),
+            (
+                &m.commit,
+                "commit-total",
+                "commit-latency-avg",
+                "commit-latency-max",
+            ),
+            (
+                &m.punctuate,
+                "punctuate-total",
+                "punctuate-latency-avg",
+                "punctuate-latency-max",
+            ),
+        ] {
+            let (count, avg, max) = latency.read();
+            out.push(Metric::new(THREAD, total, &tags, count as f64));
+            out.push(Metric::new(THREAD, avg_name, &tags, avg));
+            out.push(Metric::new(THREAD, max_name, &tags, max));
+        }
+        out.push(Metric::new(
+            THREAD,
+            "dropped-records-total",
+            &tags,
+            m.dropped_records() as f64,
+        ));
+        const RESTORE: &str = "stream-state-updater-metrics";
+        out.push(Metric::new(
+            RESTORE,
+            "restore-total",
+            &tags,
+            m.records_restored() as f64,
+        ));
+        out.push(Metric::new(
+            RESTORE,
+            "restore-remaining-records-total",
+            &tags,
+            m.restore_remaining.load(Ordering::Relaxed) as f64,
+        ));
+        const SNAPSHOT: &str = "riffle-offset-sum-snapshot-metrics";
+        out.push(Metric::new(
+            SNAPSHOT,
+            "unchanged-refresh-total",
+            &tags,
+            m.snapshot_unchanged() as f64,
+        ));
+        out.push(Metric::new(
+            SNAPSHOT,
+            "incremental-update-total",
+            &tags,
+            m.snapshot_incremental_updates() as f64,
+        ));
+        out.push(Metric::new(
+            SNAPSHOT,
+            "full-rebuild-total",
+            &tags,
+            m.snapshot_full_rebuilds() as f64,
+        ));
+    }
+    const TASK: &str = "stream-task-metrics";
+    let tasks: Vec<(TaskId, Arc<TaskMetrics>)> = lock(&shared.registry.tasks)
+        .iter()
+        .map(|(k, v)| (*k, v.clone()))
+        .collect();
+    for (task, m) in tasks {
+        let task = task.to_string();
+        let tags = [("thread-id", m.thread.as_str()), ("task-id", task.as_str())];
+        out.push(Metric::new(
+            TASK,
+            "process-total",
+            &tags,
+            m.processed.load(Ordering::Relaxed) as f64,
+        ));
+        out.push(Metric::new(
+            TASK,
+            "dropped-records-total",
+            &tags,
+            m.dropped.load(Ordering::Relaxed) as f64,
+        ));
+        for (tp, consumed) in &m.consumed {
+            let Ok(end) = shared.backend.end_offset(tp) else {
+                continue;
+            };
+            let lag = end.saturating_sub(consumed.load(Ordering::Relaxed));
+            let partition = tp.partition.to_string();
+            out.push(Metric::new(
+                TASK,
+                "records-lag",
+                &[
+                    ("thread-id", m.thread.as_str()),
+                    ("task-id", task.as_str()),
+                    ("topic", &tp.topic),
+                    ("partition", partition.as_str()),
+                ],
+                lag as f64,
+            ));
+        }
+    }
+    let stores: Vec<StoreEntry> = lock(&shared.registry.stores)
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for ((task, store), (thread, m)) in stores {
+        let task = task.to_string();
+        let tags = [
+            ("thread-id", thread.as_str()),
+            ("task-id", task.as_str()),
+            ("store", store.as_str()),
+        ];
+        const STATE: &str = "stream-state-metrics";
+        let gets = m.gets.load(Ordering::Relaxed);
+        out.push(Metric::new(
+            STATE,
+            "put-total",
+            &tags,
+            m.puts.load(Ordering::Relaxed) as f64,
+        ));
+        out.push(Metric::new(STATE, "get-total", &tags, gets as f64));
+        let (flushes, avg, max) = m.flush.read();
+        out.push(Metric::new(STATE, "flush-total", &tags, flushes as f64));
+        out.push(Metric::new(STATE, "flush-latency-avg", &tags, avg));
+        out.push(Metric::new(STATE, "flush-latency-max", &tags, max));
+        if shared.config.metrics_recording_level >= crate::RecordingLevel::Debug {
+            for (latency, avg_name, max_name) in [
+                (&m.put, "put-latency-avg", "put-latency-max"),
+                (&m.get, "get-latency-avg", "get-latency-max"),
+            ] {
+                let (_, avg, max) = latency.read();
+                out.push(Metric::new(STATE, avg_name, &tags, avg));
+                out.push(Metric::new(STATE, max_name, &tags, max));
+            }
+        }
+        let hits = m.hits.load(Ordering::Relaxed);
+        out.push(Metric::new(
+            "stream-record-cache-metrics",
+            "hit-ratio-avg",
+            &[
+                ("thread-id", thread.as_str()),
+                ("task-id", task.as_str()),
+                ("record-cache-id", store.as_str()),
+            ],
+            if gets > 0 {
+                hits as f64 / gets as f64
+            } else {
+                0.0
+            },
+        ));
+    }
+    out
+}
+
+/// Prometheus' name of a metric: `kafka_streams_<group>_<name>`, dashes as underscores, a
+/// counter without its `-total` (the encoder adds `_total`).
+fn prometheus_name(m: &Metric) -> String {
+    let name = m.name.strip_suffix("-total").unwrap_or(m.name);
+    format!("kafka_streams_{}_{}", m.group, name).replace('-', "_")
+}
+
+/// The metrics as one scrape's families.
+#[derive(Debug)]
+struct Scrape(Vec<Metric>);
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let mut families: BTreeMap<String, Vec<&Metric>> = BTreeMap::new();
+        for m in &self.0 {
+            families.entry(prometheus_name(m)).or_default().push(m);
+        }
+        for (name, metrics) in families {
+            let counter = metrics.first().is_some_and(|m| m.is_counter());
+            let help = format!("Kafka Streams' {} {}", metrics[0].group, metrics[0].name);
+            let kind = if counter {
+                ConstCounter::new(0.0f64).metric_type()
+            } else {
+                ConstGauge::new(0.0f64).metric_type()
+            };
+            let mut family = encoder.encode_descriptor(&name, &help, None, kind)?;
+            for m in metrics {
+                let labels: Vec<(String, String)> = m
+                    .tags
+                    .iter()
+                    .map(|(k, v)| (k.replace('-', "_"), v.clone()))
+                    .collect();
+                let sample = family.encode_family(&labels)?;
+                if counter {
+                    ConstCounter::new(m.value).encode(sample)?;
+                } else {
+                    ConstGauge::new(m.value).encode(sample)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `metrics` in the OpenMetrics text format Prometheus scrapes.
+pub(crate) fn encode_prometheus(metrics: Vec<Metric>) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(Scrape(metrics)));
+    let mut out = String::new();
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+        tracing::warn!(error = %e, "encoding the metrics failed");
+    }
+    out
+}
+
+/// The HTTP endpoint: `GET /metrics` (or `/`) answers the metrics; anything else is a 404.
+pub(crate) struct MetricsServer {
+    pub(crate) addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    pub(crate) fn start(addr: &str, shared: Arc<AppShared>) -> Result<MetricsServer> {
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: cannot listen: {e}")))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: {e}")))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: {e}")))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("{}-metrics-http", shared.config.application_id))
+            .spawn(move || {
+                while !stopping.load(Ordering::Acquire) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            if let Err(e) = answer(stream, &shared) {
+                                tracing::debug!(error = %e, "a metrics request failed");
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accepting a metrics connection failed");
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::Config(format!("starting the metrics endpoint: {e}")))?;
+        tracing::info!(addr = %bound, "serving Prometheus metrics at /metrics");
+        Ok(MetricsServer {
+            addr: bound,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    pub(crate) fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn answer(mut stream: TcpStream, shared: &AppShared) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 << 10 {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        request.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&request);
+    let path = line.split_whitespace().nth(1).unwrap_or("");
+    let (status, body, kind) = if line.starts_with("GET ") && (path == "/metrics" || path == "/") {
+        (
+            "200 OK",
+            encode_prometheus(collect(shared)),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )
+    } else {
+        (
+            "404 Not Found",
+            "not found: GET /metrics\n".to_owned(),
+            "text/plain",
+        )
+    };
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_averages_and_maxima_cover_the_last_two_sample_windows() {
+        let l = Latency::default();
+        assert_eq!(l.read_at(1), (0, 0.0, 0.0));
+        l.record_in(1, 1, 9_000_000, 9_000_000);
+        l.record_in(1, 1, 1_000_000, 1_000_000);
+        assert_eq!(l.read_at(1), (2, 5.0, 9.0));
+        l.record_in(2, 2, 4_000_000, 3_000_000);
+        // Windows 1 and 2: four events, 14 ms in all, 9 ms the largest.
+        assert_eq!(l.read_at(2), (4, 3.5, 9.0));
+        // Window 3 replaces window 1's slot: its 9 ms is forgotten.
+        l.record_in(3, 1, 1_000_000, 1_000_000);
+        assert_eq!(l.read_at(3), (5, 5.0 / 3.0, 3.0));
+        // Nothing for two windows: the total stays, the rest is 0.
+        assert_eq!(l.read_at(5), (5, 0.0, 0.0));
+    }
+}
