@@ -7,7 +7,12 @@ use std::time::Duration;
 use riffle_record::Compression;
 use riffle_task_manager::SnapshotStrategy;
 
+use crate::state::MIN_MEMORY_BUDGET;
+use crate::state::MemoryBudget;
 use crate::types::error::{Error, Result};
+use crate::types::handlers::ExceptionHandlerRef;
+use crate::types::handlers::Handlers;
+use crate::types::host::HostInfo;
 use crate::types::timestamp::TimestampExtractorRef;
 
 /// The default commit interval under at-least-once (Kafka Streams' default).
@@ -215,16 +220,16 @@ pub struct StreamsConfig {
     pub default_timestamp_extractor: TimestampExtractorRef,
     /// What a record whose key or value cannot be deserialized does
     /// (`default.deserialization.exception.handler`): fail (the default) or continue.
-    pub deserialization_exception_handler: crate::ExceptionHandlerRef,
+    pub deserialization_exception_handler: ExceptionHandlerRef,
     /// What a record the application's code fails or panics on does
     /// (`processing.exception.handler`): fail (the default) or continue.
-    pub processing_exception_handler: crate::ExceptionHandlerRef,
+    pub processing_exception_handler: ExceptionHandlerRef,
     /// What a record that cannot be written does (`default.production.exception.handler`): a
     /// record a sink or repartition writes that is larger than `max_request_size`. Fail (the
     /// default, Kafka's `DefaultProductionExceptionHandler`) or continue, dropping that one
     /// write. A changelog record that cannot be written always fails: skipping it would leave
     /// the store and its changelog apart.
-    pub production_exception_handler: crate::ExceptionHandlerRef,
+    pub production_exception_handler: ExceptionHandlerRef,
     /// The largest record riffle writes, in bytes, counted as Kafka's producer counts it
     /// against `max.request.size` (the batch header, the record and its headers); larger ones
     /// go to `production_exception_handler`. Kafka's default, 1 MiB, fits a broker's default
@@ -286,9 +291,9 @@ impl StreamsConfig {
             statestore_memory_max_bytes: 256 << 20,
             checkpoint_offset_delta: 10_000,
             default_timestamp_extractor: TimestampExtractorRef::default(),
-            deserialization_exception_handler: crate::ExceptionHandlerRef::default(),
-            processing_exception_handler: crate::ExceptionHandlerRef::default(),
-            production_exception_handler: crate::ExceptionHandlerRef::default(),
+            deserialization_exception_handler: ExceptionHandlerRef::default(),
+            processing_exception_handler: ExceptionHandlerRef::default(),
+            production_exception_handler: ExceptionHandlerRef::default(),
             max_request_size: 1 << 20,
             errors_dead_letter_queue_topic_name: None,
             auto_offset_reset: AutoOffsetReset::Earliest,
@@ -391,7 +396,7 @@ impl StreamsConfig {
 
     pub(crate) fn validate(&self) -> Result<()> {
         if let Some(server) = &self.application_server {
-            server.parse::<crate::HostInfo>()?.check_reachable()?;
+            server.parse::<HostInfo>()?.check_reachable()?;
         }
         let id = &self.application_id;
         let valid = !id.is_empty()
@@ -414,22 +419,21 @@ impl StreamsConfig {
                 self.max_request_size
             )));
         }
-        if self.statestore_memory_max_bytes < crate::state::MIN_MEMORY_BUDGET {
+        if self.statestore_memory_max_bytes < MIN_MEMORY_BUDGET {
             return Err(Error::Config(format!(
                 "statestore_memory_max_bytes {} is below {} (96 MiB): fjall's write buffers alone \
                  need 64 MiB",
-                self.statestore_memory_max_bytes,
-                crate::state::MIN_MEMORY_BUDGET
+                self.statestore_memory_max_bytes, MIN_MEMORY_BUDGET
             )));
         }
         Ok(())
     }
 
     /// The memory budget of the stores, split.
-    pub(crate) fn memory_budget(&self) -> crate::state::MemoryBudget {
+    pub(crate) fn memory_budget(&self) -> MemoryBudget {
         let wanted =
             (self.statestore_cache_max_bytes as u64).saturating_mul(self.num_stream_threads as u64);
-        crate::state::MemoryBudget::split(self.statestore_memory_max_bytes, wanted)
+        MemoryBudget::split(self.statestore_memory_max_bytes, wanted)
     }
 
     /// The record cache of one stream thread: its `statestore_cache_max_bytes`, within the
@@ -483,5 +487,17 @@ mod tests {
         let err = c.set("poll.ms", "soon").unwrap_err().to_string();
         assert!(err.contains("poll.ms") && err.contains("soon"), "{err}");
         assert!(c.set("no.such.option", "1").is_err());
+    }
+}
+
+/// A stream thread's handlers are its configuration's.
+impl Handlers {
+    pub(crate) fn of(config: &StreamsConfig) -> Self {
+        Handlers {
+            deserialization: config.deserialization_exception_handler.clone(),
+            processing: config.processing_exception_handler.clone(),
+            production: config.production_exception_handler.clone(),
+            dead_letter_queue: config.errors_dead_letter_queue_topic_name.clone(),
+        }
     }
 }

@@ -164,23 +164,36 @@
 //!   counters; `coordinator`: the embedded group coordinator.
 //! - [`backend`]: what a backend implements.
 
-// The layers, bottom to top: each module imports only from the ones listed before it
+// The layers, bottom to top: each imports only from itself and the layers above it in this list
 // (runtime/tests/layers.rs checks it).
-mod app;
-pub mod backend;
-mod config;
-mod dsl;
-mod engine;
-mod processor;
+//
+// Errors, records, windows, timestamp extractors, handler types:
+mod types;
+// Keys and values as bytes:
 mod serdes;
+// Stores: the bytes stores, the write cache, window and session segments, `Stores` builders:
 mod state;
+// `StreamsConfig`:
+mod config;
+// What a backend implements, the group protocol's types, the embedded backend:
+pub mod backend;
+// The operator engine (`Node`), the public processor API, typed store handles, the collector:
+mod processor;
+// The built graph, the low-level `Topology` API, sub-topologies, per-task instantiation:
+mod topology;
+// The DSL, one folder per feature family with its builder methods and operator nodes:
+mod dsl;
+// Tasks, restoration, the offset-sum snapshot, the stream and global threads:
+mod engine;
+// Metrics under Kafka Streams' names, Prometheus' endpoint:
 mod telemetry;
+// `StreamsApp`, interactive queries, metadata, the producer:
+mod app;
+// `TopologyTestDriver`:
 #[cfg(feature = "embedded")]
 mod testing;
-mod topology;
-mod types;
 
-pub use app::metadata::{HostInfo, KeyQueryMetadata, MetadataHandle, StreamsMetadata};
+pub use app::metadata::{KeyQueryMetadata, MetadataHandle};
 pub use app::producer::{Producer, ProducerConfig, ProducerRecord};
 pub use app::query::{
     KeyValueStoreType, QueryableStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore,
@@ -200,7 +213,7 @@ pub use dsl::{
     Materialized, Produced, SessionWindowedKStream, StoreType, StreamsBuilder, TableJoined,
     TimeWindowedKStream, WindowedBy,
 };
-pub use engine::metrics::{SegmentedStoreTotals, ThreadMetrics, segmented_store_totals};
+pub use engine::metrics::ThreadMetrics;
 pub use engine::shared::StreamThreadExceptionResponse;
 pub use processor::window_store::{SessionStore, WindowStore};
 pub use processor::{
@@ -211,7 +224,7 @@ pub use serdes::{
     ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,
     Serdes, SessionWindowedSerde, StringSerde, TimeWindowedSerde, U64Serde,
 };
-pub use state::StoreError;
+pub use state::segment_totals::{SegmentedStoreTotals, segmented_store_totals};
 pub use state::stores::{
     KeyValueBytesStoreSupplier, SessionBytesStoreSupplier, StoreBuilder, Stores,
     WindowBytesStoreSupplier,
@@ -223,8 +236,10 @@ pub use testing::{
     TestWindowStore, TopologyTestDriver,
 };
 pub use topology::{Topology, TopologyDescription};
+pub use types::error::StoreError;
 pub use types::error::{BackendErrorKind, Error, Result, SerdeError};
 pub use types::handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};
+pub use types::host::{HostInfo, StreamsMetadata};
 pub use types::record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
 pub use types::timestamp::{
     FailOnInvalidTimestamp, LogAndSkipOnInvalidTimestamp, TimestampExtractor,

@@ -11,15 +11,28 @@ use std::time::{Duration, Instant};
 
 use riffle_state_dir::StateDirectory;
 
+use crate::app::metadata::KeyQueryMetadata;
+use crate::app::metadata::MetadataHandle;
+use crate::app::metadata::StreamsMetadata;
+use crate::app::metadata::all_instances;
+use crate::app::query::QueryableStoreType;
+use crate::app::query::StoreQueryParameters;
+use crate::app::query::ViewSource;
 use crate::backend::group::{GroupInfo, SubtopologyInfo};
 use crate::backend::{Backend, TopicKind};
 use crate::config::{ProcessingGuarantee, StreamsConfig};
 use crate::engine::global::GlobalState;
+use crate::engine::global::run_global_thread;
+use crate::engine::metrics::Registry;
 use crate::engine::metrics::ThreadMetrics;
 use crate::engine::shared::{AppShared, StreamThreadExceptionResponse};
 use crate::engine::thread::StreamThread;
 use crate::processor::collector::TopicTable;
+use crate::serdes::SerdeRef;
 use crate::state::StoreDatabase;
+use crate::telemetry;
+use crate::telemetry::Metric;
+use crate::telemetry::MetricsServer;
 use crate::topology::{TopicRef, Topology, changelog_topic};
 use crate::types::error::{Error, Result};
 
@@ -59,7 +72,7 @@ pub struct StreamsApp {
     /// The global tables, until `start` hands them to the global thread.
     global_state: Option<GlobalState>,
     started: Option<Instant>,
-    metrics_server: Option<crate::telemetry::MetricsServer>,
+    metrics_server: Option<MetricsServer>,
 }
 
 impl std::fmt::Debug for StreamsApp {
@@ -140,7 +153,7 @@ impl StreamsApp {
             thread_numbers: AtomicUsize::new(0),
             threads_replaced: AtomicU64::new(0),
             last_failed_record: Mutex::new(None),
-            registry: crate::telemetry::Registry::default(),
+            registry: Registry::default(),
             queries: (0..threads).map(|_| Mutex::new(Vec::new())).collect(),
             query_pending: (0..threads).map(|_| AtomicBool::new(false)).collect(),
         });
@@ -176,10 +189,7 @@ impl StreamsApp {
         }
         self.started = Some(Instant::now());
         if let Some(addr) = &self.shared.config.metrics_http_addr {
-            self.metrics_server = Some(crate::telemetry::MetricsServer::start(
-                addr,
-                self.shared.clone(),
-            )?);
+            self.metrics_server = Some(MetricsServer::start(addr, self.shared.clone())?);
         }
         if let Some(state) = self.global_state.take().filter(|s| !s.is_empty()) {
             start_global_thread(&self.shared, state)?;
@@ -202,8 +212,8 @@ impl StreamsApp {
     /// input partition), per store (`stream-state-metrics`, `stream-record-cache-metrics`),
     /// restoration (`stream-state-updater-metrics`) and riffle's offset-sum snapshot counters.
     /// Records lag asks the backend for each input's end offset.
-    pub fn metrics(&self) -> Vec<crate::Metric> {
-        crate::telemetry::collect(&self.shared)
+    pub fn metrics(&self) -> Vec<Metric> {
+        telemetry::collect(&self.shared)
     }
 
     /// A read-only view of the store `params` names, over every task of this instance (Kafka
@@ -215,14 +225,11 @@ impl StreamsApp {
     /// store, one of other key or value types or of another kind is
     /// [`Error::InvalidStateStore`]; so is a query while a task holding the store restores, or
     /// once the application stopped.
-    pub fn store<T: crate::QueryableStoreType>(
+    pub fn store<T: QueryableStoreType>(
         &self,
-        params: crate::StoreQueryParameters<T>,
+        params: StoreQueryParameters<T>,
     ) -> Result<T::Store> {
-        T::view(
-            &crate::app::query::ViewSource(self.shared.clone()),
-            &params.name,
-        )
+        T::view(&ViewSource(self.shared.clone()), &params.name)
     }
 
     /// Where `key` of store `store` lives (Kafka Streams' `queryMetadataForKey`): its
@@ -236,15 +243,15 @@ impl StreamsApp {
         &self,
         store: &str,
         key: &K,
-        key_serde: &crate::SerdeRef<K>,
-    ) -> Result<crate::KeyQueryMetadata> {
+        key_serde: &SerdeRef<K>,
+    ) -> Result<KeyQueryMetadata> {
         self.metadata_handle()
             .query_metadata_for_key(store, key, key_serde)
     }
 
     /// The two metadata calls for another thread ([`crate::MetadataHandle`]).
-    pub fn metadata_handle(&self) -> crate::MetadataHandle {
-        crate::MetadataHandle {
+    pub fn metadata_handle(&self) -> MetadataHandle {
+        MetadataHandle {
             shared: self.shared.clone(),
         }
     }
@@ -252,8 +259,8 @@ impl StreamsApp {
     /// Every instance of the application with an `application_server`, and the input
     /// partitions of its active and standby tasks (Kafka Streams'
     /// `metadataForAllStreamsClients`).
-    pub fn metadata_for_all_streams_clients(&self) -> Result<Vec<crate::StreamsMetadata>> {
-        crate::app::metadata::all_instances(&self.shared)
+    pub fn metadata_for_all_streams_clients(&self) -> Result<Vec<StreamsMetadata>> {
+        all_instances(&self.shared)
     }
 
     /// Where the Prometheus endpoint listens (`metrics_http_addr`), once started.
@@ -405,7 +412,7 @@ fn start_global_thread(shared: &Arc<AppShared>, state: GlobalState) -> Result<()
         .name(name.clone())
         .spawn(move || {
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                crate::engine::global::run_global_thread(owned.clone(), state, restored)
+                run_global_thread(owned.clone(), state, restored)
             }));
             let result = match run {
                 Ok(result) => result,

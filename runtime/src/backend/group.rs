@@ -5,6 +5,9 @@
 //! member and a process id ties the members of one process together). The embedded backend
 //! coordinates in process; the Kafka backend speaks the streams-group protocol to the broker.
 
+use crate::config::ProcessingGuarantee;
+use crate::types::host::HostInfo;
+use crate::types::host::StreamsMetadata;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,10 +75,10 @@ pub struct GroupInfo {
     pub subtopologies: Vec<SubtopologyInfo>,
     /// Where this instance answers interactive queries (`application_server`), for the
     /// heartbeat's `UserEndpoint`.
-    pub user_endpoint: Option<crate::HostInfo>,
+    pub user_endpoint: Option<HostInfo>,
     /// The application's processing guarantee: under exactly_once a backend reads committed
     /// data only.
-    pub processing_guarantee: crate::ProcessingGuarantee,
+    pub processing_guarantee: ProcessingGuarantee,
 }
 
 impl GroupInfo {
@@ -159,7 +162,7 @@ pub trait GroupCoordinator: Send + Sync {
     /// and standby tasks, as the coordinator last heard (a Kafka broker's
     /// `PartitionsByUserEndpoint`). `None` (the default): the coordinator knows no other
     /// instance (the embedded one: every task runs in this process).
-    fn endpoints(&self) -> Option<Vec<crate::StreamsMetadata>> {
+    fn endpoints(&self) -> Option<Vec<StreamsMetadata>> {
         None
     }
 }

@@ -146,7 +146,7 @@ pub trait Backend: Send + Sync + 'static {
         offsets: &[(TopicPartition, u64)],
     ) -> Result<Vec<u64>> {
         let _ = (group, member, batches, offsets);
-        Err(crate::Error::Config(
+        Err(Error::Config(
             "this backend does not support exactly_once".into(),
         ))
     }
@@ -154,3 +154,4 @@ pub trait Backend: Send + Sync + 'static {
 
 #[cfg(feature = "embedded")]
 pub use crate::backend::embedded::EmbeddedBackend;
+use crate::types::error::Error;

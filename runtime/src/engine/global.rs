@@ -28,6 +28,7 @@ use riffle_record::TopicPartition;
 use riffle_state_dir::TaskId;
 
 use crate::backend::Backend;
+use crate::engine::shared::AppShared;
 pub(crate) use crate::state::global::{CheckFn, GlobalStore};
 use crate::state::{
     InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, StoreDatabase, StorePosition,
@@ -398,7 +399,7 @@ fn start_offsets(
 /// The global thread's life: restore every global store (reported on `restored`), then follow
 /// the topics until the application stops, waiting for new data when a round read nothing.
 pub(crate) fn run_global_thread(
-    shared: Arc<crate::engine::shared::AppShared>,
+    shared: Arc<AppShared>,
     mut state: GlobalState,
     restored: std::sync::mpsc::Sender<Result<()>>,
 ) -> Result<()> {

@@ -3,11 +3,14 @@
 //! Writes are relaxed atomic adds on the thread's own slot: no lock and no allocation on the
 //! record path. Readers get plain numbers through the getters.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
-use crate::telemetry::Latency;
+use riffle_record::TopicPartition;
+use riffle_state_dir::TaskId;
 
 /// Counters of one stream thread, readable while it runs ([`crate::StreamsApp::thread_metrics`]).
 #[derive(Debug, Default)]
@@ -125,94 +128,185 @@ impl ThreadMetrics {
     }
 }
 
-/// What the segmented window and session stores of this process have written and expired so
-/// far: entries written at commits, writes ignored for their segment having expired, and whole
-/// segments dropped once stream time passed them by the retention. Process-wide totals, for
-/// benchmarks and diagnostics ([`segmented_store_totals`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SegmentedStoreTotals {
-    /// Entry writes (puts and deletes) applied to segments.
-    pub writes: u64,
-    /// Entry writes ignored because their segment had expired by the time they were written
-    /// (at the commit of a batch whose later entries moved the store's time past them).
-    pub expired_writes: u64,
-    /// Times a store dropped one or more segments (at most once per store per commit).
-    pub drops: u64,
-    /// Segments dropped.
-    pub segments_dropped: u64,
-    /// Entries the dropped segments held (on disk, fjall's approximate count).
-    pub entries_dropped: u64,
-    /// Time spent dropping segments, in nanoseconds.
-    pub drop_nanos: u64,
-    /// Segments created on disk (a fjall keyspace each; segments in memory are not counted).
-    pub segments_created: u64,
-    /// Time spent creating them, in nanoseconds.
-    pub create_nanos: u64,
+/// The length of one sample window of the latency averages and maxima: Kafka's
+/// `metrics.sample.window.ms` default.
+const SAMPLE_WINDOW: Duration = Duration::from_secs(30);
+
+/// The sample window `now` falls in, counted from 1 (0 marks an empty slot).
+fn sample_window() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    start.elapsed().as_secs() / SAMPLE_WINDOW.as_secs() + 1
 }
 
-impl SegmentedStoreTotals {
-    /// What happened between `earlier` and `self`.
-    pub fn since(&self, earlier: &SegmentedStoreTotals) -> SegmentedStoreTotals {
-        SegmentedStoreTotals {
-            writes: self.writes - earlier.writes,
-            expired_writes: self.expired_writes - earlier.expired_writes,
-            drops: self.drops - earlier.drops,
-            segments_dropped: self.segments_dropped - earlier.segments_dropped,
-            entries_dropped: self.entries_dropped - earlier.entries_dropped,
-            drop_nanos: self.drop_nanos - earlier.drop_nanos,
-            segments_created: self.segments_created - earlier.segments_created,
-            create_nanos: self.create_nanos - earlier.create_nanos,
+/// One sample window's events.
+#[derive(Debug, Default)]
+struct Sample {
+    /// The window these figures are of (0: none yet).
+    window: AtomicU64,
+    count: AtomicU64,
+    nanos: AtomicU64,
+    max_nanos: AtomicU64,
+}
+
+/// A latency, as Kafka's metrics keep one: a count since the start (`-total`), and the average
+/// and maximum over the current and the previous 30 s sample window (Kafka's two samples of
+/// `metrics.sample.window.ms`), in nanoseconds. Written by one thread at a time (its stream
+/// thread, or the thread running its task), read by any.
+#[derive(Debug, Default)]
+pub(crate) struct Latency {
+    count: AtomicU64,
+    samples: [Sample; 2],
+}
+
+impl Latency {
+    pub(crate) fn record(&self, elapsed: Duration) {
+        let nanos = elapsed.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.record_in(sample_window(), 1, nanos, nanos);
+    }
+
+    /// Adds `count` events taking `nanos` in all and at most `max_nanos` each.
+    pub(crate) fn record_many(&self, count: u64, nanos: u64, max_nanos: u64) {
+        if count == 0 {
+            return;
         }
+        self.record_in(sample_window(), count, nanos, max_nanos);
+    }
+
+    fn record_in(&self, window: u64, count: u64, nanos: u64, max_nanos: u64) {
+        self.count.fetch_add(count, Ordering::Relaxed);
+        let sample = &self.samples[(window % 2) as usize];
+        if sample.window.load(Ordering::Relaxed) != window {
+            // The slot's window is over: it starts again (only this thread writes it).
+            sample.count.store(0, Ordering::Relaxed);
+            sample.nanos.store(0, Ordering::Relaxed);
+            sample.max_nanos.store(0, Ordering::Relaxed);
+            sample.window.store(window, Ordering::Release);
+        }
+        sample.count.fetch_add(count, Ordering::Relaxed);
+        sample.nanos.fetch_add(nanos, Ordering::Relaxed);
+        sample.max_nanos.fetch_max(max_nanos, Ordering::Relaxed);
+    }
+
+    /// (count since the start, average in ms, maximum in ms over the last two windows; 0
+    /// when none fell in them).
+    pub(crate) fn read(&self) -> (u64, f64, f64) {
+        self.read_at(sample_window())
+    }
+
+    fn read_at(&self, now: u64) -> (u64, f64, f64) {
+        let (mut count, mut nanos, mut max) = (0u64, 0u64, 0u64);
+        for sample in &self.samples {
+            let window = sample.window.load(Ordering::Acquire);
+            if window != 0 && window + 1 >= now {
+                count += sample.count.load(Ordering::Relaxed);
+                nanos += sample.nanos.load(Ordering::Relaxed);
+                max = max.max(sample.max_nanos.load(Ordering::Relaxed));
+            }
+        }
+        let avg = if count > 0 {
+            nanos as f64 / count as f64
+        } else {
+            0.0
+        };
+        (
+            self.count.load(Ordering::Relaxed),
+            avg / 1e6,
+            max as f64 / 1e6,
+        )
     }
 }
 
-static SEGMENT_WRITES: AtomicU64 = AtomicU64::new(0);
-static EXPIRED_WRITES: AtomicU64 = AtomicU64::new(0);
-static SEGMENT_DROPS: AtomicU64 = AtomicU64::new(0);
-static SEGMENTS_DROPPED: AtomicU64 = AtomicU64::new(0);
-static ENTRIES_DROPPED: AtomicU64 = AtomicU64::new(0);
-static DROP_NANOS: AtomicU64 = AtomicU64::new(0);
-static SEGMENTS_CREATED: AtomicU64 = AtomicU64::new(0);
-static CREATE_NANOS: AtomicU64 = AtomicU64::new(0);
+/// One task's counters (Kafka Streams' `stream-task-metrics`).
+#[derive(Debug)]
+pub(crate) struct TaskMetrics {
+    pub(crate) thread: String,
+    pub(crate) processed: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    /// Each input partition and the next offset the task will process there.
+    pub(crate) consumed: Vec<(TopicPartition, AtomicU64)>,
+}
 
-/// The writes and segment expiry of every window and session store of this process so far.
-/// Counted once per written batch (a commit), per segment created and per drop, never per
-/// record.
-pub fn segmented_store_totals() -> SegmentedStoreTotals {
-    SegmentedStoreTotals {
-        writes: SEGMENT_WRITES.load(Ordering::Relaxed),
-        expired_writes: EXPIRED_WRITES.load(Ordering::Relaxed),
-        drops: SEGMENT_DROPS.load(Ordering::Relaxed),
-        segments_dropped: SEGMENTS_DROPPED.load(Ordering::Relaxed),
-        entries_dropped: ENTRIES_DROPPED.load(Ordering::Relaxed),
-        drop_nanos: DROP_NANOS.load(Ordering::Relaxed),
-        segments_created: SEGMENTS_CREATED.load(Ordering::Relaxed),
-        create_nanos: CREATE_NANOS.load(Ordering::Relaxed),
+/// One store's counters (`stream-state-metrics`, `stream-record-cache-metrics`).
+#[derive(Debug, Default)]
+pub(crate) struct StoreMetrics {
+    pub(crate) puts: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) flush: Latency,
+    /// Timed only at the `DEBUG` recording level.
+    pub(crate) put: Latency,
+    pub(crate) get: Latency,
+}
+
+/// A store of a task, by (task, store name): the thread running it and its counters.
+pub(crate) type StoreEntry = ((TaskId, String), (String, Arc<StoreMetrics>));
+
+/// The tasks and stores of this instance, by task.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    pub(crate) tasks: Mutex<BTreeMap<TaskId, Arc<TaskMetrics>>>,
+    pub(crate) stores: Mutex<BTreeMap<StoreEntryKey, StoreEntryValue>>,
+}
+
+type StoreEntryKey = (TaskId, String);
+type StoreEntryValue = (String, Arc<StoreMetrics>);
+
+impl Registry {
+    /// A task started on `thread` with `inputs` and stores `stores` (names and counters).
+    pub(crate) fn task_started(
+        &self,
+        task: TaskId,
+        thread: &str,
+        inputs: Vec<TopicPartition>,
+        stores: &[(String, Arc<StoreMetrics>)],
+    ) -> Arc<TaskMetrics> {
+        let metrics = Arc::new(TaskMetrics {
+            thread: thread.to_owned(),
+            processed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            consumed: inputs
+                .into_iter()
+                .map(|tp| (tp, AtomicU64::new(0)))
+                .collect(),
+        });
+        lock(&self.tasks).insert(task, metrics.clone());
+        let mut all = lock(&self.stores);
+        for (name, store) in stores {
+            all.insert((task, name.clone()), (thread.to_owned(), store.clone()));
+        }
+        metrics
+    }
+
+    /// The task left this thread: its metrics go with it.
+    pub(crate) fn task_stopped(&self, task: TaskId) {
+        lock(&self.tasks).remove(&task);
+        lock(&self.stores).retain(|(t, _), _| *t != task);
     }
 }
 
-/// A store applied a batch of `writes` entry writes and ignored `expired` more.
-pub(crate) fn record_segment_writes(writes: u64, expired: u64) {
-    SEGMENT_WRITES.fetch_add(writes, Ordering::Relaxed);
-    EXPIRED_WRITES.fetch_add(expired, Ordering::Relaxed);
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A store dropped `segments` segments holding `entries` entries in `elapsed`.
-pub(crate) fn record_segment_drop(segments: u64, entries: u64, elapsed: std::time::Duration) {
-    SEGMENT_DROPS.fetch_add(1, Ordering::Relaxed);
-    SEGMENTS_DROPPED.fetch_add(segments, Ordering::Relaxed);
-    ENTRIES_DROPPED.fetch_add(entries, Ordering::Relaxed);
-    DROP_NANOS.fetch_add(
-        elapsed.as_nanos().min(u128::from(u64::MAX)) as u64,
-        Ordering::Relaxed,
-    );
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A store created a segment on disk in `elapsed`.
-pub(crate) fn record_segment_created(elapsed: std::time::Duration) {
-    SEGMENTS_CREATED.fetch_add(1, Ordering::Relaxed);
-    CREATE_NANOS.fetch_add(
-        elapsed.as_nanos().min(u128::from(u64::MAX)) as u64,
-        Ordering::Relaxed,
-    );
+    #[test]
+    fn latency_averages_and_maxima_cover_the_last_two_sample_windows() {
+        let l = Latency::default();
+        assert_eq!(l.read_at(1), (0, 0.0, 0.0));
+        l.record_in(1, 1, 9_000_000, 9_000_000);
+        l.record_in(1, 1, 1_000_000, 1_000_000);
+        assert_eq!(l.read_at(1), (2, 5.0, 9.0));
+        l.record_in(2, 2, 4_000_000, 3_000_000);
+        // Windows 1 and 2: four events, 14 ms in all, 9 ms the largest.
+        assert_eq!(l.read_at(2), (4, 3.5, 9.0));
+        // Window 3 replaces window 1's slot: its 9 ms is forgotten.
+        l.record_in(3, 1, 1_000_000, 1_000_000);
+        assert_eq!(l.read_at(3), (5, 5.0 / 3.0, 3.0));
+        // Nothing for two windows: the total stays, the rest is 0.
+        assert_eq!(l.read_at(5), (5, 0.0, 0.0));
+    }
 }

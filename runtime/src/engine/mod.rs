@@ -6,6 +6,7 @@
 pub(crate) mod global;
 pub(crate) mod loop_core;
 pub(crate) mod metrics;
+pub(crate) mod query;
 pub(crate) mod restore;
 pub(crate) mod shared;
 pub(crate) mod snapshot;

@@ -13,9 +13,12 @@ use riffle_state_dir::StateDirectory;
 use crate::backend::Backend;
 use crate::backend::group::{GroupCoordinator, GroupInfo};
 use crate::config::StreamsConfig;
+use crate::engine::metrics::Registry;
 use crate::engine::metrics::ThreadMetrics;
+use crate::engine::query::StoreQuery;
 use crate::processor::collector::TopicTable;
 use crate::state::StoreDatabase;
+use crate::state::global::GlobalStore;
 use crate::topology::Topology;
 use crate::types::error::{Error, Result};
 
@@ -51,7 +54,7 @@ pub(crate) struct AppShared {
     /// Per thread: the data version at which it was last idle, `u64::MAX` while busy.
     pub(crate) idle_versions: Vec<AtomicU64>,
     /// The global tables' stores, by the topology's index ([`crate::engine::global`]).
-    pub(crate) globals: Vec<Arc<crate::state::global::GlobalStore>>,
+    pub(crate) globals: Vec<Arc<GlobalStore>>,
     /// The global thread's idle version (as `idle_versions`; `u64::MAX` while busy), counted
     /// by [`crate::StreamsApp::is_idle`] when there are global tables.
     pub(crate) global_idle: AtomicU64,
@@ -67,9 +70,9 @@ pub(crate) struct AppShared {
     /// forever.
     pub(crate) last_failed_record: Mutex<Option<(String, u32, u64)>>,
     /// The tasks' and stores' metrics.
-    pub(crate) registry: crate::telemetry::Registry,
+    pub(crate) registry: Registry,
     /// Per thread slot: interactive queries waiting for the thread, and whether there are any
     /// (what the thread's loop looks at).
-    pub(crate) queries: Vec<Mutex<Vec<crate::app::query::StoreQuery>>>,
+    pub(crate) queries: Vec<Mutex<Vec<StoreQuery>>>,
     pub(crate) query_pending: Vec<AtomicBool>,
 }

@@ -14,7 +14,10 @@ use riffle_record::{FetchedBatch, Record, RecordIter, TopicPartition};
 use riffle_state_dir::{Checkpoint, StateDirectory, TaskId};
 
 use crate::backend::Backend;
+use crate::config::RecordingLevel;
 use crate::config::{AutoOffsetReset, StreamsConfig};
+use crate::engine::metrics::StoreMetrics;
+use crate::engine::metrics::TaskMetrics;
 use crate::processor::collector::{RecordCollector, TopicTable};
 use crate::processor::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
 use crate::processor::{PunctuationType, Schedule, TaskSignals};
@@ -25,6 +28,7 @@ use crate::state::{
 };
 use crate::topology::{LifecycleRef, StoreKind, SubtopologyDef, Topology, changelog_topic};
 use crate::types::error::{Error, Result};
+use crate::types::handlers::panic_message;
 use crate::types::handlers::{ErrorHandlerContext, HandlerResponse, Handlers};
 use crate::types::record::Headers;
 use crate::types::timestamp::TimestampExtractorRef;
@@ -469,9 +473,9 @@ pub(crate) struct StreamTask {
     /// An input's position was reset (`auto_offset_reset`) since the last commit.
     pub(crate) offsets_moved: bool,
     /// The task's metrics, once it runs on a stream thread.
-    pub(crate) metrics: Option<Arc<crate::telemetry::TaskMetrics>>,
+    pub(crate) metrics: Option<Arc<TaskMetrics>>,
     /// Each store's name and metrics, by store index.
-    pub(crate) store_metrics: Vec<(String, Arc<crate::telemetry::StoreMetrics>)>,
+    pub(crate) store_metrics: Vec<(String, Arc<StoreMetrics>)>,
     /// Stream time, wall-clock time, commit requests and new schedules.
     signals: TaskSignals,
     /// Stream-time and wall-clock punctuation schedules, each ordered by (deadline, seq).
@@ -494,7 +498,7 @@ impl StreamTask {
         globals: &[Arc<GlobalStore>],
     ) -> Result<StreamTask> {
         let id = stores.id;
-        let timing = config.metrics_recording_level >= crate::RecordingLevel::Debug;
+        let timing = config.metrics_recording_level >= RecordingLevel::Debug;
         for store in &mut stores.stores {
             store.set_timing(timing);
         }
@@ -789,7 +793,7 @@ impl StreamTask {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some(e),
                 Err(panic) => Some(Error::Panicked {
-                    message: crate::types::handlers::panic_message(&*panic),
+                    message: panic_message(&*panic),
                 }),
             };
             if let Some(error) = failed {

@@ -25,6 +25,7 @@ use crate::backend::coordinator::OffsetSendPolicy;
 use crate::backend::group::{Assignment, Heartbeat};
 use crate::config::ProcessingGuarantee;
 use crate::engine::loop_core::{AssignmentPlan, Changes, InputRef, LoopCore, LoopSettings, Owned};
+use crate::engine::query::{QueryAnswer, QueryOp};
 use crate::engine::restore::{BackendChangelogReader, StoreLease};
 use crate::engine::shared::AppShared;
 use crate::engine::snapshot::ThreadSnapshot;
@@ -33,6 +34,7 @@ use crate::processor::collector::RecordCollector;
 use crate::processor::node::Scratch;
 use crate::processor::system_time_ms;
 use crate::types::error::{BackendErrorKind, Error, Result};
+use crate::types::handlers::Handlers;
 
 /// How many changelog records the state updater applies to a store at once.
 const RESTORE_BATCH_RECORDS: usize = 10_000;
@@ -59,7 +61,7 @@ pub(crate) struct StreamThread {
     collector: RecordCollector,
     scratch: Scratch,
     /// What a record that fails to deserialize or process does.
-    handlers: crate::types::handlers::Handlers,
+    handlers: Handlers,
     /// Reused per iteration: the partitions the backend named as changed, the inputs to fetch,
     /// the tasks to process or commit.
     changed: Vec<TopicPartition>,
@@ -97,7 +99,7 @@ impl StreamThread {
             config.batch_max_bytes,
             config.max_request_size,
             config.processing_guarantee == ProcessingGuarantee::ExactlyOnce,
-            &crate::types::handlers::Handlers::of(config),
+            &Handlers::of(config),
         );
         let send_policy = OffsetSendPolicy::new(config.task_offset_interval);
         let snapshot = ThreadSnapshot::new(shared.state_dir.clone(), config.snapshot_strategy);
@@ -124,7 +126,7 @@ impl StreamThread {
             events: Vec::new(),
             collector,
             scratch: Scratch::default(),
-            handlers: crate::types::handlers::Handlers::of(&shared.config),
+            handlers: Handlers::of(&shared.config),
             changed: Vec::new(),
             inputs: Vec::new(),
             task_ids: Vec::new(),
@@ -388,12 +390,7 @@ impl StreamThread {
         }
     }
 
-    fn answer_query(
-        &self,
-        store: &str,
-        op: &crate::app::query::QueryOp,
-    ) -> Result<crate::app::query::QueryAnswer> {
-        use crate::app::query::{QueryAnswer, QueryOp};
+    fn answer_query(&self, store: &str, op: &QueryOp) -> Result<QueryAnswer> {
         let topology = &self.shared.topology;
         let holds = |id: &TaskId| {
             topology

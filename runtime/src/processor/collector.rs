@@ -12,6 +12,7 @@ use riffle_record::{BatchBuilder, Compression, Record, TopicPartition};
 
 use crate::backend::Backend;
 use crate::types::error::{Error, Result};
+use crate::types::handlers::error_chain;
 use crate::types::handlers::{DLQ_HEADERS, ExceptionHandlerRef, Handlers};
 use crate::types::record::Headers;
 
@@ -221,11 +222,7 @@ impl RecordCollector {
                 "the dead-letter queue {name} is not among the application's topics"
             )));
         };
-        let mut values = vec![
-            error.kind_name(),
-            error.to_string(),
-            crate::types::handlers::error_chain(error),
-        ];
+        let mut values = vec![error.kind_name(), error.to_string(), error_chain(error)];
         if let Some(record) = source {
             let tp = record.topic_partition();
             values.extend([

@@ -15,22 +15,21 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use riffle_state_dir::TaskId;
 
 use crate::processor::node::{Forward, Node, ProcessingContext};
+use crate::processor::window_store::SessionStore;
+use crate::processor::window_store::WindowStore;
 use crate::serdes::SerdeRef;
 use crate::state::CachedStore;
+use crate::state::def::StoreKind;
+pub(crate) use crate::state::def::StoreSerdes;
+use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
 use crate::types::record::{FixedKeyRecord, Headers, Record, RecordMetadata};
-
-/// The wall-clock time in ms since the Unix epoch.
-pub(crate) fn system_time_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+pub(crate) use crate::types::timestamp::system_time_ms;
 
 /// A processor: takes records of one type, forwards records of another (Kafka Streams'
 /// `Processor<KIn, VIn, KOut, VOut>`). One instance runs per task, built by the supplier given
@@ -167,13 +166,7 @@ pub(crate) struct ConnectedStore {
     pub(crate) name: String,
     pub(crate) slot: usize,
     pub(crate) serdes: Option<Arc<dyn Any + Send + Sync>>,
-    pub(crate) kind: crate::topology::StoreKind,
-}
-
-/// The serdes of a store built with [`crate::Stores`], kept type-erased in the topology.
-pub(crate) struct StoreSerdes<K, V> {
-    pub(crate) key: SerdeRef<K>,
-    pub(crate) value: SerdeRef<V>,
+    pub(crate) kind: StoreKind,
 }
 
 /// What a processor node knows of itself.
@@ -297,9 +290,9 @@ impl<'c, KOut, VOut> ProcessorContext<'c, KOut, VOut> {
             )));
         };
         let actual = match store.kind {
-            crate::topology::StoreKind::KeyValue => "key-value",
-            crate::topology::StoreKind::Window { .. } => "window",
-            crate::topology::StoreKind::Session { .. } => "session",
+            StoreKind::KeyValue => "key-value",
+            StoreKind::Window { .. } => "window",
+            StoreKind::Session { .. } => "session",
         };
         if actual != kind {
             return Err(node.misuse(format!(
@@ -325,18 +318,18 @@ impl<'c, KOut, VOut> ProcessorContext<'c, KOut, VOut> {
     pub fn get_window_store<K: 'static, V: 'static>(
         &mut self,
         name: &str,
-    ) -> Result<crate::WindowStore<'_, K, V>> {
+    ) -> Result<WindowStore<'_, K, V>> {
         let node: &'c NodeShared<KOut, VOut> = self.node;
         let (store, serdes) = Self::connected_in::<K, V>(node, name, "window")?;
         let (window_ms, retain_duplicates) = match store.kind {
-            crate::topology::StoreKind::Window {
+            StoreKind::Window {
                 window_ms,
                 retain_duplicates,
                 ..
             } => (window_ms, retain_duplicates),
             _ => (0, false),
         };
-        Ok(crate::WindowStore::new(
+        Ok(WindowStore::new(
             &mut self.raw.stores[store.slot],
             &mut self.raw.scratch.store,
             serdes,
@@ -352,10 +345,10 @@ impl<'c, KOut, VOut> ProcessorContext<'c, KOut, VOut> {
     pub fn get_session_store<K: 'static, V: 'static>(
         &mut self,
         name: &str,
-    ) -> Result<crate::SessionStore<'_, K, V>> {
+    ) -> Result<SessionStore<'_, K, V>> {
         let node: &'c NodeShared<KOut, VOut> = self.node;
         let (store, serdes) = Self::connected_in::<K, V>(node, name, "session")?;
-        Ok(crate::SessionStore::new(
+        Ok(SessionStore::new(
             &mut self.raw.stores[store.slot],
             &mut self.raw.scratch.store,
             serdes,
@@ -505,7 +498,7 @@ impl<K, VOut> FixedKeyProcessorContext<'_, K, VOut> {
     pub fn get_window_store<SK: 'static, SV: 'static>(
         &mut self,
         name: &str,
-    ) -> Result<crate::WindowStore<'_, SK, SV>> {
+    ) -> Result<WindowStore<'_, SK, SV>> {
         self.inner.get_window_store(name)
     }
 
@@ -514,7 +507,7 @@ impl<K, VOut> FixedKeyProcessorContext<'_, K, VOut> {
     pub fn get_session_store<SK: 'static, SV: 'static>(
         &mut self,
         name: &str,
-    ) -> Result<crate::SessionStore<'_, SK, SV>> {
+    ) -> Result<SessionStore<'_, SK, SV>> {
         self.inner.get_session_store(name)
     }
 
@@ -564,7 +557,7 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
         }
     }
 
-    fn corrupt(&self, source: crate::SerdeError) -> Error {
+    fn corrupt(&self, source: SerdeError) -> Error {
         Error::CorruptState {
             store: self.store.inner.name().to_owned(),
             task: self.task,

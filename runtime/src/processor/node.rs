@@ -16,6 +16,7 @@ use crate::processor::collector::RecordCollector;
 use crate::processor::{StoreScratch, TaskSignals};
 use crate::serdes::SerdeRef;
 use crate::state::CachedStore;
+use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
 use crate::types::handlers::{ErrorHandlerContext, HandlerResponse};
 use crate::types::record::Headers;
@@ -399,7 +400,7 @@ pub(crate) struct Aggregate<K, V, A> {
 }
 
 impl<K: Clone + 'static, V, A: Clone + 'static> Aggregate<K, V, A> {
-    fn corrupt(&self, ctx: &ProcessingContext<'_>, source: crate::SerdeError) -> Error {
+    fn corrupt(&self, ctx: &ProcessingContext<'_>, source: SerdeError) -> Error {
         Error::CorruptState {
             store: ctx.stores[self.store].inner.name().to_owned(),
             task: ctx.task,

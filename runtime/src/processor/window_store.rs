@@ -10,6 +10,7 @@ use riffle_state_dir::TaskId;
 use crate::processor::{StoreScratch, StoreSerdes};
 use crate::serdes::SerdeRef;
 use crate::state::{CachedStore, encode_key, key_bounds, session_entry_key, window_entry_key};
+use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
 use crate::types::record::Headers;
 use crate::types::window::{Window, Windowed};
@@ -27,7 +28,7 @@ pub struct WindowStore<'a, K, V> {
 }
 
 /// Typed decoding shared by both handles.
-fn corrupt(store: &CachedStore, task: TaskId, source: crate::SerdeError) -> Error {
+fn corrupt(store: &CachedStore, task: TaskId, source: SerdeError) -> Error {
     Error::CorruptState {
         store: store.inner.name().to_owned(),
         task,

@@ -8,7 +8,9 @@
 //! cache), and reads see the cache first. So a store never holds uncommitted state, and a task
 //! can resume from its checkpoint after its thread dies.
 
+pub(crate) mod def;
 pub(crate) mod global;
+pub(crate) mod segment_totals;
 pub(crate) mod stores;
 
 mod arena;
@@ -27,31 +29,8 @@ pub(crate) use window::{
     meta_key, session_entry_key, window_entry_key,
 };
 
+pub(crate) use crate::types::error::StoreError;
 pub(crate) use cached::{CachedStore, NO_TIMESTAMP};
-
-/// A failure inside a store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The persistent store's storage engine failed.
-    #[error("store {store} at {path}: {reason}")]
-    Backend {
-        /// The store's name.
-        store: String,
-        /// Where the store lives.
-        path: String,
-        /// What failed.
-        reason: String,
-    },
-    /// The store holds bytes that cannot be its values.
-    #[error("store {store} holds a corrupt value: {reason}")]
-    Corrupt {
-        /// The store's name.
-        store: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
 
 /// Where a persistent store's data stands in its changelog, recorded in the store atomically
 /// with the data it covers (as Kafka's KIP-1035 does): the changelog partition, and the offset

@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use crate::processor::StoreSerdes;
 use crate::serdes::SerdeRef;
-use crate::topology::{StoreDef, StoreKind};
+use crate::state::def::StoreSerdes;
+use crate::state::def::{StoreDef, StoreKind};
 use crate::types::window::segment_interval;
 
 /// Where a key-value store keeps its bytes (Kafka's `KeyValueBytesStoreSupplier`).

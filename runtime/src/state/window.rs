@@ -37,6 +37,9 @@ use riffle_state_dir::TaskId;
 use super::database::StoreDatabase;
 use super::persistent::backend_error;
 use super::{KeyValueStore, StoreError, StorePosition};
+use crate::state::segment_totals::{
+    record_segment_created, record_segment_drop, record_segment_writes,
+};
 
 /// The first two bytes of every meta key.
 const META_PREFIX: [u8; 2] = [0x00, 0x01];
@@ -564,7 +567,7 @@ fn segment_or_create<'a>(
         MapEntry::Vacant(e) => {
             let started = std::time::Instant::now();
             let keyspace = db.keyspace_of(store, &segment_name(id))?;
-            crate::engine::metrics::record_segment_created(started.elapsed());
+            record_segment_created(started.elapsed());
             e.insert(keyspace)
         }
     })
@@ -940,7 +943,7 @@ impl SegmentedStore {
             .iter()
             .filter(|(target, _, _)| matches!(target, Target::Segment { .. }))
             .count();
-        crate::engine::metrics::record_segment_writes(segment_writes as u64, planned.expired);
+        record_segment_writes(segment_writes as u64, planned.expired);
         self.expired_writes += planned.expired;
         if let Some(observed) = raised {
             self.observed = observed;
@@ -984,11 +987,7 @@ impl SegmentedStore {
                 (segments, entries, deleted)
             }
         };
-        crate::engine::metrics::record_segment_drop(
-            segments as u64,
-            entries as u64,
-            started.elapsed(),
-        );
+        record_segment_drop(segments as u64, entries as u64, started.elapsed());
         deleted.map_err(|e| self.err(e))
     }
 
@@ -1277,6 +1276,7 @@ impl SegmentedStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::state::InMemoryKeyValueStore;
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
@@ -2209,7 +2209,7 @@ mod tests {
     fn as_segmented_finds_a_segmented_store_behind_the_trait() {
         let stores: Vec<Box<dyn KeyValueStore>> = vec![
             Box::new(SegmentedStore::in_memory("w", Session, 100, 10)),
-            Box::new(crate::state::InMemoryKeyValueStore::new("kv")),
+            Box::new(InMemoryKeyValueStore::new("kv")),
         ];
         assert_eq!(
             stores[0].as_segmented().map(SegmentedStore::kind),

@@ -40,18 +40,27 @@ use riffle_log::Log;
 use riffle_record::{BatchBuilder, Compression, TopicPartition};
 use riffle_state_dir::TaskId;
 
+use crate::app::add_dead_letter_queue;
 use crate::app::resolve_topics;
 use crate::backend::{Backend, EmbeddedBackend, TopicKind};
 use crate::config::StreamsConfig;
 use crate::engine::global::GlobalState;
 use crate::engine::task::{StreamTask, TaskStores};
+use crate::processor::StoreScratch;
 use crate::processor::collector::RecordCollector;
 use crate::processor::node::Scratch;
+use crate::processor::window_store::SessionStore;
+use crate::processor::window_store::WindowStore;
 use crate::processor::{KeyValueStore, StoreSerdes, system_time_ms};
 use crate::serdes::SerdeRef;
+use crate::state::CachedStore;
+use crate::topology::StoreDef;
+use crate::topology::StoreKind;
 use crate::topology::{TopicRef, Topology};
 use crate::types::error::{Error, Result};
+use crate::types::handlers::Handlers;
 use crate::types::record::Headers;
+use crate::types::window::Windowed;
 
 /// A record read from or piped into a test topic: key, value, timestamp and headers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,7 +100,7 @@ struct Inner {
     wall_clock_ms: i64,
     fetch_max_bytes: usize,
     dropped_records: u64,
-    handlers: crate::types::handlers::Handlers,
+    handlers: Handlers,
     /// The global tables, caught up before the tasks process (as the global thread restores
     /// them before the stream threads start, and follows them).
     globals: GlobalState,
@@ -146,7 +155,7 @@ impl TopologyTestDriver {
             config.deserialization_exception_handler.clone(),
         )?;
         let (mut topics, _) = resolve_topics(&topology, &app_id, &*backend)?;
-        crate::app::add_dead_letter_queue(&mut topics, &config, &*backend)?;
+        add_dead_letter_queue(&mut topics, &config, &*backend)?;
         let topics = Arc::new(topics);
         let mut collector = RecordCollector::new(
             backend.clone(),
@@ -155,7 +164,7 @@ impl TopologyTestDriver {
             config.batch_max_bytes,
             config.max_request_size,
             false,
-            &crate::types::handlers::Handlers::of(&config),
+            &Handlers::of(&config),
         );
         let mut scratch = Scratch::default();
         let mut tasks = Vec::new();
@@ -187,7 +196,7 @@ impl TopologyTestDriver {
             wall_clock_ms,
             fetch_max_bytes: config.fetch_max_bytes,
             dropped_records: 0,
-            handlers: crate::types::handlers::Handlers::of(&config),
+            handlers: Handlers::of(&config),
             globals,
         };
         let driver = TopologyTestDriver {
@@ -271,7 +280,7 @@ impl TopologyTestDriver {
     ) -> Result<TestKeyValueStore<K, V>> {
         let (store, task, slot) = self.locate::<K, V>(name)?;
         let kind = self.inner.borrow().topology.stores[store].kind;
-        if kind != crate::topology::StoreKind::KeyValue {
+        if kind != StoreKind::KeyValue {
             return Err(Error::Topology(format!(
                 "store {name:?} is a window or session store: read it with get_window_store or get_session_store"
             )));
@@ -746,9 +755,9 @@ pub struct TestWindowStore<K, V> {
 }
 
 impl<K: 'static, V: 'static> TestWindowStore<K, V> {
-    fn with<T>(&self, f: impl FnOnce(&mut crate::WindowStore<'_, K, V>) -> Result<T>) -> Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&mut WindowStore<'_, K, V>) -> Result<T>) -> Result<T> {
         self.at.with::<K, V, T>(|def, serdes, store, scratch, id| {
-            let crate::topology::StoreKind::Window {
+            let StoreKind::Window {
                 window_ms,
                 retain_duplicates,
                 ..
@@ -759,7 +768,7 @@ impl<K: 'static, V: 'static> TestWindowStore<K, V> {
                     def.name
                 )));
             };
-            f(&mut crate::WindowStore::new(
+            f(&mut WindowStore::new(
                 store,
                 scratch,
                 serdes,
@@ -783,17 +792,17 @@ impl<K: 'static, V: 'static> TestWindowStore<K, V> {
         key_to: &K,
         time_from: i64,
         time_to: i64,
-    ) -> Result<Vec<(crate::Windowed<K>, V)>> {
+    ) -> Result<Vec<(Windowed<K>, V)>> {
         self.with(|s| s.fetch_range(key_from, key_to, time_from, time_to))
     }
 
     /// Every window the store holds.
-    pub fn all(&self) -> Result<Vec<(crate::Windowed<K>, V)>> {
+    pub fn all(&self) -> Result<Vec<(Windowed<K>, V)>> {
         self.with(|s| s.all())
     }
 
     /// Every key's windows starting in `[time_from, time_to]`.
-    pub fn fetch_all(&self, time_from: i64, time_to: i64) -> Result<Vec<(crate::Windowed<K>, V)>> {
+    pub fn fetch_all(&self, time_from: i64, time_to: i64) -> Result<Vec<(Windowed<K>, V)>> {
         self.with(|s| s.fetch_all(time_from, time_to))
     }
 }
@@ -805,23 +814,20 @@ pub struct TestSessionStore<K, V> {
 }
 
 impl<K: 'static, V: 'static> TestSessionStore<K, V> {
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&mut crate::SessionStore<'_, K, V>) -> Result<T>,
-    ) -> Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&mut SessionStore<'_, K, V>) -> Result<T>) -> Result<T> {
         self.at.with::<K, V, T>(|def, serdes, store, scratch, id| {
-            if !matches!(def.kind, crate::topology::StoreKind::Session { .. }) {
+            if !matches!(def.kind, StoreKind::Session { .. }) {
                 return Err(Error::Topology(format!(
                     "store {:?} is not a session store",
                     def.name
                 )));
             }
-            f(&mut crate::SessionStore::new(store, scratch, serdes, 0, id))
+            f(&mut SessionStore::new(store, scratch, serdes, 0, id))
         })
     }
 
     /// Every session of `key`.
-    pub fn fetch(&self, key: &K) -> Result<Vec<(crate::Windowed<K>, V)>> {
+    pub fn fetch(&self, key: &K) -> Result<Vec<(Windowed<K>, V)>> {
         self.with(|s| s.fetch(key))
     }
 
@@ -832,12 +838,12 @@ impl<K: 'static, V: 'static> TestSessionStore<K, V> {
         key: &K,
         earliest_end: i64,
         latest_start: i64,
-    ) -> Result<Vec<(crate::Windowed<K>, V)>> {
+    ) -> Result<Vec<(Windowed<K>, V)>> {
         self.with(|s| s.find_sessions(key, earliest_end, latest_start))
     }
 
     /// Every session the store holds.
-    pub fn all(&self) -> Result<Vec<(crate::Windowed<K>, V)>> {
+    pub fn all(&self) -> Result<Vec<(Windowed<K>, V)>> {
         self.with(|s| s.all())
     }
 }
@@ -856,10 +862,10 @@ impl StoreAt {
     fn with<K: 'static, V: 'static, T>(
         &self,
         f: impl FnOnce(
-            &crate::topology::StoreDef,
+            &StoreDef,
             &StoreSerdes<K, V>,
-            &mut crate::state::CachedStore,
-            &mut crate::processor::StoreScratch,
+            &mut CachedStore,
+            &mut StoreScratch,
             riffle_state_dir::TaskId,
         ) -> Result<T>,
     ) -> Result<T> {

@@ -75,7 +75,7 @@ pub enum Error {
     },
     /// A state store failed.
     #[error(transparent)]
-    Store(#[from] crate::state::StoreError),
+    Store(#[from] StoreError),
     /// A store holds bytes its serde cannot read.
     #[error("store {store} of task {task} holds a value its serde cannot read: {source}")]
     CorruptState {
@@ -324,3 +324,27 @@ pub enum BackendErrorKind {
 
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A failure inside a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The persistent store's storage engine failed.
+    #[error("store {store} at {path}: {reason}")]
+    Backend {
+        /// The store's name.
+        store: String,
+        /// Where the store lives.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The store holds bytes that cannot be its values.
+    #[error("store {store} holds a corrupt value: {reason}")]
+    Corrupt {
+        /// The store's name.
+        store: String,
+        /// What is wrong.
+        reason: String,
+    },
+}

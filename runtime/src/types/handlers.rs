@@ -171,17 +171,6 @@ pub(crate) struct Handlers {
     pub(crate) dead_letter_queue: Option<String>,
 }
 
-impl Handlers {
-    pub(crate) fn of(config: &crate::StreamsConfig) -> Self {
-        Handlers {
-            deserialization: config.deserialization_exception_handler.clone(),
-            processing: config.processing_exception_handler.clone(),
-            production: config.production_exception_handler.clone(),
-            dead_letter_queue: config.errors_dead_letter_queue_topic_name.clone(),
-        }
-    }
-}
-
 /// The text of a caught panic's payload.
 pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic

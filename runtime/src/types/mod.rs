@@ -3,6 +3,7 @@
 
 pub(crate) mod error;
 pub(crate) mod handlers;
+pub(crate) mod host;
 pub(crate) mod record;
 pub(crate) mod timestamp;
 pub(crate) mod window;

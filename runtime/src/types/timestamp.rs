@@ -9,6 +9,7 @@ use std::sync::Arc;
 use riffle_record::Record;
 
 use crate::types::error::{Error, Result};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Gives each input record its timestamp.
 ///
@@ -153,6 +154,13 @@ pub struct WallclockTimestampExtractor;
 
 impl TimestampExtractor for WallclockTimestampExtractor {
     fn extract(&self, _: &Record, _: i64) -> Result<i64> {
-        Ok(crate::processor::system_time_ms())
+        Ok(system_time_ms())
     }
+}
+
+/// The wall-clock time in ms since the Unix epoch.
+pub(crate) fn system_time_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

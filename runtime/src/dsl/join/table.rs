@@ -11,6 +11,7 @@ use crate::dsl::table::node::{JoinSide, Read, TableJoin, TableMerge, TableView};
 use crate::dsl::{KTable, Materialized};
 use crate::processor::node::NodeRef;
 use crate::serdes::SerdeRef;
+use crate::topology::GraphBuilder;
 use crate::topology::{BuiltNode, Erased, NodeFactory, NodeKind, OldValues, TypeSig};
 
 type JoinFn<V, VO, VR> = Arc<dyn Fn(Option<V>, Option<VO>) -> VR + Send + Sync>;
@@ -319,7 +320,7 @@ where
 /// Adds one side of a join below `parent`: it reads the other table through `other`, so it is
 /// connected to that table's stores.
 fn add_side<K, VT, VO, VR>(
-    g: &mut crate::topology::GraphBuilder,
+    g: &mut GraphBuilder,
     prefix: &str,
     parent: usize,
     side: JoinSide,

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::StreamsBuilder;
+use crate::dsl::StreamsBuilder;
 use crate::dsl::table::node::StreamGlobalJoin;
 use crate::dsl::{Consumed, KStream, Materialized, StoreType};
 use crate::processor::node::NodeRef;

@@ -11,11 +11,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{Consumed, KStream, KTable, Materialized, StoreType};
-use crate::StreamsBuilder;
+use crate::dsl::StreamsBuilder;
 use crate::dsl::table::node::{Read, StreamTableJoin, TableMap, TableStore, TableView};
 use crate::processor::StoreSerdes;
 use crate::processor::node::{FlushRef, NodeRef};
 use crate::serdes::SerdeRef;
+use crate::topology::GraphBuilder;
 use crate::topology::{
     BuiltNode, Erased, NodeFactory, NodeKind, OldValues, StoreDef, TopicRef, TypeSig,
 };
@@ -125,7 +126,7 @@ pub(super) type MapFn<K, V, V2> = Arc<dyn Fn(&K, V) -> Option<V2> + Send + Sync>
 /// with the topic as the store's changelog. Returns the node and the table's view.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn add_table_store<K, VIn, V>(
-    graph: &Rc<RefCell<crate::topology::GraphBuilder>>,
+    graph: &Rc<RefCell<GraphBuilder>>,
     name: String,
     parents: &[usize],
     store_name: String,
@@ -192,7 +193,7 @@ where
 /// `store_name` (a join's result, materialized); its values are written with `materialized`'s
 /// value serde, else `value_serde`.
 pub(super) fn materialize<K, V>(
-    graph: &Rc<RefCell<crate::topology::GraphBuilder>>,
+    graph: &Rc<RefCell<GraphBuilder>>,
     name: String,
     parents: &[usize],
     store_name: String,

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use crate::processor::node::{
     Change, FlushNode, Forward, Node, ProcessingContext, flush_table_store,
 };
+use crate::serdes::Serde;
 use crate::serdes::SerdeRef;
+use crate::state::global::GlobalStore;
 use crate::topology::BuildCtx;
 use crate::types::error::{Error, Result, SerdeError};
 
@@ -293,7 +295,7 @@ pub(crate) struct ChangeSerde<V> {
     pub(crate) inner: SerdeRef<V>,
 }
 
-impl<V: 'static> crate::serdes::Serde<Change<V>> for ChangeSerde<V> {
+impl<V: 'static> Serde<Change<V>> for ChangeSerde<V> {
     fn serialize(&self, change: &Change<V>, out: &mut Vec<u8>) {
         match (&change.new, &change.old) {
             (Some(new), Some(old)) => {
@@ -524,7 +526,7 @@ impl<K: Clone, V: Clone> Node<K, V> for TableMerge<K, V> {
 /// lookup key (`key_selector`) is read from the global store, and the joiner's result goes on
 /// with the stream record's key and timestamp.
 pub(crate) struct StreamGlobalJoin<K, V, GK, GV, VR> {
-    pub(crate) store: Arc<crate::state::global::GlobalStore>,
+    pub(crate) store: Arc<GlobalStore>,
     #[allow(clippy::type_complexity)]
     pub(crate) key_selector: Arc<dyn Fn(&K, &V) -> GK + Send + Sync>,
     pub(crate) key_serde: SerdeRef<GK>,

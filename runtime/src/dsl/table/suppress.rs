@@ -13,9 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::processor::Lifecycle;
+use crate::processor::node::FlushNode;
 use crate::processor::node::{Forward, Node, ProcessingContext};
 use crate::serdes::SerdeRef;
+use crate::state::StoreError;
 use crate::types::error::{Error, Result};
+use crate::types::record::Headers;
 
 /// How many updates a suppression buffer may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,7 +251,7 @@ impl<K: Clone + 'static, V: Clone + 'static> SuppressNode<K, V> {
             return Ok(());
         };
         let corrupt = |reason: String| {
-            Error::Store(crate::StoreError::Corrupt {
+            Error::Store(StoreError::Corrupt {
                 store: self.name.clone(),
                 reason,
             })
@@ -289,12 +292,10 @@ impl<K: Clone + 'static, V: Clone + 'static> Node<K, V> for SuppressNode<K, V> {
     }
 }
 
-impl<K: Clone + 'static, V: Clone + 'static> crate::processor::node::FlushNode
-    for SuppressNode<K, V>
-{
+impl<K: Clone + 'static, V: Clone + 'static> FlushNode for SuppressNode<K, V> {
     fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
         if self.observed_dirty {
-            let headers = crate::types::record::Headers::new();
+            let headers = Headers::new();
             ctx.stores[self.store].put(
                 OBSERVED,
                 Some(&self.observed.to_be_bytes()),

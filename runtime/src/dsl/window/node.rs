@@ -17,8 +17,13 @@ use std::sync::Arc;
 use crate::processor::Lifecycle;
 use crate::processor::node::{FlushNode, Forward, Node, ProcessingContext};
 use crate::serdes::SerdeRef;
+use crate::state::NO_TIMESTAMP;
+use crate::state::StoreError;
+use crate::state::is_meta;
 use crate::state::{DecodedEntry, key_bounds, meta_key, session_entry_key, window_entry_key};
+use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
+use crate::types::record::Headers;
 use crate::types::window::{
     EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, WindowKind, Windowed,
 };
@@ -82,7 +87,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         }
     }
 
-    fn corrupt(&self, ctx: &ProcessingContext<'_>, source: crate::SerdeError) -> Error {
+    fn corrupt(&self, ctx: &ProcessingContext<'_>, source: SerdeError) -> Error {
         Error::CorruptState {
             store: ctx.stores[self.store].inner.name().to_owned(),
             task: ctx.task,
@@ -213,7 +218,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             let window = self.window_of(&self.decoded);
             ctx.timestamp = match self.kind {
                 WindowKind::Session(_) => window.end,
-                _ if ts == crate::state::NO_TIMESTAMP => window.start,
+                _ if ts == NO_TIMESTAMP => window.start,
                 _ => ts,
             };
             let result = self.forward.send(ctx, Windowed::new(key, window), agg);
@@ -233,7 +238,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             .is_some()
         {
             let bytes: [u8; 8] = scratch.old.as_slice().try_into().map_err(|_| {
-                Error::Store(crate::StoreError::Corrupt {
+                Error::Store(StoreError::Corrupt {
                     store: ctx.stores[self.store].inner.name().to_owned(),
                     reason: format!(
                         "its observed stream time has {} bytes, not 8",
@@ -269,7 +274,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         if self.observed_dirty {
             let mut key = Vec::new();
             meta_key(OBSERVED, &mut key);
-            let headers = crate::types::record::Headers::new();
+            let headers = Headers::new();
             ctx.stores[self.store].put(
                 &key,
                 Some(&self.observed.to_be_bytes()),
@@ -287,7 +292,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         let dirty = ctx.stores[self.store].dirty_len();
         for i in 0..dirty {
             let (entry, value, timestamp) = ctx.stores[self.store].dirty(i);
-            if crate::state::is_meta(entry) {
+            if is_meta(entry) {
                 continue;
             }
             ctx.stores[self.store].decode_entry_into(entry, &mut self.decoded)?;

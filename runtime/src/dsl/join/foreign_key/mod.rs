@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::dsl::join::foreign_key::node::ResponseSerde;
 use crate::dsl::join::foreign_key::node::{
     ForeignJoinKind, ForeignTableJoin, Response, ResponseJoin, ResponseSink, Subscription,
     SubscriptionJoin, SubscriptionSend, SubscriptionSerde,
@@ -18,6 +19,7 @@ use crate::dsl::table::node::{Read, TableMerge};
 use crate::dsl::{Consumed, KTable, Materialized, StoreType};
 use crate::processor::node::NodeRef;
 use crate::serdes::SerdeRef;
+use crate::topology::GraphBuilder;
 use crate::topology::{BuiltNode, Erased, NodeFactory, NodeKind, StoreDef, TopicRef, TypeSig};
 
 /// How a foreign-key join's processors, topics and subscription store are named (Kafka
@@ -211,7 +213,7 @@ where
         // `<name><suffix>` when the join is named, else a generated name (whose index is taken
         // either way, as Kafka's `NamedInternal.suffixWithOrElseGet` does).
         let named = table_joined.name;
-        let name = move |g: &mut crate::topology::GraphBuilder, suffix: &str, prefix: &str| {
+        let name = move |g: &mut GraphBuilder, suffix: &str, prefix: &str| {
             let generated = g.next_name(prefix);
             match &named {
                 Some(name) => format!("{name}{suffix}"),
@@ -355,10 +357,7 @@ where
         };
         g.add_node(sink, kind_sink, &[join, foreign], factory, input, None);
         // 3. The left side again: answers joined with the left rows they were asked for.
-        let consumed = Consumed::with(
-            key_serde.clone(),
-            Arc::new(crate::dsl::join::foreign_key::node::ResponseSerde),
-        );
+        let consumed = Consumed::with(key_serde.clone(), Arc::new(ResponseSerde));
         let source_name = name(&mut g, "-subscription-response-source", "KTABLE-SOURCE");
         let source = g.source::<K, Response>(source_name, vec![response], consumed);
         // The response topic has the left table's partitions.

@@ -11,9 +11,11 @@ use std::time::Duration;
 use crate::dsl::join::stream_stream::node::{
     JoinSide, JoinSpec, JoinWindows, Side, SideJoiner, StreamJoined,
 };
+use crate::dsl::repartition;
 use crate::dsl::{KStream, StoreType};
 use crate::serdes::{SerdeRef, Serdes};
 use crate::state::stores::Stores;
+use crate::topology::GraphBuilder;
 use crate::topology::{StoreDef, TopicRef};
 
 /// The joiner of a join as the DSL keeps it: the key, the left value and the right value
@@ -267,7 +269,7 @@ where
 /// Adds one side's processor below `parent`: `side` and whether it emits its unmatched
 /// records, the join as this side sees it, its joiner and its (key, this, other) serdes.
 fn side_node<K, VThis, VOther, VR>(
-    g: &mut crate::topology::GraphBuilder,
+    g: &mut GraphBuilder,
     name: String,
     (side, outer): (Side, bool),
     spec: Arc<JoinSpec>,
@@ -330,7 +332,7 @@ where
         }
     };
     let topic = TopicRef::repartition(name);
-    crate::dsl::repartition(
+    repartition(
         &stream.graph,
         stream.node,
         topic,

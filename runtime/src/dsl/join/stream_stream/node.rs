@@ -38,8 +38,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use riffle_state_dir::TaskId;
 
+use crate::dsl::StoreType;
 use crate::processor::{Processor, ProcessorContext};
 use crate::serdes::SerdeRef;
+use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
 use crate::types::record::Record;
 
@@ -121,7 +123,7 @@ pub struct StreamJoined<K, V1, V2> {
     pub(crate) other_value: SerdeRef<V2>,
     pub(crate) store_name: Option<String>,
     pub(crate) name: Option<String>,
-    pub(crate) store_type: crate::StoreType,
+    pub(crate) store_type: StoreType,
     pub(crate) logging: bool,
 }
 
@@ -134,7 +136,7 @@ impl<K, V1, V2> StreamJoined<K, V1, V2> {
             other_value,
             store_name: None,
             name: None,
-            store_type: crate::StoreType::default(),
+            store_type: StoreType::default(),
             logging: true,
         }
     }
@@ -154,7 +156,7 @@ impl<K, V1, V2> StreamJoined<K, V1, V2> {
     }
 
     /// Where the stores keep their data (in memory by default).
-    pub fn with_store_type(mut self, store_type: crate::StoreType) -> Self {
+    pub fn with_store_type(mut self, store_type: StoreType) -> Self {
         self.store_type = store_type;
         self
     }
@@ -375,7 +377,7 @@ where
     VOther: Clone + 'static,
     VR: Clone + 'static,
 {
-    fn corrupt(&self, task: TaskId, source: crate::SerdeError) -> Error {
+    fn corrupt(&self, task: TaskId, source: SerdeError) -> Error {
         Error::CorruptState {
             store: self.spec.outer_store.clone().unwrap_or_default(),
             task,
@@ -384,7 +386,7 @@ where
     }
 
     fn malformed(&self, task: TaskId, reason: String) -> Error {
-        let source = crate::SerdeError::Invalid {
+        let source = SerdeError::Invalid {
             type_name: "an outer join store entry",
             reason,
         };
