@@ -17,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use riffle::backend::{Backend, TopicKind};
 use riffle::log::{Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, Produced, Producer, Serdes, StreamsApp, StreamsBuilder,
-    StreamsConfig,
+    Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+    producer::Producer,
 };
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 

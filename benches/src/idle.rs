@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, FetchStrategy, IdleWakeup, Produced, Serdes, SnapshotStrategy,
-    StreamsApp, StreamsBuilder, StreamsConfig, ThreadMetrics, Topology,
+    Consumed, EmbeddedBackend, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+    Topology, config::FetchStrategy, config::IdleWakeup, config::SnapshotStrategy,
+    metrics::ThreadMetrics,
 };
 use riffle_state_dir::{Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId};
 use riffle_task_manager::BoxError;

@@ -12,8 +12,9 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use riffle::{
-    Consumed, EmbeddedBackend, Materialized, Produced, Producer, ProducerConfig, ProducerRecord,
-    Serdes, StoreType, StreamsApp, StreamsBuilder, StreamsConfig,
+    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, dsl::StoreType, producer::Producer, producer::ProducerConfig,
+    producer::ProducerRecord,
 };
 use riffle_log::{Log, LogOptions, TopicPartition};
 
@@ -330,12 +331,12 @@ pub(crate) fn serve_counts(
     listener: std::net::TcpListener,
 ) -> anyhow::Result<()> {
     use std::io::{Read, Write};
-    let store = app.store(riffle::StoreQueryParameters::from_name_and_type(
+    let store = app.store(riffle::query::StoreQueryParameters::from_name_and_type(
         "counts",
-        riffle::QueryableStoreTypes::key_value::<String, i64>(),
+        riffle::query::QueryableStoreTypes::key_value::<String, i64>(),
     ))?;
     let bound = listener.local_addr()?;
-    let me: riffle::HostInfo = bound.to_string().parse()?;
+    let me: riffle::query::HostInfo = bound.to_string().parse()?;
     println!("serving counts at http://{bound}/counts/<key>");
     let route = app.metadata_handle();
     std::thread::Builder::new()

@@ -9,8 +9,8 @@ pub mod dedup {
     use std::time::Duration;
 
     use riffle::{
-        Consumed, Processor, ProcessorContext, Produced, PunctuationType, Record, Result, Serdes,
-        Stores, StreamsBuilder, Topology,
+        Consumed, Processor, ProcessorContext, Produced, Record, Result, Serdes, Stores,
+        StreamsBuilder, Topology, processor::PunctuationType,
     };
 
     /// The store of first-seen timestamps per key.

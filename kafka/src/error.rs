@@ -2,7 +2,7 @@
 //! the offset or the group.
 
 use kafka_protocol::error::ResponseError;
-use riffle::BackendErrorKind;
+use riffle::errors::BackendErrorKind;
 
 /// A Kafka error code, shown as Kafka names it (`NOT_COORDINATOR (16)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use riffle::backend::{Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat};
-use riffle::{HostInfo, StreamsMetadata};
+use riffle::{query::HostInfo, query::StreamsMetadata};
 use riffle_record::TopicPartition;
 
 use crate::cluster::Cluster;

@@ -20,7 +20,7 @@
 //!
 //! A failure aborts the transaction (`EndTxn` abort, and a new `InitProducerId` before the
 //! next one, which aborts it anyway if that did not get through). A fenced producer or member
-//! ([`riffle::BackendErrorKind::Fenced`]) makes the stream thread close its tasks dirty and
+//! ([`riffle::errors::BackendErrorKind::Fenced`]) makes the stream thread close its tasks dirty and
 //! restore them; nothing it wrote in the aborted transaction is visible.
 
 use std::collections::HashMap;
@@ -115,7 +115,7 @@ impl TxnProducer {
                     error = %e,
                     "transaction failed; aborting it"
                 );
-                if began && !matches!(e.kind(), riffle::BackendErrorKind::Fenced) {
+                if began && !matches!(e.kind(), riffle::errors::BackendErrorKind::Fenced) {
                     // Best effort: a producer that cannot abort is re-initialized by the next
                     // commit, which aborts the transaction too.
                     let _ = self.end(cluster, false);

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::{check_read_committed_by_kafka, latest_counts, produce_words_now, wait_for};
-use riffle::{ProcessingGuarantee, StoreType, StreamsApp};
+use riffle::{ProcessingGuarantee, StreamsApp, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::{KafkaBroker, KafkaCluster};
 

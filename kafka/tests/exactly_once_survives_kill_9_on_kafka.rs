@@ -20,7 +20,7 @@ use common::{
     Instance, all_records, check_read_committed_by_kafka, latest_counts,
     produce_words_now as produce_words, wait_for,
 };
-use riffle::StoreType;
+use riffle::dsl::StoreType;
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

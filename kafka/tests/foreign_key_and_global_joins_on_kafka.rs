@@ -16,7 +16,9 @@ use std::time::Duration;
 use common::{config, for_each_batch, wait_for};
 use riffle::backend::{Backend, TopicKind};
 use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{Consumed, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder, TableJoined};
+use riffle::{
+    Consumed, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder, dsl::TableJoined,
+};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

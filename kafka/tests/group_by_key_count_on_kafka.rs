@@ -13,7 +13,7 @@ use common::{
 };
 use riffle::backend::Backend;
 use riffle::batch::{BatchBuilder, Compression, TopicPartition};
-use riffle::{StoreType, StreamsApp};
+use riffle::{StreamsApp, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

@@ -15,7 +15,7 @@ use common::{
     config, console_consume_counts, count_topology, for_each_batch, latest_counts, wait_for,
 };
 use riffle::batch::Compression;
-use riffle::{StoreType, StreamsApp};
+use riffle::{StreamsApp, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{config, count_topology, latest_counts, produce_words, wait_for};
-use riffle::{StoreType, StreamsApp};
+use riffle::{StreamsApp, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{config, count_topology, latest_counts, wait_for};
 use riffle::backend::{Backend, TopicKind};
 use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{AutoOffsetReset, Error, StoreType, StreamsApp};
+use riffle::{Error, StreamsApp, config::AutoOffsetReset, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

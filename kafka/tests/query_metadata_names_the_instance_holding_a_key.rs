@@ -16,7 +16,10 @@ use std::time::Duration;
 
 use common::{fast_broker, latest_counts, produce_words, stable_assignment, task_count, wait_for};
 use riffle::batch::partition_for_key;
-use riffle::{HostInfo, QueryableStoreTypes, Serdes, StoreQueryParameters, StoreType, StreamsApp};
+use riffle::{
+    Serdes, StreamsApp, dsl::StoreType, query::HostInfo, query::QueryableStoreTypes,
+    query::StoreQueryParameters,
+};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 
 fn instance(bootstrap: &str, state: &std::path::Path, server: &str) -> StreamsApp {

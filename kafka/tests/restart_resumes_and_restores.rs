@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::{config, count_topology, fast_broker, latest_counts, produce_words, wait_for};
-use riffle::{StoreType, StreamsApp};
+use riffle::{StreamsApp, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 
 fn run_until_counts(

@@ -18,7 +18,7 @@ use common::{
 };
 use riffle::backend::Backend;
 use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{StoreType, StreamsApp};
+use riffle::{StreamsApp, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 
 #[test]

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{config, count_topology, fast_broker, latest_counts, produce_words, wait_for};
-use riffle::{StoreType, StreamsApp, TaskId};
+use riffle::{StreamsApp, TaskId, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig, TaskOffset};
 use riffle_state_dir::Checkpoint;
 

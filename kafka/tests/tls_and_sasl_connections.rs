@@ -11,9 +11,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use riffle::BackendErrorKind;
 use riffle::backend::{Backend, TopicKind};
 use riffle::batch::{BatchBuilder, Compression, TopicPartition};
+use riffle::errors::BackendErrorKind;
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::{KafkaBroker, SASL_PASSWORD, SASL_USER};
 
@@ -163,7 +163,7 @@ fn the_count_app_runs_exactly_once_over_sasl_ssl() {
     app_config.processing_guarantee = riffle::ProcessingGuarantee::ExactlyOnce;
     app_config.commit_interval = Some(Duration::from_millis(100));
     let mut app = riffle::StreamsApp::new(
-        common::count_topology("words", "counts", riffle::StoreType::Persistent),
+        common::count_topology("words", "counts", riffle::dsl::StoreType::Persistent),
         app_config,
         KafkaBackend::connect(config()).unwrap().shared(),
     )

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::{
     Instance, fast_broker, latest_counts, produce_words, stable_assignment, task_count, wait_for,
 };
-use riffle::StoreType;
+use riffle::dsl::StoreType;
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 
 #[test]

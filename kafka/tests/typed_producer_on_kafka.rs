@@ -1,4 +1,4 @@
-//! `riffle::Producer` on a real broker: typed records (string keys, long values) sent with lz4
+//! `riffle::producer::Producer` on a real broker: typed records (string keys, long values) sent with lz4
 //! batches reach Kafka in murmur2 partitions of their keys, in send order per key, and Kafka's
 //! own console consumer reads them back exactly.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use riffle::backend::TopicKind;
 use riffle::batch::{Compression, partition_for_key};
-use riffle::{Producer, ProducerConfig, Serdes};
+use riffle::{Serdes, producer::Producer, producer::ProducerConfig};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 

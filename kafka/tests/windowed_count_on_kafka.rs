@@ -16,8 +16,8 @@ use common::{config, wait_for};
 use riffle::backend::Backend;
 use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
 use riffle::{
-    Consumed, EmitStrategy, Materialized, Produced, Serdes, StoreType, StreamsApp, StreamsBuilder,
-    TimeWindows, Windowed,
+    Consumed, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder, TimeWindows, Windowed,
+    dsl::StoreType, window::EmitStrategy,
 };
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use riffle_record::Compression;
-use riffle_task_manager::SnapshotStrategy;
+pub use riffle_task_manager::SnapshotStrategy;
 
 use crate::state::MIN_MEMORY_BUDGET;
 use crate::state::MemoryBudget;

@@ -123,7 +123,7 @@
 //! application can tell fencing or authorization apart without downcasting:
 //!
 //! ```
-//! use riffle::{BackendErrorKind, Error};
+//! use riffle::{errors::BackendErrorKind, Error};
 //!
 //! let e = Error::backend(BackendErrorKind::Fenced, "member epoch 7 is fenced");
 //! assert_eq!(e.backend_kind(), Some(BackendErrorKind::Fenced));
@@ -172,17 +172,17 @@ mod types;
 // Keys and values as bytes:
 mod serdes;
 // Stores: the bytes stores, the write cache, window and session segments, `Stores` builders:
-mod state;
+pub mod state;
 // `StreamsConfig`:
-mod config;
+pub mod config;
 // What a backend implements, the group protocol's types, the embedded backend:
 pub mod backend;
 // The operator engine (`Node`), the public processor API, typed store handles, the collector:
-mod processor;
+pub mod processor;
 // The built graph, the low-level `Topology` API, sub-topologies, per-task instantiation:
 mod topology;
 // The DSL, one folder per feature family with its builder methods and operator nodes:
-mod dsl;
+pub mod dsl;
 // Tasks, restoration, the offset-sum snapshot, the stream and global threads:
 mod engine;
 // Metrics under Kafka Streams' names, Prometheus' endpoint:
@@ -191,63 +191,96 @@ mod telemetry;
 mod app;
 // `TopologyTestDriver`:
 #[cfg(feature = "embedded")]
-mod testing;
+pub mod testing;
 
-pub use app::metadata::{KeyQueryMetadata, MetadataHandle};
-pub use app::producer::{Producer, ProducerConfig, ProducerRecord};
-pub use app::query::{
-    KeyValueStoreType, QueryableStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore,
-    ReadOnlySessionStore, ReadOnlyWindowStore, SessionStoreType, StoreQueryParameters,
-    WindowStoreType,
-};
+// The root: what an application author needs most. Everything public is also in its group
+// below (`dsl`, `processor`, `state`, `config`, `backend`, `testing` are the layers' own
+// modules; the rest gather items from several layers).
 pub use app::{RunSummary, ShutdownHandle, StreamsApp};
 #[cfg(feature = "embedded")]
 pub use backend::EmbeddedBackend;
-pub use config::{
-    AutoOffsetReset, FetchStrategy, IdleWakeup, ProcessingGuarantee, RecordingLevel, StreamsConfig,
-};
-pub use dsl::join::stream_stream::node::{JoinWindows, StreamJoined};
-pub use dsl::table::suppress::{BufferConfig, Suppressed};
+pub use config::{ProcessingGuarantee, StreamsConfig};
 pub use dsl::{
-    Consumed, GlobalKTable, Grouped, Joined, KGroupedStream, KGroupedTable, KStream, KTable,
-    Materialized, Produced, SessionWindowedKStream, StoreType, StreamsBuilder, TableJoined,
-    TimeWindowedKStream, WindowedBy,
+    Consumed, GlobalKTable, Grouped, JoinWindows, Joined, KGroupedStream, KGroupedTable, KStream,
+    KTable, Materialized, Produced, StreamsBuilder,
 };
-pub use engine::metrics::ThreadMetrics;
-pub use engine::shared::StreamThreadExceptionResponse;
-pub use processor::window_store::{SessionStore, WindowStore};
 pub use processor::{
-    Cancellable, FixedKeyProcessor, FixedKeyProcessorContext, KeyValueStore, Processor,
-    ProcessorContext, PunctuationType,
+    FixedKeyProcessor, FixedKeyProcessorContext, Headers, KeyValueStore, Processor,
+    ProcessorContext, Record,
 };
-pub use serdes::{
-    ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,
-    Serdes, SessionWindowedSerde, StringSerde, TimeWindowedSerde, U64Serde,
-};
-pub use state::segment_totals::{SegmentedStoreTotals, segmented_store_totals};
-pub use state::stores::{
-    KeyValueBytesStoreSupplier, SessionBytesStoreSupplier, StoreBuilder, Stores,
-    WindowBytesStoreSupplier,
-};
-pub use telemetry::Metric;
+pub use riffle_state_dir::TaskId;
+pub use serdes::{Serde, SerdeRef, Serdes};
+pub use state::Stores;
 #[cfg(feature = "embedded")]
-pub use testing::{
-    TestInputTopic, TestKeyValueStore, TestOutputTopic, TestRecord, TestSessionStore,
-    TestWindowStore, TopologyTestDriver,
-};
-pub use topology::{Topology, TopologyDescription};
-pub use types::error::StoreError;
-pub use types::error::{BackendErrorKind, Error, Result, SerdeError};
-pub use types::handlers::{DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse};
-pub use types::host::{HostInfo, StreamsMetadata};
-pub use types::record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
-pub use types::timestamp::{
-    FailOnInvalidTimestamp, LogAndSkipOnInvalidTimestamp, TimestampExtractor,
-    TimestampExtractorRef, UsePartitionTimeOnInvalidTimestamp, WallclockTimestampExtractor,
-};
-pub use types::window::{
-    EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, Windowed,
-};
+pub use testing::TopologyTestDriver;
+pub use topology::Topology;
+pub use types::error::{Error, Result};
+pub use types::window::{SessionWindows, SlidingWindows, TimeWindows, Windowed};
+
+/// Windows: their definitions ([`TimeWindows`], [`SessionWindows`], [`SlidingWindows`],
+/// [`JoinWindows`]), a window ([`Window`]) and a windowed key ([`Windowed`]).
+pub mod window {
+    pub use crate::dsl::JoinWindows;
+    pub use crate::types::window::{
+        EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, Windowed,
+    };
+}
+
+/// Keys and values as bytes: the [`Serde`] trait, [`Serdes`]' built-in serdes, and the
+/// windowed keys' serdes.
+pub mod serde {
+    pub use crate::serdes::{
+        ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,
+        Serdes, SessionWindowedSerde, StringSerde, TimeWindowedSerde, U64Serde,
+    };
+}
+
+/// Errors, and what an application does with them: [`Error`], the exception handlers
+/// ([`ExceptionHandlerRef`], [`HandlerResponse`]) and the dead-letter queue's headers, and what
+/// to do when a stream thread dies ([`StreamThreadExceptionResponse`]).
+pub mod errors {
+    pub use crate::engine::shared::StreamThreadExceptionResponse;
+    pub use crate::types::error::{BackendErrorKind, Error, Result, SerdeError, StoreError};
+    pub use crate::types::handlers::{
+        DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse,
+    };
+}
+
+/// Interactive queries: read-only views of a running application's stores over every local
+/// task, and which instance holds a key.
+pub mod query {
+    pub use crate::app::metadata::{KeyQueryMetadata, MetadataHandle};
+    pub use crate::app::query::{
+        KeyValueStoreType, QueryableStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore,
+        ReadOnlySessionStore, ReadOnlyWindowStore, SessionStoreType, StoreQueryParameters,
+        WindowStoreType,
+    };
+    pub use crate::types::host::{HostInfo, StreamsMetadata};
+}
+
+/// Metrics under Kafka Streams' names ([`Metric`], as [`StreamsApp::metrics`](crate::StreamsApp::metrics)
+/// reads them) and a stream thread's counters ([`ThreadMetrics`]).
+pub mod metrics {
+    pub use crate::engine::metrics::ThreadMetrics;
+    pub use crate::telemetry::Metric;
+}
+
+/// Typed records into either backend, batched per partition ([`Producer`]).
+pub mod producer {
+    pub use crate::app::producer::{Producer, ProducerConfig, ProducerRecord};
+}
+
+/// What most applications import: `use riffle::prelude::*;`.
+pub mod prelude {
+    #[cfg(feature = "embedded")]
+    pub use crate::EmbeddedBackend;
+    pub use crate::{
+        Consumed, Error, FixedKeyProcessor, FixedKeyProcessorContext, Grouped, KGroupedStream,
+        KStream, KTable, KeyValueStore, Materialized, Processor, ProcessorContext, Produced,
+        Record, Result, Serde, SerdeRef, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+        TimeWindows, Topology, Windowed,
+    };
+}
 
 /// The embedded log, re-exported: open one, create topics, append and read batches (its record
 /// types are [`batch`]'s).
@@ -256,5 +289,3 @@ pub use riffle_log as log;
 /// Kafka's record batch (the `riffle-record` crate), shared by both backends: topic-partitions, batch builders, fetched
 /// batches and records, codecs, Kafka's partitioner.
 pub use riffle_record as batch;
-pub use riffle_state_dir::TaskId;
-pub use riffle_task_manager::SnapshotStrategy;

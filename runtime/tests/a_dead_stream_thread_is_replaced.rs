@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use riffle::log::{Log, LogOptions};
 use riffle::{
-    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StoreType,
-    StreamThreadExceptionResponse, StreamsApp, StreamsBuilder, StreamsConfig,
+    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, dsl::StoreType, errors::StreamThreadExceptionResponse,
 };
 
 /// groupByKey-count whose `peek` panics once, on the `nth` record it sees.

@@ -83,7 +83,7 @@ pub fn run_until_idle(mut app: riffle::StreamsApp) -> (u64, u64) {
 /// (longs).
 #[allow(dead_code)]
 pub fn persistent_count_topology() -> riffle::Topology {
-    use riffle::{Consumed, Materialized, Produced, Serdes, StoreType, StreamsBuilder};
+    use riffle::{Consumed, Materialized, Produced, Serdes, StreamsBuilder, dsl::StoreType};
     let builder = StreamsBuilder::new();
     builder
         .stream("in", Consumed::with(Serdes::string(), Serdes::string()))

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use riffle::{
-    Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder, StreamsConfig, TestRecord,
-    TopologyTestDriver,
+    Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder, StreamsConfig,
+    TopologyTestDriver, testing::TestRecord,
 };
 
 #[test]

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use riffle::log::{Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, Materialized, ProcessingGuarantee, Produced, Serdes, StoreType,
-    StreamThreadExceptionResponse, StreamsApp, StreamsBuilder, StreamsConfig,
+    Consumed, EmbeddedBackend, Materialized, ProcessingGuarantee, Produced, Serdes, StreamsApp,
+    StreamsBuilder, StreamsConfig, dsl::StoreType, errors::StreamThreadExceptionResponse,
 };
 
 fn topology(panic_at: Option<u64>, store: StoreType) -> riffle::Topology {

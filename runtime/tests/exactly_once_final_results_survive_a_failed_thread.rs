@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
-    BufferConfig, Consumed, EmbeddedBackend, EmitStrategy, Materialized, ProcessingGuarantee,
-    Produced, Serdes, StoreType, StreamThreadExceptionResponse, StreamsApp, StreamsBuilder,
-    StreamsConfig, Suppressed, TimeWindows, Windowed,
+    Consumed, EmbeddedBackend, Materialized, ProcessingGuarantee, Produced, Serdes, StreamsApp,
+    StreamsBuilder, StreamsConfig, TimeWindows, Windowed, dsl::BufferConfig, dsl::StoreType,
+    dsl::Suppressed, errors::StreamThreadExceptionResponse, window::EmitStrategy,
 };
 use window_model::{Kind, Spec};
 

@@ -17,9 +17,9 @@ use common::{produce_longs, table_of_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{Log, LogOptions};
 use riffle::{
-    Consumed, EmbeddedBackend, KTable, Materialized, Produced, QueryableStoreTypes, Serdes,
-    StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TableJoined,
-    TestRecord, Topology, TopologyTestDriver,
+    Consumed, EmbeddedBackend, KTable, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, Topology, TopologyTestDriver, dsl::StoreType, dsl::TableJoined,
+    query::QueryableStoreTypes, query::StoreQueryParameters, testing::TestRecord,
 };
 
 /// A left row: an order's amount, whose foreign key is the customer `c<amount % 10>`, or none

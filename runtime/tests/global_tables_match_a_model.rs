@@ -15,8 +15,8 @@ use common::{longs_per_key, produce_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, Error, Materialized, Produced, Serdes, StoreType, StreamsApp,
-    StreamsBuilder, StreamsConfig, TestRecord, Topology, TopologyTestDriver,
+    Consumed, EmbeddedBackend, Error, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, Topology, TopologyTestDriver, dsl::StoreType, testing::TestRecord,
 };
 
 /// Orders (key: order id, value: a product id as `p<n>`) joined with the products global table
@@ -379,7 +379,7 @@ fn a_global_record_that_does_not_decode_meets_the_deserialization_handler() {
         config.poll = Duration::from_millis(5);
         if continue_ {
             config.deserialization_exception_handler =
-                riffle::ExceptionHandlerRef::log_and_continue();
+                riffle::errors::ExceptionHandlerRef::log_and_continue();
         }
         let mut running = StreamsApp::new(
             topology(),

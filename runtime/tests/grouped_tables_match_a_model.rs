@@ -17,9 +17,9 @@ use common::{table_of_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
-    Consumed, EmbeddedBackend, Grouped, Materialized, Produced, QueryableStoreTypes, Serdes,
-    StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
-    TopologyTestDriver,
+    Consumed, EmbeddedBackend, Grouped, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, Topology, TopologyTestDriver, dsl::StoreType, query::QueryableStoreTypes,
+    query::StoreQueryParameters,
 };
 
 /// A row's group: its value modulo 3.

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use riffle::log::{Log, LogOptions};
 use riffle::{
-    EmbeddedBackend, Error, QueryableStoreTypes, StoreQueryParameters, StreamsApp, StreamsConfig,
+    EmbeddedBackend, Error, StreamsApp, StreamsConfig, query::QueryableStoreTypes,
+    query::StoreQueryParameters,
 };
 
 mod common;
@@ -135,7 +136,7 @@ fn on_the_embedded_log_this_instance_holds_every_key() {
             .expect("metadata");
         assert_eq!(
             meta.active_host,
-            Some(riffle::HostInfo::new("localhost", 8080))
+            Some(riffle::query::HostInfo::new("localhost", 8080))
         );
         assert!(meta.standby_hosts.is_empty());
         assert_eq!(

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use riffle::log::{Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
-    AutoOffsetReset, Consumed, EmbeddedBackend, Error, Produced, Serdes, StreamsApp,
-    StreamsBuilder, StreamsConfig,
+    Consumed, EmbeddedBackend, Error, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+    config::AutoOffsetReset,
 };
 
 mod common;

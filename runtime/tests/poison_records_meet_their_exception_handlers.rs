@@ -17,8 +17,8 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use riffle::log::{Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, DLQ_HEADERS, EmbeddedBackend, Error, Produced, Serdes, StreamThreadExceptionResponse,
-    StreamsApp, StreamsBuilder, StreamsConfig, TopologyTestDriver,
+    Consumed, EmbeddedBackend, Error, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
+    TopologyTestDriver, errors::DLQ_HEADERS, errors::StreamThreadExceptionResponse,
 };
 
 mod common;

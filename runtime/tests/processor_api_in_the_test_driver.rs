@@ -10,9 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use proptest::prelude::*;
 use riffle::{
-    Consumed, Error, FixedKeyProcessor, FixedKeyProcessorContext, FixedKeyRecord, Headers,
-    Processor, ProcessorContext, Produced, PunctuationType, Record, Result, Serdes, Stores,
-    StreamsBuilder, StreamsConfig, TestRecord, TimestampExtractorRef, Topology, TopologyTestDriver,
+    Consumed, Error, FixedKeyProcessor, FixedKeyProcessorContext, Headers, Processor,
+    ProcessorContext, Produced, Record, Result, Serdes, Stores, StreamsBuilder, StreamsConfig,
+    Topology, TopologyTestDriver, processor::FixedKeyRecord, processor::PunctuationType,
+    processor::TimestampExtractorRef, testing::TestRecord,
 };
 
 /// A test driver for what `builder` built, as application `app`.
@@ -401,7 +402,7 @@ fn a_cancelled_punctuator_stops_and_wall_clock_punctuators_fire_without_input() 
     impl Processor<String, String, String, String> for Once {
         fn init(&mut self, ctx: &mut ProcessorContext<'_, String, String>) -> Result<()> {
             let fired = Rc::new(RefCell::new(0));
-            let slot: Rc<RefCell<Option<riffle::Cancellable>>> = Rc::default();
+            let slot: Rc<RefCell<Option<riffle::processor::Cancellable>>> = Rc::default();
             let handle = slot.clone();
             let c = ctx.schedule(
                 Duration::from_secs(1),

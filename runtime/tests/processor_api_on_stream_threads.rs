@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, ProcessingGuarantee, Processor, ProcessorContext, Produced,
-    PunctuationType, Record, Result, Serdes, Stores, StreamsApp, StreamsBuilder, StreamsConfig,
-    Topology,
+    Consumed, EmbeddedBackend, ProcessingGuarantee, Processor, ProcessorContext, Produced, Record,
+    Result, Serdes, Stores, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
+    processor::PunctuationType,
 };
 
 /// Counts records per key in store `seen`; forwards nothing per record, but every `tick` of

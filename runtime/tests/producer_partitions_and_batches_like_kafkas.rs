@@ -1,4 +1,4 @@
-//! `riffle::Producer` against a model: any sequence of sends (keyed, keyless, tombstones, to a
+//! `riffle::producer::Producer` against a model: any sequence of sends (keyed, keyless, tombstones, to a
 //! chosen partition, with headers) and flushes, under any batch size, ends with every record in
 //! the embedded log exactly once — a keyed record in Kafka's murmur2 partition of its key,
 //! each partition holding its records in send order — and the linger thread appends a batch
@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use riffle::backend::TopicKind;
 use riffle::log::{Log, TopicPartition, partition_for_key};
-use riffle::{EmbeddedBackend, Error, Headers, Producer, ProducerConfig, ProducerRecord, Serdes};
+use riffle::{
+    EmbeddedBackend, Error, Headers, Serdes, producer::Producer, producer::ProducerConfig,
+    producer::ProducerRecord,
+};
 
 const PARTITIONS: u32 = 3;
 

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use riffle::{
-    Consumed, JoinWindows, Produced, Serdes, StoreType, StreamJoined, StreamsBuilder,
-    StreamsConfig, Topology, TopologyTestDriver,
+    Consumed, JoinWindows, Produced, Serdes, StreamsBuilder, StreamsConfig, Topology,
+    TopologyTestDriver, dsl::StoreType, dsl::StreamJoined,
 };
 
 /// A joined value as one number: `(left + 1) * 100 + (right + 1)`, 0 for a missing side.
@@ -471,7 +471,7 @@ mod threads {
     use riffle::log::{
         BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key,
     };
-    use riffle::{EmbeddedBackend, StoreType, StreamsApp, StreamsConfig};
+    use riffle::{EmbeddedBackend, StreamsApp, StreamsConfig, dsl::StoreType};
 
     use super::{JOINS, LEFT, Replay, Spec, topology};
 
@@ -715,8 +715,8 @@ mod kafka_scenarios {
     use std::time::Duration;
 
     use riffle::{
-        Consumed, JoinWindows, Produced, Serdes, StreamJoined, StreamsBuilder, StreamsConfig,
-        TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver,
+        Consumed, JoinWindows, Produced, Serdes, StreamsBuilder, StreamsConfig, TopologyTestDriver,
+        dsl::StreamJoined, testing::TestInputTopic, testing::TestOutputTopic, testing::TestRecord,
     };
 
     type Topic = TestInputTopic<String, String>;

@@ -15,9 +15,9 @@ use common::{longs_per_key, produce_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, Joined, Materialized, Produced, QueryableStoreTypes, Serdes,
-    StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TestRecord,
-    Topology, TopologyTestDriver,
+    Consumed, EmbeddedBackend, Joined, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, Topology, TopologyTestDriver, dsl::StoreType, query::QueryableStoreTypes,
+    query::StoreQueryParameters, testing::TestRecord,
 };
 
 /// The joins under test, over a table of `i64` rows read from `table` and a stream of `i64`
@@ -266,9 +266,9 @@ proptest! {
                 Materialized::named("rows"),
             )
             .map_values(Some, Serdes::optional(Serdes::i64()))
-            .suppress(riffle::Suppressed::until_time_limit(
+            .suppress(riffle::dsl::Suppressed::until_time_limit(
                 Duration::from_millis(limit as u64),
-                riffle::BufferConfig::unbounded(),
+                riffle::dsl::BufferConfig::unbounded(),
             ))
             .to_stream()
             .to("out", Produced::with(Serdes::string(), Serdes::optional(Serdes::i64())));
@@ -579,9 +579,9 @@ fn a_suppressed_key_updated_while_buffered_keeps_the_time_it_was_first_buffered(
             Consumed::with(Serdes::string(), Serdes::i64()),
             Materialized::named("rows"),
         )
-        .suppress(riffle::Suppressed::until_time_limit(
+        .suppress(riffle::dsl::Suppressed::until_time_limit(
             Duration::from_millis(10),
-            riffle::BufferConfig::unbounded(),
+            riffle::dsl::BufferConfig::unbounded(),
         ))
         .to_stream()
         .to("out", Produced::with(Serdes::string(), Serdes::i64()));

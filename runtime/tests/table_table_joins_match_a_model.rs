@@ -18,9 +18,9 @@ use common::{produce_longs, table_of_longs, two_thread_config, wait_idle};
 use proptest::prelude::*;
 use riffle::log::{Log, LogOptions};
 use riffle::{
-    Consumed, EmbeddedBackend, Grouped, KTable, Materialized, Produced, QueryableStoreTypes,
-    Serdes, StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
-    TopologyTestDriver,
+    Consumed, EmbeddedBackend, Grouped, KTable, Materialized, Produced, Serdes, StreamsApp,
+    StreamsBuilder, StreamsConfig, Topology, TopologyTestDriver, dsl::StoreType,
+    query::QueryableStoreTypes, query::StoreQueryParameters,
 };
 
 const NONE: i64 = -1;

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
-    Consumed, EmbeddedBackend, Error, Materialized, QueryableStoreTypes, Serdes, SessionWindows,
-    StoreQueryParameters, StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows,
-    Topology, Windowed,
+    Consumed, EmbeddedBackend, Error, Materialized, Serdes, SessionWindows, StreamsApp,
+    StreamsBuilder, StreamsConfig, TimeWindows, Topology, Windowed, dsl::StoreType,
+    query::QueryableStoreTypes, query::StoreQueryParameters,
 };
 use window_model::{Kind, Spec, WKey};
 

@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use riffle::{
-    BufferConfig, Consumed, EmitStrategy, Error, Materialized, Processor, ProcessorContext,
-    Produced, Record, Result, SerdeRef, Serdes, SessionWindows, SlidingWindows, Stores,
-    StreamsBuilder, StreamsConfig, Suppressed, TestRecord, TimeWindows, TopologyTestDriver, Window,
-    Windowed,
+    Consumed, Error, Materialized, Processor, ProcessorContext, Produced, Record, Result, SerdeRef,
+    Serdes, SessionWindows, SlidingWindows, Stores, StreamsBuilder, StreamsConfig, TimeWindows,
+    TopologyTestDriver, Windowed, dsl::BufferConfig, dsl::Suppressed, testing::TestRecord,
+    window::EmitStrategy, window::Window,
 };
 
 fn ms(n: u64) -> Duration {
@@ -36,7 +36,7 @@ fn pipe(driver: &TopologyTestDriver, records: &[(&str, i64)]) {
     }
 }
 
-type Out = riffle::TestOutputTopic<Windowed<String>, Option<i64>>;
+type Out = riffle::testing::TestOutputTopic<Windowed<String>, Option<i64>>;
 
 fn output(driver: &TopologyTestDriver, key: SerdeRef<Windowed<String>>) -> Out {
     driver.create_output_topic("out", key, Serdes::optional(Serdes::i64()))

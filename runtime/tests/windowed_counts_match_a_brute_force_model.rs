@@ -11,9 +11,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 use riffle::log::{BatchBuilder, Compression, Log, TopicPartition, partition_for_key};
 use riffle::{
-    BufferConfig, Consumed, EmbeddedBackend, EmitStrategy, Materialized, Produced, SerdeRef,
-    Serdes, SessionWindows, SlidingWindows, StoreType, StreamsApp, StreamsBuilder, StreamsConfig,
-    Suppressed, TimeWindows, Topology, TopologyTestDriver, Windowed,
+    Consumed, EmbeddedBackend, Materialized, Produced, SerdeRef, Serdes, SessionWindows,
+    SlidingWindows, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows, Topology,
+    TopologyTestDriver, Windowed, dsl::BufferConfig, dsl::StoreType, dsl::Suppressed,
+    window::EmitStrategy,
 };
 use window_model::{Kind, Outcome, Spec, WKey};
 

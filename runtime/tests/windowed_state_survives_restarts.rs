@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use riffle::log::{BatchBuilder, Compression, Log, TopicPartition};
 use riffle::{
-    Consumed, EmbeddedBackend, EmitStrategy, Materialized, Produced, Serdes, SessionWindows,
-    StoreType, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows, Topology, Windowed,
+    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, SessionWindows, StreamsApp,
+    StreamsBuilder, StreamsConfig, TimeWindows, Topology, Windowed, dsl::StoreType,
+    window::EmitStrategy,
 };
 use window_model::{Kind, Spec};
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use riffle::FetchStrategy;
+use riffle::config::FetchStrategy;
 use riffle_benches::{IdleReport, IdleRun, IdleSettings, Latencies, SplitMix64};
 use serde::Serialize;
 

@@ -31,8 +31,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
 use riffle::{
-    Consumed, EmbeddedBackend, JoinWindows, Materialized, Produced, Producer, ProducerConfig,
-    ProducerRecord, Serdes, StreamJoined, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
+    Consumed, EmbeddedBackend, JoinWindows, Materialized, Produced, Serdes, StreamsApp,
+    StreamsBuilder, StreamsConfig, Topology, dsl::StreamJoined, producer::Producer,
+    producer::ProducerConfig, producer::ProducerRecord,
 };
 use riffle_log::{Log, LogOptions, TopicPartition};
 use serde::Serialize;

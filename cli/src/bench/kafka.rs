@@ -225,7 +225,7 @@ fn generate(
         let key = format!("key-{}", rng.random_range(0..args.keys.max(1)));
         producer.send_record(
             topic,
-            riffle::ProducerRecord::new(&key, &one).with_timestamp(now + i as i64),
+            riffle::producer::ProducerRecord::new(&key, &one).with_timestamp(now + i as i64),
         )?;
         *expected.entry(key).or_insert(0) += 1;
     }

@@ -47,7 +47,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use riffle::{FetchStrategy, IdleWakeup, SnapshotStrategy};
+use riffle::{config::FetchStrategy, config::IdleWakeup, config::SnapshotStrategy};
 use serde::Serialize;
 
 /// Process-wide allocation totals for the benches (zeros without the counting allocator).

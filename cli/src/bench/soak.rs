@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
-use riffle::{EmbeddedBackend, ProducerRecord};
+use riffle::{EmbeddedBackend, producer::ProducerRecord};
 use riffle_log::{Log, LogOptions, TopicConfig};
 use serde::Serialize;
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use riffle::SnapshotStrategy;
+use riffle::config::SnapshotStrategy;
 use riffle_benches::{IdleRun, IdleSettings, SplitMix64, TrickleReport};
 use serde::Serialize;
 

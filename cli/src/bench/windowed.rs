@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use rand::{Rng, SeedableRng};
 use riffle::{
-    Consumed, EmbeddedBackend, EmitStrategy, Materialized, Produced, SegmentedStoreTotals, Serdes,
-    SessionWindows, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows,
+    Consumed, EmbeddedBackend, Materialized, Produced, Serdes, SessionWindows, StreamsApp,
+    StreamsBuilder, StreamsConfig, TimeWindows, state::SegmentedStoreTotals, window::EmitStrategy,
 };
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use serde::Serialize;
@@ -226,7 +226,7 @@ struct Row {
     output_records: u64,
     /// Tumbling: windows the stores keep at the end of the run (from the replay).
     retained_at_end: Option<u64>,
-    /// The window or session stores during the run (`riffle::segmented_store_totals`): entry
+    /// The window or session stores during the run (`riffle::state::segmented_store_totals`): entry
     /// writes applied at commits, writes ignored for their segment having expired, and the
     /// segments dropped.
     store_writes: u64,
@@ -631,7 +631,7 @@ fn run_once(
             ""
         }
     ));
-    let expiry0 = riffle::segmented_store_totals();
+    let expiry0 = riffle::state::segmented_store_totals();
     let (b0, c0) = process_totals();
     count_process_wide(count_allocations);
     let start = Instant::now();
@@ -651,7 +651,7 @@ fn run_once(
     let seconds = start.elapsed().as_secs_f64();
     count_process_wide(false);
     let (b1, c1) = process_totals();
-    let expiry = riffle::segmented_store_totals().since(&expiry0);
+    let expiry = riffle::state::segmented_store_totals().since(&expiry0);
     bar.finish_and_clear();
     ensure!(
         summary.records_processed == args.records,

@@ -22,8 +22,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
-    Consumed, EmbeddedBackend, JoinWindows, Produced, Serdes, StreamJoined, StreamsApp,
-    StreamsBuilder, StreamsConfig,
+    Consumed, EmbeddedBackend, JoinWindows, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, dsl::StreamJoined,
 };
 
 use super::{Store, store_type};

@@ -30,8 +30,9 @@ use rand::{Rng, SeedableRng};
 use riffle::backend::{Backend, TopicKind};
 use riffle::log::TopicPartition;
 use riffle::{
-    Consumed, EmbeddedBackend, Grouped, Materialized, Produced, Producer, ProducerConfig,
-    ProducerRecord, Serdes, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows, Topology,
+    Consumed, EmbeddedBackend, Grouped, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, TimeWindows, Topology, producer::Producer, producer::ProducerConfig,
+    producer::ProducerRecord,
 };
 use riffle_log::{Log, LogOptions};
 

@@ -133,7 +133,7 @@ fn generate(
         let key = format!("key-{}", rng.random_range(0..keys.max(1)));
         producer.send_record(
             topic,
-            riffle::ProducerRecord::new(&key, &one).with_timestamp(i as i64),
+            riffle::producer::ProducerRecord::new(&key, &one).with_timestamp(i as i64),
         )?;
         *expected.entry(key).or_insert(0) += 1;
         if i % 65_536 == 0 {

@@ -13,9 +13,9 @@ use rand::{Rng, SeedableRng};
 use riffle::backend::Backend;
 use riffle::log::{TopicPartition, partition_for_key};
 use riffle::{
-    Consumed, EmbeddedBackend, EmitStrategy, Materialized, Produced, SerdeRef, Serdes,
-    SessionWindows, SlidingWindows, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows,
-    Windowed,
+    Consumed, EmbeddedBackend, Materialized, Produced, SerdeRef, Serdes, SessionWindows,
+    SlidingWindows, StreamsApp, StreamsBuilder, StreamsConfig, TimeWindows, Windowed,
+    window::EmitStrategy,
 };
 use riffle_log::{Log, LogOptions};
 
@@ -330,7 +330,8 @@ impl Generated {
         for (p, records) in self.partitions.iter().enumerate() {
             for &(key, ts) in records {
                 let mut record =
-                    riffle::ProducerRecord::new(&self.keys[key as usize], &one).with_timestamp(ts);
+                    riffle::producer::ProducerRecord::new(&self.keys[key as usize], &one)
+                        .with_timestamp(ts);
                 record.partition = Some(p as u32);
                 producer.send_record(topic, record)?;
                 written += 1;

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use riffle::backend::{Backend, TopicKind};
 use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
-use riffle::{Consumed, Materialized, Produced, Serdes, StoreType, StreamsBuilder, StreamsConfig};
+use riffle::{
+    Consumed, Materialized, Produced, Serdes, StreamsBuilder, StreamsConfig, dsl::StoreType,
+};
 use riffle_kafka::KafkaBackend;
 
 /// stream(input).groupByKey().count().toStream().to(output), as the CLI sample builds it

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use riffle::log::Log;
-//! use riffle::{EmbeddedBackend, Producer, Serdes};
+//! use riffle::{EmbeddedBackend, producer::Producer, Serdes};
 //! use riffle::backend::{Backend, TopicKind};
 //!
 //! let backend = EmbeddedBackend::new(Log::in_memory()).shared();

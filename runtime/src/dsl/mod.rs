@@ -10,10 +10,12 @@ pub(crate) mod table;
 pub(crate) mod window;
 
 pub use join::foreign_key::TableJoined;
+pub use join::stream_stream::node::{JoinWindows, StreamJoined};
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
 pub use table::Joined;
 pub use table::global::GlobalKTable;
 pub use table::grouped::KGroupedTable;
+pub use table::suppress::{BufferConfig, Suppressed};
 pub use window::{SessionWindowedKStream, TimeWindowedKStream, WindowedBy};
 
 use std::cell::RefCell;

@@ -31,7 +31,7 @@ use crate::backend::Backend;
 use crate::engine::shared::AppShared;
 pub(crate) use crate::state::global::{CheckFn, GlobalStore};
 use crate::state::{
-    InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, StoreDatabase, StorePosition,
+    BytesStore, InMemoryKeyValueStore, PersistentKeyValueStore, StoreDatabase, StorePosition,
 };
 use crate::topology::Topology;
 use crate::types::error::{Error, Result};
@@ -97,7 +97,7 @@ impl GlobalState {
                     .ok_or_else(|| Error::MissingSourceTopic {
                         topic: global.topic.clone(),
                     })?;
-            let mut store: Box<dyn KeyValueStore + Sync> = match (global.persistent, db) {
+            let mut store: Box<dyn BytesStore + Sync> = match (global.persistent, db) {
                 (true, Some(db)) => Box::new(PersistentKeyValueStore::open_global(
                     db,
                     "kv-ts",
@@ -353,7 +353,7 @@ fn position_of(tp: &TopicPartition, next: u64) -> StorePosition {
 /// a crash interrupted leaves. Either way the store is wiped, with a warning, and the topic read
 /// again from 0.
 fn start_offsets(
-    store: &mut dyn KeyValueStore,
+    store: &mut dyn BytesStore,
     topic: &str,
     count: u32,
     backend: &dyn Backend,

@@ -23,7 +23,7 @@ use crate::processor::node::{FlushRef, ProcessingContext, Scratch, SourceRef};
 use crate::processor::{PunctuationType, Schedule, TaskSignals};
 use crate::state::global::GlobalStore;
 use crate::state::{
-    CachedStore, InMemoryKeyValueStore, KeyValueStore, PersistentKeyValueStore, SegmentedKind,
+    BytesStore, CachedStore, InMemoryKeyValueStore, PersistentKeyValueStore, SegmentedKind,
     SegmentedStore, StoreDatabase, StorePosition,
 };
 use crate::topology::{LifecycleRef, StoreKind, SubtopologyDef, Topology, changelog_topic};
@@ -111,7 +111,7 @@ impl TaskStores {
                 (StoreKind::Session { .. }, _) => "session",
             };
             let db = store_db.filter(|_| def.persistent);
-            let mut inner: Box<dyn KeyValueStore> = match (def.kind, db) {
+            let mut inner: Box<dyn BytesStore> = match (def.kind, db) {
                 (StoreKind::KeyValue, Some(db)) => {
                     Box::new(PersistentKeyValueStore::open(db, id, format, &def.name)?)
                 }
@@ -305,7 +305,7 @@ impl TaskStores {
 /// warning naming the task, the store and both offsets.
 fn restore_start(
     task: TaskId,
-    store: &mut dyn KeyValueStore,
+    store: &mut dyn BytesStore,
     partition: &TopicPartition,
     checkpointed: Option<u64>,
 ) -> Result<u64> {

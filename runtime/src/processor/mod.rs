@@ -20,16 +20,19 @@ use std::time::Duration;
 use riffle_state_dir::TaskId;
 
 use crate::processor::node::{Forward, Node, ProcessingContext};
-use crate::processor::window_store::SessionStore;
-use crate::processor::window_store::WindowStore;
+pub use crate::processor::window_store::{SessionStore, WindowStore};
 use crate::serdes::SerdeRef;
 use crate::state::CachedStore;
 use crate::state::def::StoreKind;
 pub(crate) use crate::state::def::StoreSerdes;
 use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
-use crate::types::record::{FixedKeyRecord, Headers, Record, RecordMetadata};
+pub use crate::types::record::{FixedKeyRecord, Header, Headers, Record, RecordMetadata};
 pub(crate) use crate::types::timestamp::system_time_ms;
+pub use crate::types::timestamp::{
+    FailOnInvalidTimestamp, LogAndSkipOnInvalidTimestamp, TimestampExtractor,
+    TimestampExtractorRef, UsePartitionTimeOnInvalidTimestamp, WallclockTimestampExtractor,
+};
 
 /// A processor: takes records of one type, forwards records of another (Kafka Streams'
 /// `Processor<KIn, VIn, KOut, VOut>`). One instance runs per task, built by the supplier given

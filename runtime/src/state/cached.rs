@@ -13,7 +13,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use super::{KeyValueStore, StoreError, StoreHint, StorePosition};
+use super::{BytesStore, StoreError, StoreHint, StorePosition};
 use crate::types::record::Headers;
 
 /// Room kept in front of every cached value for its 8-byte timestamp, so that a timestamped
@@ -77,7 +77,7 @@ fn push_slot(arena: &mut Vec<u8>, value: Option<&[u8]>, cap: usize) -> usize {
 /// size: they are cleared at commit with their capacity kept (and given back when a commit
 /// used less than a quarter of it).
 pub(crate) struct CachedStore {
-    pub(crate) inner: Box<dyn KeyValueStore>,
+    pub(crate) inner: Box<dyn BytesStore>,
     entries: Vec<Entry>,
     /// Every key's latest entry, by the key's hash. foldhash (hashbrown's own hasher, randomly
     /// seeded per process) rather than SipHash: it was a twentieth of a windowed count's CPU
@@ -181,7 +181,7 @@ const ENTRY_OVERHEAD: usize = 64;
 const KEEP_BYTES: usize = 4 << 10;
 
 impl CachedStore {
-    pub(crate) fn new(inner: Box<dyn KeyValueStore>) -> Self {
+    pub(crate) fn new(inner: Box<dyn BytesStore>) -> Self {
         CachedStore {
             inner,
             entries: Vec::new(),
@@ -246,7 +246,7 @@ impl CachedStore {
     /// Sets how writes are kept: `timestamped` values, `caching` (one entry per key, else every
     /// write), an `ordered` index of cached keys for range reads.
     pub(crate) fn configured(
-        inner: Box<dyn KeyValueStore>,
+        inner: Box<dyn BytesStore>,
         timestamped: bool,
         caching: bool,
         ordered: bool,
@@ -261,7 +261,7 @@ impl CachedStore {
 
     /// A store that keeps each value's timestamp (a DSL aggregation's).
     #[cfg(test)]
-    pub(crate) fn timestamped(inner: Box<dyn KeyValueStore>) -> Self {
+    pub(crate) fn timestamped(inner: Box<dyn BytesStore>) -> Self {
         CachedStore {
             timestamped: true,
             ..CachedStore::new(inner)

@@ -520,7 +520,7 @@ mod tests {
     use riffle_state_dir::{TaskId, TopicPartition};
 
     use super::*;
-    use crate::state::{KeyValueStore, PersistentKeyValueStore, StorePosition};
+    use crate::state::{BytesStore, PersistentKeyValueStore, StorePosition};
 
     /// The stores: (task, name). Two tasks' stores sit next to each other in the shared keyspace.
     const STORES: [(u32, u32, &str); 4] = [(0, 0, "a"), (0, 0, "b"), (0, 1, "a"), (1, 0, "a")];

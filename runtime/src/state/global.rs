@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use crate::state::{KeyValueStore, StoreError};
+use crate::state::{BytesStore, StoreError};
 use crate::types::error::{Result, SerdeError};
 
 /// One global table's store, shared by the global thread (which writes it) and the stream
@@ -12,7 +12,7 @@ pub(crate) struct GlobalStore {
     pub(crate) name: String,
     pub(crate) topic: String,
     /// Read by every stream thread at once; written by the global thread a fetch at a time.
-    pub(crate) store: RwLock<Box<dyn KeyValueStore + Sync>>,
+    pub(crate) store: RwLock<Box<dyn BytesStore + Sync>>,
 }
 
 impl std::fmt::Debug for GlobalStore {

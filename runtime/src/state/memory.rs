@@ -1,7 +1,7 @@
 //! The in-memory store.
 
 use super::arena::ArenaMap;
-use super::{KeyValueStore, StoreError, StoreHint, StorePosition};
+use super::{BytesStore, StoreError, StoreHint, StorePosition};
 
 /// A store in a hash map whose keys and values share one arena (runtime/src/store/arena.rs): a
 /// value rewritten with its old length stays in place (an aggregate's usual update), and a key
@@ -32,7 +32,7 @@ impl InMemoryKeyValueStore {
     }
 }
 
-impl KeyValueStore for InMemoryKeyValueStore {
+impl BytesStore for InMemoryKeyValueStore {
     fn name(&self) -> &str {
         &self.name
     }

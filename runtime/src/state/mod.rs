@@ -1,4 +1,4 @@
-//! State stores: the [`KeyValueStore`] trait, an in-memory and a persistent (fjall)
+//! State stores: the [`BytesStore`] trait, an in-memory and a persistent (fjall)
 //! implementation, the segmented window/session store ([`SegmentedStore`]), and the write cache
 //! every store sits behind.
 //!
@@ -29,8 +29,13 @@ pub(crate) use window::{
     meta_key, session_entry_key, window_entry_key,
 };
 
-pub(crate) use crate::types::error::StoreError;
+pub use crate::types::error::StoreError;
 pub(crate) use cached::{CachedStore, NO_TIMESTAMP};
+pub use segment_totals::{SegmentedStoreTotals, segmented_store_totals};
+pub use stores::{
+    KeyValueBytesStoreSupplier, SessionBytesStoreSupplier, StoreBuilder, Stores,
+    WindowBytesStoreSupplier,
+};
 
 /// Where a persistent store's data stands in its changelog, recorded in the store atomically
 /// with the data it covers (as Kafka's KIP-1035 does): the changelog partition, and the offset
@@ -96,8 +101,8 @@ impl std::fmt::Display for StorePosition {
     }
 }
 
-/// Where a store found a key ([`KeyValueStore::get_hinted`]): a write of the key at the next
-/// commit ([`KeyValueStore::write_batch_hinted`]) goes there without a lookup if nothing in the
+/// Where a store found a key ([`BytesStore::get_hinted`]): a write of the key at the next
+/// commit ([`BytesStore::write_batch_hinted`]) goes there without a lookup if nothing in the
 /// store moved since (an epoch the store changes whenever an entry moves or goes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct StoreHint {
@@ -109,7 +114,7 @@ pub(crate) struct StoreHint {
 /// A key-value store of bytes. Implementations are owned by one task at a time.
 ///
 /// The shape leaves room for window stores (ordered iteration) and for bulk restoration.
-pub(crate) trait KeyValueStore: Send {
+pub(crate) trait BytesStore: Send {
     /// The store's name.
     fn name(&self) -> &str;
     /// Copies the value of `key` into `out` (cleared first); `false` if there is none.
@@ -306,7 +311,7 @@ mod tests {
     #[test]
     fn both_stores_behave_like_a_btreemap() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let stores: Vec<Box<dyn KeyValueStore>> = vec![
+        let stores: Vec<Box<dyn BytesStore>> = vec![
             Box::new(InMemoryKeyValueStore::new("m")),
             Box::new(PersistentKeyValueStore::open_in("p", dir.path()).expect("open")),
         ];

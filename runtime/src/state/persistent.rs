@@ -27,7 +27,7 @@ use super::arena::ArenaMap;
 #[cfg(test)]
 use super::database::MemoryBudget;
 use super::database::{StoreDatabase, delete_prefix};
-use super::{KeyValueStore, StoreError, StorePosition};
+use super::{BytesStore, StoreError, StorePosition};
 
 /// The writes of a store not yet in fjall, latest per key (in an arena: see
 /// runtime/src/store/arena.rs), and the position of the last commit among them.
@@ -138,7 +138,7 @@ impl PersistentKeyValueStore {
 
     /// Opens (creating if needed) the global store `name` in `format`: a global table's, which
     /// no task owns and whose positions are recorded per partition of its topic
-    /// ([`KeyValueStore::write_batch_at_partition`]).
+    /// ([`BytesStore::write_batch_at_partition`]).
     pub(crate) fn open_global(
         db: &Arc<StoreDatabase>,
         format: &str,
@@ -231,7 +231,7 @@ impl PersistentKeyValueStore {
     }
 
     /// Writes the table back if it holds anything (before a read of fjall that the table does
-    /// not answer, a range or a scan, and when the task asks: [`KeyValueStore::persist`]).
+    /// not answer, a range or a scan, and when the task asks: [`BytesStore::persist`]).
     fn write_back_shared(&self) -> Result<(), StoreError> {
         if self.write_back {
             let mut pending = self.pending();
@@ -400,7 +400,7 @@ impl PersistentKeyValueStore {
     }
 }
 
-impl KeyValueStore for PersistentKeyValueStore {
+impl BytesStore for PersistentKeyValueStore {
     fn name(&self) -> &str {
         &self.name
     }

@@ -2,7 +2,7 @@
 //! time-bounded and whose old data is dropped a whole segment at a time, as Kafka Streams'
 //! segmented window and session stores do.
 //!
-//! [`SegmentedStore`] is a [`KeyValueStore`] over *entry keys*: a record key and its window's or
+//! [`SegmentedStore`] is a [`BytesStore`] over *entry keys*: a record key and its window's or
 //! session's times, encoded so that byte order is key order, then time order. So the write cache,
 //! the changelog and restoration above it treat it as any other store. Each entry belongs to the
 //! segment `time.div_euclid(segment_interval_ms)` of its *entry time* (a window's start, a
@@ -36,7 +36,7 @@ use riffle_state_dir::TaskId;
 
 use super::database::StoreDatabase;
 use super::persistent::backend_error;
-use super::{KeyValueStore, StoreError, StorePosition};
+use super::{BytesStore, StoreError, StorePosition};
 use crate::state::segment_totals::{
     record_segment_created, record_segment_drop, record_segment_writes,
 };
@@ -620,8 +620,8 @@ enum Backend {
 /// A window or session store: entries in time segments, dropped a segment at a time once the
 /// observed time has passed them by the retention. See the module documentation.
 ///
-/// Its [`KeyValueStore`] reads ([`for_each`](KeyValueStore::for_each),
-/// [`range`](KeyValueStore::range)) visit the meta keys first, then the entries segment by
+/// Its [`BytesStore`] reads ([`for_each`](BytesStore::for_each),
+/// [`range`](BytesStore::range)) visit the meta keys first, then the entries segment by
 /// segment in ascending segment order, in key order within a segment: this is NOT global key
 /// order. [`SegmentedStore::scan_time`] reads entries by key range and time.
 pub(crate) struct SegmentedStore {
@@ -1094,7 +1094,7 @@ std::thread_local! {
     };
 }
 
-impl KeyValueStore for SegmentedStore {
+impl BytesStore for SegmentedStore {
     fn name(&self) -> &str {
         &self.name
     }
@@ -1284,8 +1284,8 @@ mod tests {
     use super::{Malformed, decode_entry, flip, parse_entry, unflip};
     // Through the store module's re-exports, as the operators will reach them.
     use crate::state::{
-        DecodedEntry, KeyValueStore, SegmentedKind, SegmentedStore, StoreError, encode_key,
-        is_meta, key_bounds, meta_key, session_entry_key, window_entry_key,
+        BytesStore, DecodedEntry, SegmentedKind, SegmentedStore, StoreError, encode_key, is_meta,
+        key_bounds, meta_key, session_entry_key, window_entry_key,
     };
 
     use SegmentedKind::{Session, Window};
@@ -1313,7 +1313,7 @@ mod tests {
     }
 
     /// Every entry and meta key, as `for_each` visits them.
-    fn listing(store: &dyn KeyValueStore) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn listing(store: &dyn BytesStore) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut all = Vec::new();
         store
             .for_each(&mut |k, v| all.push((k.to_vec(), v.to_vec())))
@@ -2207,7 +2207,7 @@ mod tests {
     /// Behind the trait, a segmented store is found by `as_segmented`; other stores are not.
     #[test]
     fn as_segmented_finds_a_segmented_store_behind_the_trait() {
-        let stores: Vec<Box<dyn KeyValueStore>> = vec![
+        let stores: Vec<Box<dyn BytesStore>> = vec![
             Box::new(SegmentedStore::in_memory("w", Session, 100, 10)),
             Box::new(InMemoryKeyValueStore::new("kv")),
         ];

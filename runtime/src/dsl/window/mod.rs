@@ -74,8 +74,8 @@ impl<K: Clone + 'static, V: Clone + 'static> KGroupedStream<K, V> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use riffle::{Consumed, EmitStrategy, Produced, Serdes, StreamsBuilder, StreamsConfig};
-    /// use riffle::{TimeWindows, TopologyTestDriver, Window, Windowed};
+    /// use riffle::{Consumed, window::EmitStrategy, Produced, Serdes, StreamsBuilder, StreamsConfig};
+    /// use riffle::{TimeWindows, TopologyTestDriver, window::Window, Windowed};
     ///
     /// // Page views per user per minute, each minute's count once it is final.
     /// let minute = Duration::from_secs(60);

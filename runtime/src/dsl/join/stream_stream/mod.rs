@@ -35,7 +35,7 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use riffle::{Consumed, JoinWindows, Produced, Serdes, StreamJoined, StreamsBuilder};
+    /// use riffle::{Consumed, JoinWindows, Produced, Serdes, dsl::StreamJoined, StreamsBuilder};
     /// let builder = StreamsBuilder::new();
     /// let clicks = builder.stream("clicks", Consumed::with(Serdes::string(), Serdes::string()));
     /// builder
