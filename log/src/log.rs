@@ -57,7 +57,7 @@ pub(crate) struct Shared {
     dir: Option<PathBuf>,
     pub(crate) options: LogOptions,
     topics: RwLock<Topics>,
-    /// Partition lock files kept open (bounded by `partition::LOCK_FILES_KEPT_OPEN`).
+    /// Partition lock files kept open (bounded by `LOCK_FILES_KEPT_OPEN`, partition/lock.rs).
     pub(crate) locks_open: Arc<AtomicUsize>,
     /// The change file, on a log other processes may share; `None` in memory.
     changes: Option<Changes>,
