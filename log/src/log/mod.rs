@@ -13,7 +13,8 @@
 //!
 //! This file owns the [`Log`] handle and the state its clones share, opening a log, and the
 //! partition surface: appends, fetches, offsets and [`PartitionInfo`], each under the
-//! partition's lock. The rest of [`Log`] is an `impl Log` block per concern:
+//! partition's lock. The rest is one file per concern (`impl Log` blocks, but for the format
+//! check):
 //!
 //! - `topics.rs`: loading, creating and deleting topics, and finding a partition's topic;
 //! - `cleanup.rs`: what `cleanup.policy` asks for: retention, deleting records, compaction;
@@ -22,8 +23,8 @@
 //! - `format.rs`: the `format` file, which says what on-disk format a directory holds;
 //! - transactions are in log/src/txn.rs.
 //!
-//! It must never hold the topic map's lock while it takes a partition's: a partition is
-//! reached through its topic's `Arc`, cloned out of the map first.
+//! Its partition surface must never hold the topic map's lock while it takes a partition's: a
+//! partition is reached through its topic's `Arc`, cloned out of the map first.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

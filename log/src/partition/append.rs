@@ -1,5 +1,6 @@
 //! Writing a partition: appending a batch at the end offset, rolling to a new segment, and
-//! making appends durable (fsyncs, as the [`FsyncPolicy`] says).
+//! making appends durable (`sync`, which an append calls itself only under
+//! [`FsyncPolicy::EveryAppend`]).
 //!
 //! It must never write without the partition's lock held by the caller
 //! ([`lock_for_write`](Partition::lock_for_write)), never at an offset other than the end

@@ -3,8 +3,8 @@
 //! the transaction mark, the deleted mark and the active segment's base.
 //!
 //! It must never wait for another lock while holding a partition's: a writer that finds the
-//! transaction mark releases the partition's lock ([`Locked::TxnPending`]) before anyone takes
-//! the transaction lock.
+//! transaction mark releases the partition's lock ([`Locked::TxnPending`]) before its caller
+//! takes the transaction lock.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;

@@ -20,7 +20,8 @@
 //! - `fetch.rs`: reads;
 //! - `compact.rs`: compaction.
 //!
-//! This file must never do any of that work itself: it holds the state they share.
+//! This file must never do that work itself: it holds the state the files share, and its
+//! accessors call into them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
