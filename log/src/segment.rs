@@ -3,8 +3,8 @@
 //! per `index_interval_bytes` of batches), ended by a *seal* once the segment was rolled: where
 //! it ends, so a later segment is known to exist.
 //!
-//! A segment owns the classification of its own bytes; the partition (`partition.rs`) acts on
-//! it, under its lock:
+//! A segment owns the classification of its own bytes; the partition (`partition/recovery.rs`)
+//! acts on it, under its lock:
 //! - [`Segment::scan`] / [`Segment::scan_from`] read batches and report the unbroken run of
 //!   intact batches and, if the file goes on after it, the [`Damage`]: where, why, and which
 //!   intact batches still follow it. They change nothing.
