@@ -9,6 +9,8 @@
 
 use std::time::{Duration, Instant};
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{
@@ -27,13 +29,12 @@ const PARTITIONS: u32 = 3;
 
 /// Records over 37 keys, timestamps rising by 0–3 ms: keys come back within and after the TTL.
 fn input() -> Vec<Rec> {
-    let mut seed = 0x2545_f491_u64;
+    let mut rng = StdRng::seed_from_u64(0x2545_f491);
     let mut ts = 0;
     (0..4_000)
         .map(|i| {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            ts += ((seed >> 33) % 4) as i64;
-            (format!("k{}", (seed >> 40) % 37), format!("v{i}"), ts)
+            ts += rng.random_range(0..4);
+            (format!("k{}", rng.random_range(0..37)), format!("v{i}"), ts)
         })
         .collect()
 }

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use riffle::backend::{Backend, GroupCoordinator, GroupInfo, TopicKind};
@@ -23,6 +23,7 @@ use crate::batch::encode_batch;
 use crate::cluster::{Cluster, KafkaConfig, is_coordinator_error};
 use crate::error::{Error, ErrorCode, Result};
 use crate::group::{MemberInfo, StreamsGroup};
+use crate::retry::{self, Failure};
 use crate::streams::{self, StreamsGroupDescription};
 use crate::txn::{TxnMember, TxnProducer, transactional_id};
 use crate::watch::{self, Watch};
@@ -92,20 +93,21 @@ impl KafkaBackend {
         let Some(n) = self.inner.cluster.partitions(topic)? else {
             return Ok(());
         };
-        let deadline = Instant::now() + timeout;
-        for p in 0..n {
-            let tp = TopicPartition::new(topic, p);
-            while !self.inner.cluster.is_stable(&tp)? {
-                if Instant::now() >= deadline {
-                    return Err(Error::Timeout {
+        // The partitions before `next` have no open transaction.
+        let mut next = 0;
+        retry::until(timeout, || {
+            while next < n {
+                let tp = TopicPartition::new(topic, next);
+                if !self.inner.cluster.is_stable(&tp)? {
+                    return Err(Failure::retriable(Error::Timeout {
                         what: format!("{tp} to have no open transaction"),
                         millis: timeout.as_millis() as u64,
-                    });
+                    }));
                 }
-                std::thread::sleep(Duration::from_millis(10));
+                next += 1;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Every offset `group` committed, sorted.
@@ -233,65 +235,59 @@ impl KafkaBackend {
         // Outside a member (tools): the broker accepts epoch -1 only for a group without members.
         let (member_id, epoch) = identity.unwrap_or_else(|| (String::new(), -1));
         let cluster = &self.inner.cluster;
-        let deadline = Instant::now() + cluster.config().request_timeout;
-        loop {
-            let result = cluster.commit_offsets(group, &member_id, epoch, offsets);
-            let (tp, code) = match result {
+        // Set when the coordinator moved: look it up again before the next attempt.
+        let mut moved = false;
+        retry::until(cluster.config().request_timeout, || {
+            if std::mem::take(&mut moved) {
+                cluster.forget_coordinator(group);
+            }
+            let (tp, code) = match cluster.commit_offsets(group, &member_id, epoch, offsets) {
                 Ok(None) => return Ok(()),
                 Ok(Some(failed)) => failed,
-                Err(e @ Error::Io { .. }) if Instant::now() >= deadline => return Err(e),
-                Err(Error::Io { .. }) => {
-                    std::thread::sleep(Duration::from_millis(100));
-                    continue;
-                }
-                Err(e) => return Err(e),
+                Err(e @ Error::Io { .. }) => return Err(Failure::retriable(e)),
+                Err(e) => return Err(e.into()),
             };
-            match code {
-                c if (is_coordinator_error(c) || ErrorCode(c).is_retriable())
-                    && Instant::now() < deadline =>
-                {
-                    cluster.forget_coordinator(group);
-                    std::thread::sleep(Duration::from_millis(100));
+            let error = || {
+                let offset = offsets
+                    .iter()
+                    .find(|(t, _)| *t == tp)
+                    .map_or(-1, |(_, o)| *o as i64);
+                Error::Broker {
+                    api: "OffsetCommit",
+                    context: format!(
+                        "group {group} member {member_id} epoch {epoch}, {tp} offset {offset}"
+                    ),
+                    code: ErrorCode(code),
+                    message: None,
                 }
-                // The member lost its tasks. Nothing is lost but progress: the next owner
-                // resumes from the last accepted commit (at-least-once), and the next heartbeat
-                // rejoins.
-                c if matches!(
-                    ResponseError::try_from_code(c),
-                    Some(
-                        ResponseError::UnknownMemberId
-                            | ResponseError::FencedMemberEpoch
-                            | ResponseError::StaleMemberEpoch
-                            | ResponseError::GroupIdNotFound
-                    )
-                ) =>
-                {
-                    tracing::warn!(
-                        group,
-                        member = %member_id,
-                        epoch,
-                        error = %ErrorCode(code),
-                        topic_partition = %tp,
-                        "offset commit rejected: the member was fenced; its records since the last commit will be processed again"
-                    );
-                    return Ok(());
-                }
-                c => {
-                    let offset = offsets
-                        .iter()
-                        .find(|(t, _)| *t == tp)
-                        .map_or(-1, |(_, o)| *o as i64);
-                    return Err(Error::Broker {
-                        api: "OffsetCommit",
-                        context: format!(
-                            "group {group} member {member_id} epoch {epoch}, {tp} offset {offset}"
-                        ),
-                        code: ErrorCode(c),
-                        message: None,
-                    });
-                }
+            };
+            if is_coordinator_error(code) || ErrorCode(code).is_retriable() {
+                moved = true;
+                return Err(Failure::retriable(error()));
             }
-        }
+            // The member lost its tasks. Nothing is lost but progress: the next owner resumes
+            // from the last accepted commit (at-least-once), and the next heartbeat rejoins.
+            if matches!(
+                ResponseError::try_from_code(code),
+                Some(
+                    ResponseError::UnknownMemberId
+                        | ResponseError::FencedMemberEpoch
+                        | ResponseError::StaleMemberEpoch
+                        | ResponseError::GroupIdNotFound
+                )
+            ) {
+                tracing::warn!(
+                    group,
+                    member = %member_id,
+                    epoch,
+                    error = %ErrorCode(code),
+                    topic_partition = %tp,
+                    "offset commit rejected: the member was fenced; its records since the last commit will be processed again"
+                );
+                return Ok(());
+            }
+            Err(error().into())
+        })
     }
 }
 

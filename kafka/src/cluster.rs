@@ -10,7 +10,7 @@ mod records;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -21,6 +21,7 @@ use riffle_record::TopicPartition;
 
 use crate::conn::Connection;
 use crate::error::{Error, ErrorCode, Result};
+use crate::retry::{self, Failure};
 use crate::security::{Connector, Security};
 
 /// The versions riffle speaks; each is checked against the broker's ApiVersions at bootstrap.
@@ -552,25 +553,17 @@ impl Cluster {
         tp: &TopicPartition,
         mut f: impl FnMut(&mut Connection) -> Result<T>,
     ) -> Result<T> {
-        let deadline = Instant::now() + self.config.request_timeout;
-        let mut backoff = Duration::from_millis(20);
-        loop {
-            let result = self
-                .leader(tp)
-                .and_then(|broker| self.with_connection(&broker, &mut f));
-            let retriable = match &result {
-                Err(Error::Broker { code, .. }) => is_stale_metadata(code.0) || code.is_retriable(),
-                Err(Error::Io { .. }) => true,
-                _ => false,
-            };
-            if !retriable || Instant::now() >= deadline {
-                return result;
+        let mut retrying = false;
+        retry::until(self.config.request_timeout, || {
+            if retrying {
+                // A failed refresh is retried with the request.
+                let _ = self.refresh_metadata(&[&tp.topic]);
             }
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(Duration::from_millis(500));
-            // A failed refresh is retried with the request.
-            let _ = self.refresh_metadata(&[&tp.topic]);
-        }
+            retrying = true;
+            self.leader(tp)
+                .and_then(|broker| self.with_connection(&broker, &mut f))
+                .map_err(Failure::of_request)
+        })
     }
 
     /// The coordinator of `group` (`host:port`), looked up once and cached.
@@ -592,9 +585,8 @@ impl Cluster {
         let mut request = FindCoordinatorRequest::default();
         request.key_type = key_type;
         request.coordinator_keys = vec![name(key)];
-        let deadline = Instant::now() + self.config.request_timeout;
-        loop {
-            let client_id = self.config.client_id.clone();
+        let client_id = self.config.client_id.clone();
+        retry::until(self.config.request_timeout, || {
             let response = self.with_any_broker(|c| {
                 c.send(
                     "FindCoordinator",
@@ -607,7 +599,8 @@ impl Cluster {
                 return Err(Error::Decode {
                     api: "FindCoordinator",
                     reason: format!("no coordinator in the answer for {what} {key}"),
-                });
+                }
+                .into());
             };
             if found.error_code == 0 {
                 let addr = format!("{}:{}", found.host.as_str(), found.port);
@@ -616,16 +609,15 @@ impl Cluster {
             }
             // The first lookup on a fresh cluster creates __consumer_offsets (or
             // __transaction_state): wait for it.
-            if !ErrorCode(found.error_code).is_retriable() || Instant::now() >= deadline {
-                return Err(Error::Broker {
-                    api: "FindCoordinator",
-                    context: format!("{what} {key}"),
-                    code: ErrorCode(found.error_code),
-                    message: found.error_message.as_ref().map(|m| m.to_string()),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            let code = ErrorCode(found.error_code);
+            let error = Error::Broker {
+                api: "FindCoordinator",
+                context: format!("{what} {key}"),
+                code,
+                message: found.error_message.as_ref().map(|m| m.to_string()),
+            };
+            Err(Failure::new(error, code.is_retriable()))
+        })
     }
 
     /// Forgets `group`'s coordinator (it moved).

@@ -12,7 +12,6 @@
 //! and rejoins.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -31,20 +30,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A random member id in UUID form (the Java client also uses a random UUID).
 fn random_member_id() -> String {
-    let word = || {
-        std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish()
-    };
-    let (a, b) = (word(), word());
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0x0fff,
-        (b >> 48) & 0x3fff | 0x8000,
-        b & 0xffff_ffff_ffff
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// What the broker last told a member (for tests and tools).

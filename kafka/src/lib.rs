@@ -53,6 +53,7 @@ mod conn;
 mod error;
 mod group;
 mod member;
+mod retry;
 mod security;
 mod streams;
 mod txn;

@@ -23,9 +23,6 @@
 //! ([`riffle::errors::BackendErrorKind::Fenced`]) makes the stream thread close its tasks dirty and
 //! restore them; nothing it wrote in the aborted transaction is visible.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, GroupId,
@@ -35,10 +32,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use riffle_record::{BatchBuilder, TopicPartition};
+use std::collections::HashMap;
 
 use crate::batch::{ProducerFields, encode_batch_as};
 use crate::cluster::{Cluster, by_topic, is_coordinator_error, versions};
 use crate::error::{Error, ErrorCode, Result};
+use crate::retry::{self, Failure};
 
 /// Kafka Streams' `transaction.timeout.ms` under exactly_once: a transaction left open by a
 /// producer that vanished is aborted by the broker after this long.
@@ -292,10 +291,17 @@ impl TxnProducer {
             };
             encoded.push((i, encode_batch_as(tp, builder, Some(fields))?));
         }
-        let deadline = Instant::now() + cluster.config().request_timeout;
-        let mut backoff = Duration::from_millis(20);
         let mut pending = encoded;
-        loop {
+        let mut retrying = false;
+        retry::until(cluster.config().request_timeout, || {
+            if retrying {
+                let mut topics: Vec<&str> =
+                    pending.iter().map(|(i, _)| &*batches[*i].0.topic).collect();
+                topics.sort_unstable();
+                topics.dedup();
+                let _ = cluster.refresh_metadata(&topics);
+            }
+            retrying = true;
             let mut by_leader: HashMap<String, Vec<(usize, Bytes)>> = HashMap::new();
             let mut failed: Option<Error> = None;
             let mut leaderless = Vec::new();
@@ -329,27 +335,8 @@ impl TxnProducer {
                     }
                 }
             }
-            let Some(error) = failed else {
-                break;
-            };
-            let retriable = match &error {
-                Error::Broker { code, .. } => {
-                    crate::cluster::is_stale_metadata(code.0) || code.is_retriable()
-                }
-                Error::Io { .. } => true,
-                _ => false,
-            };
-            if !retriable || Instant::now() >= deadline {
-                return Err(error);
-            }
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(Duration::from_millis(500));
-            let mut topics: Vec<&str> =
-                pending.iter().map(|(i, _)| &*batches[*i].0.topic).collect();
-            topics.sort_unstable();
-            topics.dedup();
-            let _ = cluster.refresh_metadata(&topics);
-        }
+            failed.map_or(Ok(()), |error| Err(Failure::of_request(error)))
+        })?;
         for &i in written {
             let (tp, builder) = &mut batches[i];
             let next = self.sequences.entry(tp.clone()).or_insert(0);
@@ -496,16 +483,14 @@ fn retry_coordinated<R: crate::conn::KafkaRequest>(
     code: impl Fn(&R::Response) -> i16,
     context: &dyn Fn() -> String,
 ) -> Result<R::Response> {
-    let deadline = Instant::now() + cluster.config().request_timeout;
-    let mut backoff = Duration::from_millis(10);
     let client_id = cluster.config().client_id.clone();
-    loop {
+    retry::until(cluster.config().request_timeout, || {
         let result = cluster.find_coordinator(key, key_type).and_then(|broker| {
             cluster.with_connection(&broker, |c| c.send(api, &client_id, request, version))
         });
-        let error = match result {
+        match result {
             Ok(response) => match code(&response) {
-                0 => return Ok(response),
+                0 => Ok(response),
                 c => {
                     if is_coordinator_error(c) {
                         cluster.forget_coordinator_of(key, key_type);
@@ -519,24 +504,16 @@ fn retry_coordinated<R: crate::conn::KafkaRequest>(
                         code: ErrorCode(c),
                         message: None,
                     };
-                    if !retriable {
-                        return Err(error);
-                    }
-                    error
+                    Err(Failure::new(error, retriable))
                 }
             },
             Err(e @ Error::Io { .. }) => {
                 cluster.forget_coordinator_of(key, key_type);
-                e
+                Err(Failure::retriable(e))
             }
-            Err(e) => return Err(e),
-        };
-        if Instant::now() >= deadline {
-            return Err(error);
+            Err(e) => Err(e.into()),
         }
-        std::thread::sleep(backoff);
-        backoff = (backoff * 2).min(Duration::from_millis(200));
-    }
+    })
 }
 
 /// Kafka's sequence arithmetic: sequences wrap to 0 after `i32::MAX`.

@@ -239,6 +239,7 @@ fn run(cluster: &Cluster, watch: &Weak<Watch>) {
         let watched = w.watched();
         if watched.is_empty() {
             drop(w);
+            // The poll interval while nothing is watched.
             std::thread::sleep(Duration::from_millis(20));
             continue;
         }
@@ -262,6 +263,9 @@ fn run(cluster: &Cluster, watch: &Weak<Watch>) {
                     }
                     w.signal(grown.into_iter().map(|(tp, _)| tp));
                 }
+                // Not a retry (kafka/src/retry.rs): nobody waits for this poll, its failure is
+                // only a lost hint (the fallback tick covers it); pause so that an unreachable
+                // broker is not polled in a tight loop.
                 None => std::thread::sleep(Duration::from_millis(100)),
             }
         }

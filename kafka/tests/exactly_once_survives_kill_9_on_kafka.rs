@@ -20,6 +20,8 @@ use common::{
     Instance, all_records, check_read_committed_by_kafka, latest_counts,
     produce_words_now as produce_words, wait_for,
 };
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use riffle::dsl::StoreType;
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
@@ -29,20 +31,9 @@ fn instance() {
     common::child_instance();
 }
 
-/// xorshift64*: enough randomness for kill points, replayable from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
-        Duration::from_millis(lo + self.next() % (hi - lo))
-    }
+/// A pause of `lo..hi` ms, at random.
+fn millis(rng: &mut StdRng, lo: u64, hi: u64) -> Duration {
+    Duration::from_millis(rng.random_range(lo..hi))
 }
 
 fn seed() -> u64 {
@@ -94,7 +85,7 @@ fn kill_9_at_random_points_under_exactly_once_gives_exact_counts_read_committed(
         .unwrap_or(20);
     let seed = seed();
     println!("kill -9 exactly_once on Kafka: seed {seed} (RIFFLE_CRASH_SEED replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
     let broker = broker();
     let (backend, committed) = backends(&broker);
     let dirs = tempfile::tempdir().unwrap();
@@ -119,7 +110,7 @@ fn kill_9_at_random_points_under_exactly_once_gives_exact_counts_read_committed(
             },
             &EXACTLY_ONCE,
         );
-        std::thread::sleep(rng.millis(300, 4_000));
+        std::thread::sleep(millis(&mut rng, 300, 4_000));
         instance.kill();
     }
     let instance = Instance::spawn_with(
@@ -164,7 +155,7 @@ fn two_instances_under_exactly_once_one_killed_give_exact_counts() {
     }
     let seed = seed();
     println!("two instances, exactly_once on Kafka: seed {seed}");
-    let mut rng = Rng(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
     let broker = broker();
     let (backend, committed) = backends(&broker);
     let dirs = tempfile::tempdir().unwrap();
@@ -184,12 +175,12 @@ fn two_instances_under_exactly_once_one_killed_give_exact_counts() {
     let b = spawn("b");
     // More input while both run; kill one of them in the middle of the last round.
     for round in 0..4u64 {
-        std::thread::sleep(rng.millis(200, 1_000));
+        std::thread::sleep(millis(&mut rng, 200, 1_000));
         for (k, n) in produce_words(&backend, "words", 4, 10_000, 400, 100 + round) {
             *expected.entry(k).or_default() += n;
         }
     }
-    std::thread::sleep(rng.millis(0, 300));
+    std::thread::sleep(millis(&mut rng, 0, 300));
     a.kill();
     for (k, n) in produce_words(&backend, "words", 4, 5_000, 400, 200) {
         *expected.entry(k).or_default() += n;

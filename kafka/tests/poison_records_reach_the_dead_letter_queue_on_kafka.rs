@@ -14,6 +14,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use common::{config, for_each_batch, latest_counts, wait_for};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use riffle::backend::{Backend, TopicKind};
 use riffle::batch::{BatchBuilder, Compression, TopicPartition, partition_for_key};
 use riffle::{Consumed, Produced, Serdes, StreamsApp, StreamsBuilder};
@@ -33,17 +35,15 @@ fn poison_records_are_skipped_once_into_a_dead_letter_queue_kafka_reads() {
     let mut expected: HashMap<String, i64> = HashMap::new();
     let mut poison = BTreeSet::new();
     let mut panics = 0;
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = StdRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
     for i in 0..2_000u64 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let key = format!("key-{}", rng % 61);
+        let key = format!("key-{}", rng.random_range(0..61));
         let p = partition_for_key(key.as_bytes(), 2) as usize;
-        if rng.is_multiple_of(40) {
+        let kind = rng.random_range(0..40);
+        if kind == 0 {
             builders[p].push(i as i64, Some(key.as_bytes()), Some(&[0xff, 0xfe][..]));
             poison.insert((p as u32, offsets[p]));
-        } else if rng % 40 == 1 {
+        } else if kind == 1 {
             builders[p].push(i as i64, Some(key.as_bytes()), Some(b"boom"));
             poison.insert((p as u32, offsets[p]));
             panics += 1;

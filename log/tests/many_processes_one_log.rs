@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use rand::Rng as _;
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 
 const TOPIC: &str = "t";
@@ -188,7 +189,7 @@ fn appender_processes_get_dense_offsets_and_every_record_once() {
 #[test]
 fn killed_appenders_leave_a_prefix_and_the_others_every_record() {
     let seed = common::crash_seed();
-    let mut rng = common::Rng::new(seed);
+    let mut rng = common::rng(seed);
     let dir = setup();
     let n = 3_000;
     let mut killed = 0;
@@ -205,7 +206,7 @@ fn killed_appenders_leave_a_prefix_and_the_others_every_record() {
             children.into_iter().map(|(id, c)| (id, Some(c))).collect();
         // Kill two of them at random points.
         for (id, child) in children.iter_mut().take(2) {
-            std::thread::sleep(Duration::from_millis(20 + rng.next_u64() % 300));
+            std::thread::sleep(Duration::from_millis(rng.random_range(20..320)));
             let mut c = child.take().expect("child");
             let _ = c.kill();
             if finish(c) {
@@ -250,7 +251,7 @@ fn killed_appenders_leave_a_prefix_and_the_others_every_record() {
 #[test]
 fn killed_transaction_processes_are_all_or_nothing_beside_plain_appenders() {
     let seed = common::crash_seed();
-    let mut rng = common::Rng::new(seed);
+    let mut rng = common::rng(seed);
     let dir = setup();
     let n = 1_500;
     let txn_writers = 3;
@@ -262,7 +263,7 @@ fn killed_transaction_processes_are_all_or_nothing_beside_plain_appenders() {
         .collect();
     let mut killed = Vec::new();
     for (id, child) in children.iter_mut().take(2) {
-        std::thread::sleep(Duration::from_millis(10 + rng.next_u64() % 600));
+        std::thread::sleep(Duration::from_millis(rng.random_range(10..610)));
         let mut c = child.take().expect("child");
         let _ = c.kill();
         if finish(c) {

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use rand::Rng as _;
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicConfig, TopicPartition};
 
 const RECORDS: u64 = 40_000;
@@ -120,7 +121,7 @@ fn read_on(log: &Log, mut from: u64, fetches: usize, skipped: &mut u64) -> u64 {
 
 #[test]
 fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
-    let mut rng = common::Rng::new(common::crash_seed());
+    let mut rng = common::rng(common::crash_seed());
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let log = Log::open(dir, options()).expect("open");
@@ -139,7 +140,7 @@ fn a_reader_sees_every_latest_record_while_a_killed_compactor_runs() {
         // A slow reader, from the start again now and then: compaction swaps segments it
         // read before.
         from = read_on(&log, from, 1, &mut skipped);
-        if rng.next_u64().is_multiple_of(60) {
+        if rng.random_ratio(1, 60) {
             from = 0;
             passes += 1;
         }

@@ -126,7 +126,7 @@ fn read_on(log: &Log, mut from: u64, last_start: &mut u64, fetches: usize) -> u6
 
 #[test]
 fn a_reader_sees_every_record_or_a_start_offset_past_it_while_a_killed_deleter_runs() {
-    let mut rng = common::Rng::new(common::crash_seed());
+    let mut rng = common::rng(common::crash_seed());
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let log = Log::open(dir, options()).expect("open");

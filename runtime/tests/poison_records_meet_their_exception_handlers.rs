@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use proptest::prelude::*;
+use rand::{Rng as _, SeedableRng as _};
 use riffle::log::{Log, LogOptions, TopicPartition};
 use riffle::{
     Consumed, EmbeddedBackend, Error, Produced, Serdes, StreamsApp, StreamsBuilder, StreamsConfig,
@@ -298,17 +299,11 @@ fn a_too_large_record_from_a_cache_flush_meets_the_production_handler() {
 fn stream_threads_skip_poison_records_once_and_count_the_rest_exactly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
     let inputs: Vec<Input> = (0..3000)
         .map(|_| {
-            let k = (next() % 40) as u8;
-            match next() % 50 {
+            let k: u8 = rng.random_range(0..40);
+            match rng.random_range(0..50) {
                 0 => Input::NotUtf8(k),
                 1 => Input::Boom(k),
                 2 => Input::TooBig(k),

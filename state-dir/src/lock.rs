@@ -1,11 +1,8 @@
 //! The process lock (`.lock`, holding the holder's pid) and the stable process id.
 
-use std::collections::hash_map::RandomState;
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::checkpoint::Durability;
 use crate::error::{Error, IoContext, Result};
@@ -123,43 +120,14 @@ fn parse_process_metadata(text: &str) -> Option<String> {
     is_uuid(id).then(|| id.to_owned())
 }
 
+/// A UUID in its hyphenated form (`8-4-4-4-12` hex digits), as `process-metadata` holds it.
 fn is_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.char_indices().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => c == '-',
-            _ => c.is_ascii_hexdigit(),
-        })
+    s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
 }
 
-/// A random version-4 UUID without a dependency: std's `RandomState` is seeded from the OS,
-/// and we mix in time, pid and an address for good measure.
+/// A random version-4 UUID, hyphenated in lower case.
 pub(crate) fn random_uuid() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let local = 0u8;
-    let word = |salt: u64| {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u64(salt);
-        h.write_u128(nanos);
-        h.write_u32(std::process::id());
-        h.write_usize(std::ptr::addr_of!(local) as usize);
-        h.finish()
-    };
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&word(0x5157_4f11).to_le_bytes());
-    bytes[8..].copy_from_slice(&word(0x9e37_79b9).to_le_bytes());
-    bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
-    bytes[8] = (bytes[8] & 0x3f) | 0x80; // RFC 4122 variant
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 #[cfg(test)]
@@ -176,5 +144,9 @@ mod tests {
         let meta = format!("{{\"processId\":\"{a}\"}}\n");
         assert_eq!(parse_process_metadata(&meta), Some(a));
         assert_eq!(parse_process_metadata("{\"processId\":\"nope\"}"), None);
+        // The hyphenated form only, in either case, as written by older riffles.
+        assert!(is_uuid("0B7C2E4A-1D3F-4A5B-8C6D-7E8F9A0B1C2D"));
+        assert!(!is_uuid("0b7c2e4a1d3f4a5b8c6d7e8f9a0b1c2d"));
+        assert!(!is_uuid("{0b7c2e4a-1d3f-4a5b-8c6d-7e8f9a0b1c2}"));
     }
 }

@@ -1,7 +1,5 @@
 //! The group-offset APIs: OffsetCommit (v9, as a streams-group member) and OffsetFetch.
 
-use std::time::{Duration, Instant};
-
 use kafka_protocol::messages::{
     GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName, offset_commit_request,
     offset_fetch_request,
@@ -11,6 +9,7 @@ use riffle_record::TopicPartition;
 
 use super::{Cluster, by_topic, is_coordinator_error, name, versions};
 use crate::error::{Error, ErrorCode, Result};
+use crate::retry::{self, Failure};
 
 impl Cluster {
     /// Commits `offsets` for `group` as member `member_id` at `member_epoch`. Returns the first
@@ -95,26 +94,25 @@ impl Cluster {
         let mut request = OffsetFetchRequest::default();
         request.groups = vec![g];
         request.require_stable = true;
-        let deadline = Instant::now() + self.config.request_timeout;
-        loop {
+        // Set when the coordinator moved: look it up again before the next attempt.
+        let mut moved = false;
+        retry::until(self.config.request_timeout, || {
+            if std::mem::take(&mut moved) {
+                self.forget_coordinator(group);
+            }
             let broker = self.coordinator(group)?;
             let client_id = self.config.client_id.clone();
-            let response = match self.with_connection(&broker, |c| {
-                c.send("OffsetFetch", &client_id, &request, versions::OFFSET_FETCH)
-            }) {
-                Ok(response) => response,
-                // The coordinator died or is unreachable: look it up again (another broker
-                // takes its groups over) until the request timeout, as commits do.
-                Err(Error::Io { .. }) if Instant::now() < deadline => {
+            let response = self
+                .with_connection(&broker, |c| {
+                    c.send("OffsetFetch", &client_id, &request, versions::OFFSET_FETCH)
+                })
+                .map_err(|e| {
+                    // The coordinator died or is unreachable: look it up again (another broker
+                    // takes its groups over) until the request timeout, as commits do.
                     self.forget_coordinator(group);
-                    std::thread::sleep(Duration::from_millis(100));
-                    continue;
-                }
-                Err(e) => {
-                    self.forget_coordinator(group);
-                    return Err(e);
-                }
-            };
+                    let retriable = matches!(e, Error::Io { .. });
+                    Failure::new(e, retriable)
+                })?;
             let g = response.groups.first().ok_or_else(|| Error::Decode {
                 api: "OffsetFetch",
                 reason: format!("no result for group {group}"),
@@ -144,19 +142,14 @@ impl Cluster {
                     .collect());
             }
             // UNSTABLE_OFFSET_COMMIT (88) and coordinator moves: retry.
-            if (code == 88 || is_coordinator_error(code)) && Instant::now() < deadline {
-                if is_coordinator_error(code) {
-                    self.forget_coordinator(group);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
-            return Err(Error::Broker {
+            moved = is_coordinator_error(code);
+            let error = Error::Broker {
                 api: "OffsetFetch",
                 context: context.to_owned(),
                 code: ErrorCode(code),
                 message: None,
-            });
-        }
+            };
+            Err(Failure::new(error, code == 88 || moved))
+        })
     }
 }

@@ -2,7 +2,6 @@
 //! partition's leader and retried there while the error says the leader moved.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -15,6 +14,7 @@ use riffle_record::{FetchedBatch, TopicPartition};
 use super::{Cluster, name, versions};
 use crate::batch::AbortedTxn;
 use crate::error::{Error, ErrorCode, Result};
+use crate::retry::{self, Failure};
 
 impl Cluster {
     /// Creates `topic` unless it exists; fails if it exists with fewer partitions.
@@ -64,29 +64,25 @@ impl Cluster {
             }
         }
         // Wait until every partition has a leader, so the first produce or fetch finds one.
-        let deadline = Instant::now() + self.config.request_timeout;
-        loop {
+        let timeout = self.config.request_timeout;
+        retry::until(timeout, || {
             let (count, led) = self
                 .refresh_metadata(&[topic])?
                 .first()
                 .copied()
                 .unwrap_or((None, false));
             match count {
-                Some(n) if n < partitions => {
-                    return Err(Error::Config(format!(
-                        "topic {topic} exists with {n} partitions, riffle needs {partitions}"
-                    )));
-                }
-                Some(_) if led => return Ok(()),
-                _ if Instant::now() >= deadline => {
-                    return Err(Error::Timeout {
-                        what: format!("leaders for the partitions of the new topic {topic}"),
-                        millis: self.config.request_timeout.as_millis() as u64,
-                    });
-                }
-                _ => std::thread::sleep(Duration::from_millis(50)),
+                Some(n) if n < partitions => Err(Error::Config(format!(
+                    "topic {topic} exists with {n} partitions, riffle needs {partitions}"
+                ))
+                .into()),
+                Some(_) if led => Ok(()),
+                _ => Err(Failure::retriable(Error::Timeout {
+                    what: format!("leaders for the partitions of the new topic {topic}"),
+                    millis: timeout.as_millis() as u64,
+                })),
             }
-        }
+        })
     }
 
     /// Appends one encoded batch to `tp` (acks=all); returns its base offset.

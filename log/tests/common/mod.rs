@@ -1,6 +1,7 @@
 //! Helpers shared by the scenario tests.
 #![allow(dead_code)]
 
+use rand::Rng as _;
 use riffle_log::{BatchBuilder, Compression, FetchedBatch, Log, TopicPartition};
 
 /// One record as the tests model it.
@@ -118,20 +119,13 @@ pub(crate) fn crash_seed() -> u64 {
     seed
 }
 
-/// xorshift64*: enough to pick kill points reproducibly.
-pub(crate) struct Rng(u64);
+/// The random numbers of a test that kills processes at random points, replayable from its
+/// seed ([`crash_seed`]).
+pub(crate) type Rng = rand::rngs::StdRng;
 
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
+/// The generator for `seed`.
+pub(crate) fn rng(seed: u64) -> Rng {
+    rand::SeedableRng::seed_from_u64(seed)
 }
 
 /// This test binary again, as a child process that runs only its test `child` (which reads
@@ -165,8 +159,8 @@ impl<F: FnMut() -> std::process::Child> KilledChild<F> {
     /// One step of the test's loop: one time in 40, while it runs, kills it after a pause of
     /// up to 3 ms and starts it again.
     pub(crate) fn maybe_kill(&mut self, rng: &mut Rng) {
-        if rng.next_u64().is_multiple_of(40) && self.child.try_wait().expect("wait").is_none() {
-            std::thread::sleep(std::time::Duration::from_micros(rng.next_u64() % 3_000));
+        if rng.random_ratio(1, 40) && self.child.try_wait().expect("wait").is_none() {
+            std::thread::sleep(std::time::Duration::from_micros(rng.random_range(0..3_000)));
             self.child.kill().expect("kill");
             let status = self.child.wait().expect("wait");
             assert!(exited_or_killed(status), "{status:?}");
