@@ -29,7 +29,7 @@ pub struct ChangelogRecord {
     pub timestamp: i64,
 }
 
-/// Where changelogs are read from. Implemented by the log/backend crates; tests use a `Vec`.
+/// Where changelogs are read from. Implemented by the backends (riffle-log, riffle-kafka); tests use a `Vec`.
 pub trait ChangelogReader: Send {
     /// The offset the next record appended to `partition` will get.
     fn end_offset(&mut self, partition: &TopicPartition) -> Result<u64, BoxError>;

@@ -3,7 +3,7 @@
 use super::arena::ArenaMap;
 use super::{BytesStore, StoreError, StoreHint, StorePosition};
 
-/// A store in a hash map whose keys and values share one arena (runtime/src/store/arena.rs): a
+/// A store in a hash map whose keys and values share one arena (runtime/src/state/arena.rs): a
 /// value rewritten with its old length stays in place (an aggregate's usual update), and a key
 /// costs no allocation of its own (a boxed entry per key was a `malloc` and a `free` each, and
 /// about 115 bytes at a million keys). Its contents are gone after a restart; the task restores

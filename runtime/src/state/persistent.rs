@@ -30,7 +30,7 @@ use super::database::{StoreDatabase, delete_prefix};
 use super::{BytesStore, StoreError, StorePosition};
 
 /// The writes of a store not yet in fjall, latest per key (in an arena: see
-/// runtime/src/store/arena.rs), and the position of the last commit among them.
+/// runtime/src/state/arena.rs), and the position of the last commit among them.
 #[derive(Default)]
 struct Pending {
     map: ArenaMap<u32>,

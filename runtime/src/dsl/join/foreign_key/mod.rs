@@ -1,7 +1,7 @@
 //! Foreign-key table joins in the DSL: [`KTable::join_foreign`] and
 //! [`KTable::left_join_foreign`] (Kafka Streams' `KTable.join(KTable, Function, ValueJoiner)`,
 //! KIP-213), and their materialized `*_with`. The protocol's nodes are in
-//! runtime/src/foreign_key.rs.
+//! runtime/src/dsl/join/foreign_key/node.rs.
 
 pub(crate) mod node;
 
