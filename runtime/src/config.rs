@@ -114,7 +114,7 @@ pub enum FetchStrategy {
     Ready,
     /// Every input partition of every task, whenever the backend's data version moved — the
     /// loop before `Ready` (and Kafka Streams' `poll` of all assigned partitions), kept as a
-    /// baseline for `riffle bench trickle`.
+    /// baseline for `cargo run --release -p riffle-bench -- trickle`.
     ScanAll,
 }
 
@@ -444,6 +444,18 @@ impl StreamsConfig {
     }
 }
 
+/// A stream thread's handlers are its configuration's.
+impl Handlers {
+    pub(crate) fn of(config: &StreamsConfig) -> Self {
+        Handlers {
+            deserialization: config.deserialization_exception_handler.clone(),
+            processing: config.processing_exception_handler.clone(),
+            production: config.production_exception_handler.clone(),
+            dead_letter_queue: config.errors_dead_letter_queue_topic_name.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -487,17 +499,5 @@ mod tests {
         let err = c.set("poll.ms", "soon").unwrap_err().to_string();
         assert!(err.contains("poll.ms") && err.contains("soon"), "{err}");
         assert!(c.set("no.such.option", "1").is_err());
-    }
-}
-
-/// A stream thread's handlers are its configuration's.
-impl Handlers {
-    pub(crate) fn of(config: &StreamsConfig) -> Self {
-        Handlers {
-            deserialization: config.deserialization_exception_handler.clone(),
-            processing: config.processing_exception_handler.clone(),
-            production: config.production_exception_handler.clone(),
-            dead_letter_queue: config.errors_dead_letter_queue_topic_name.clone(),
-        }
     }
 }

@@ -18,7 +18,10 @@ mod common;
 fn get(addr: SocketAddr, path: &str) -> (String, String) {
     let mut stream = TcpStream::connect(addr).expect("connect to the metrics endpoint");
     stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
         .expect("request");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("response");

@@ -118,13 +118,11 @@ impl ThreadMetrics {
     }
 
     pub(crate) fn set_os_thread_id(&self) {
-        // /proc/thread-self links to /proc/<pid>/task/<tid>.
-        let tid = std::fs::read_link("/proc/thread-self").ok().and_then(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.parse().ok())
-        });
-        self.os_thread_id.store(tid.unwrap_or(0), Ordering::Relaxed);
+        #[cfg(target_os = "linux")]
+        let tid = u64::try_from(rustix::thread::gettid().as_raw_nonzero().get()).unwrap_or(0);
+        #[cfg(not(target_os = "linux"))]
+        let tid = 0;
+        self.os_thread_id.store(tid, Ordering::Relaxed);
     }
 }
 

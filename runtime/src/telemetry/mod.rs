@@ -10,12 +10,10 @@
 //! and ends.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -300,10 +298,11 @@ pub(crate) fn encode_prometheus(metrics: Vec<Metric>) -> String {
     out
 }
 
-/// The HTTP endpoint: `GET /metrics` (or `/`) answers the metrics; anything else is a 404.
+/// The `/metrics` endpoint: Prometheus' text format over HTTP (tiny_http: a blocking server
+/// with no async runtime; its accept thread blocks, and stopping it wakes it, so nothing polls).
 pub(crate) struct MetricsServer {
     pub(crate) addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    server: Arc<tiny_http::Server>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -314,28 +313,17 @@ impl MetricsServer {
         let bound = listener
             .local_addr()
             .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: {e}")))?;
-        listener
-            .set_nonblocking(true)
+        let server = tiny_http::Server::from_listener(listener, None)
             .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: {e}")))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
+        let server = Arc::new(server);
+        let serving = server.clone();
         let handle = std::thread::Builder::new()
             .name(format!("{}-metrics-http", shared.config.application_id))
             .spawn(move || {
-                while !stopping.load(Ordering::Acquire) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            if let Err(e) = answer(stream, &shared) {
-                                tracing::debug!(error = %e, "a metrics request failed");
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "accepting a metrics connection failed");
-                            std::thread::sleep(Duration::from_millis(100));
-                        }
+                // Ends when `stop` unblocks the server.
+                for request in serving.incoming_requests() {
+                    if let Err(e) = answer(request, &shared) {
+                        tracing::debug!(error = %e, "a metrics request failed");
                     }
                 }
             })
@@ -343,13 +331,13 @@ impl MetricsServer {
         tracing::info!(addr = %bound, "serving Prometheus metrics at /metrics");
         Ok(MetricsServer {
             addr: bound,
-            stop,
+            server,
             handle: Some(handle),
         })
     }
 
     pub(crate) fn stop(&mut self) {
-        self.stop.store(true, Ordering::Release);
+        self.server.unblock();
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }
@@ -362,37 +350,23 @@ impl Drop for MetricsServer {
     }
 }
 
-fn answer(mut stream: TcpStream, shared: &AppShared) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut request = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 << 10 {
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        request.extend_from_slice(&buf[..n]);
-    }
-    let line = String::from_utf8_lossy(&request);
-    let path = line.split_whitespace().nth(1).unwrap_or("");
-    let (status, body, kind) = if line.starts_with("GET ") && (path == "/metrics" || path == "/") {
-        (
-            "200 OK",
-            encode_prometheus(collect(shared)),
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )
-    } else {
-        (
-            "404 Not Found",
-            "not found: GET /metrics\n".to_owned(),
-            "text/plain",
-        )
-    };
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()
+fn answer(request: tiny_http::Request, shared: &AppShared) -> std::io::Result<()> {
+    let path = request.url().split('?').next().unwrap_or("");
+    let (status, body, kind) =
+        if *request.method() == tiny_http::Method::Get && (path == "/metrics" || path == "/") {
+            (
+                200,
+                encode_prometheus(collect(shared)),
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+        } else {
+            (404, "not found: GET /metrics\n".to_owned(), "text/plain")
+        };
+    let content_type = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
+        .map_err(|()| std::io::Error::other("a bad Content-Type header"))?;
+    request.respond(
+        tiny_http::Response::from_string(body)
+            .with_status_code(status)
+            .with_header(content_type),
+    )
 }
