@@ -2,7 +2,7 @@
 //! exists, so a reader who follows one finds the file (docs/design.md follows the layout as it is).
 //!
 //! A cited path is a word starting with one of the workspace's top-level folders
-//! (`runtime/src/engine/task.rs`, `docs/design.md`). It passes if it exists, or if it is the stem
+//! (`runtime/src/engine/task/mod.rs`, `docs/design.md`). It passes if it exists, or if it is the stem
 //! of files in its folder (`docs/bench/<run>/throughput` for `throughput-memory.json`). Folders
 //! that runs create and git ignores (the fuzzers' corpus, artifacts and target) are not checked.
 
@@ -160,8 +160,8 @@ fn every_cited_path_exists() {
 
 #[test]
 fn the_citation_reader_finds_paths_not_patterns() {
-    let text = "see runtime/src/engine/task.rs, and docs/bench/<run>/x.json or log/src/*.rs.\n\
+    let text = "see runtime/src/engine/task/mod.rs, and docs/bench/<run>/x.json or log/src/*.rs.\n\
                 a/runtime/src/not-this.rs";
     let found: Vec<String> = cited(text).into_iter().map(|(_, p)| p).collect();
-    assert_eq!(found, ["runtime/src/engine/task.rs"]);
+    assert_eq!(found, ["runtime/src/engine/task/mod.rs"]);
 }

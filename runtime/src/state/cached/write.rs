@@ -1,0 +1,258 @@
+//! Writes into the cache (one entry per key, the latest value wins, or every write with caching
+//! disabled) and the dirty entries a commit forwards and writes to the changelog, in the order
+//! of their last write. Nothing here writes to the store.
+
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+
+use crate::state::StoreError;
+use crate::types::record::Headers;
+
+use super::*;
+
+impl CachedStore {
+    /// Writes `key` (`None` deletes) into the cache.
+    #[inline]
+    pub(crate) fn put(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        headers: &Headers,
+    ) {
+        if !self.timing {
+            return self.put_untimed(key, value, timestamp, headers);
+        }
+        let started = std::time::Instant::now();
+        self.put_untimed(key, value, timestamp, headers);
+        self.put_nanos.add(elapsed_nanos(started));
+    }
+
+    pub(super) fn put_untimed(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        headers: &Headers,
+    ) {
+        self.writes += 1;
+        let seq = self.writes;
+        let hint = self.memo_hint.take();
+        let (hash, found, hint) = match self.memo.take() {
+            Some((hash, found))
+                if self
+                    .memo_key
+                    .try_borrow()
+                    .is_ok_and(|k| k.as_slice() == key) =>
+            {
+                (hash, found, hint)
+            }
+            _ => {
+                let hash = self.hasher.hash_one(key);
+                (hash, self.find(key, hash), None)
+            }
+        };
+        let CachedStore {
+            entries,
+            index,
+            arena,
+            bytes,
+            ordered,
+            reordered,
+            every_write,
+            ..
+        } = self;
+        match found.filter(|_| !*every_write) {
+            Some(i) => {
+                *reordered |= i + 1 != entries.len();
+                let entry = &mut entries[i];
+                entry.seq = seq;
+                entry.timestamp = timestamp;
+                if entry.headers != *headers {
+                    entry.headers = headers.clone();
+                }
+                match value {
+                    None => entry.len = None,
+                    Some(v) if v.len() <= entry.cap as usize => {
+                        let at = entry.slot_at + TS_ROOM;
+                        arena[at..at + v.len()].copy_from_slice(v);
+                        entry.len = Some(v.len() as u32);
+                    }
+                    Some(v) => {
+                        let cap = v.len().max(2 * entry.cap as usize);
+                        entry.slot_at = push_slot(arena, Some(v), cap);
+                        entry.cap = cap as u32;
+                        entry.len = Some(v.len() as u32);
+                        *bytes += cap;
+                    }
+                }
+            }
+            None => {
+                let key_at = arena.len();
+                arena.extend_from_slice(key);
+                let cap = value.map_or(0, <[u8]>::len);
+                let slot_at = push_slot(arena, value, cap);
+                *bytes += key.len() + cap + ENTRY_OVERHEAD;
+                let at = entries.len();
+                entries.push(Entry {
+                    key_at,
+                    key_len: key.len() as u32,
+                    slot_at,
+                    cap: cap as u32,
+                    len: value.map(|v| v.len() as u32),
+                    timestamp,
+                    headers: headers.clone(),
+                    seq,
+                    hash,
+                    hint,
+                });
+                match found {
+                    // Caching disabled, a key written before: its latest entry is the new one.
+                    Some(before) => {
+                        if let Some(slot) = index.find_mut(hash, |&i| i == before) {
+                            *slot = at;
+                        }
+                        if let Some(i) = ordered.as_mut().and_then(|o| o.get_mut(key)) {
+                            *i = at;
+                        }
+                    }
+                    None => {
+                        index.insert_unique(hash, at, |&i| entries[i].hash);
+                        if let Some(ordered) = ordered {
+                            ordered.insert(key.to_vec(), at);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Puts the entries written since the last commit in the order of their last write (Kafka's
+    /// record cache flushes a key when it was last written, not first): what commits forward
+    /// then follows the records, so a later update's timestamp never overtakes an earlier one's.
+    pub(crate) fn order_by_last_write(&mut self) {
+        if !self.reordered {
+            return;
+        }
+        self.memo.set(None);
+        let CachedStore {
+            entries,
+            index,
+            arena,
+            ordered,
+            ..
+        } = self;
+        entries.sort_unstable_by_key(|e| e.seq);
+        // One entry per key (a cache that keeps every write is never reordered).
+        index.clear();
+        for i in 0..entries.len() {
+            index.insert_unique(entries[i].hash, i, |&j| entries[j].hash);
+            if let Some(slot) = ordered
+                .as_mut()
+                .and_then(|o| o.get_mut(entries[i].key(arena)))
+            {
+                *slot = i;
+            }
+        }
+        self.reordered = false;
+    }
+
+    /// Entries written since the last commit.
+    pub(crate) fn dirty_len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The `i`-th entry written since the last commit: key, value (`None`: deleted), timestamp.
+    pub(crate) fn dirty(&self, i: usize) -> (&[u8], Option<&[u8]>, i64) {
+        let e = &self.entries[i];
+        (e.key(&self.arena), e.value(&self.arena), e.timestamp)
+    }
+
+    /// Whether a key's writes between commits collapse into one (caching enabled).
+    pub(crate) fn caches_writes(&self) -> bool {
+        !self.every_write
+    }
+
+    /// The flush of this commit forwards the cached writes now.
+    pub(crate) fn mark_forwarded(&mut self) {
+        self.forwarded = !self.entries.is_empty();
+    }
+
+    /// The value of `key` as the store's table has forwarded it so far: the cache once this
+    /// commit's flush forwarded it, else the committed store. A table–table join reads the
+    /// other side so, at commit, as if each side's updates were applied one side after the
+    /// other (an update never meets one of the other side's not yet forwarded).
+    pub(crate) fn get_as_forwarded(
+        &self,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<i64>, StoreError> {
+        if self.forwarded || self.entries.is_empty() {
+            return self.get_with_timestamp(key, out);
+        }
+        if !self.inner.get_into(key, out)? {
+            return Ok(None);
+        }
+        if self.timestamped {
+            self.strip_timestamp(key, out).map(Some)
+        } else {
+            Ok(Some(NO_TIMESTAMP))
+        }
+    }
+
+    /// Before [`dirty_old`](Self::dirty_old) is asked: with caching disabled (several entries
+    /// of one key), links each entry to the key's entry before it. A no-op with caching.
+    pub(crate) fn link_rewrites(&mut self) {
+        self.prev.clear();
+        if !self.every_write {
+            return;
+        }
+        let mut last: HashTable<usize> = HashTable::new();
+        let (entries, arena) = (&self.entries, &self.arena);
+        for (i, e) in entries.iter().enumerate() {
+            let key = e.key(arena);
+            let slot = last.find_mut(e.hash, |&j| entries[j].key(arena) == key);
+            let before = match slot {
+                Some(j) => std::mem::replace(j, i) as u32,
+                None => {
+                    last.insert_unique(e.hash, i, |&j| entries[j].hash);
+                    u32::MAX
+                }
+            };
+            self.prev.push(before);
+        }
+    }
+
+    /// The value the `i`-th entry's key had before that write (into `out`): the key's entry
+    /// before it in this commit (caching disabled, after [`link_rewrites`](Self::link_rewrites)),
+    /// else the store's. `false` if it had none.
+    pub(crate) fn dirty_old(&self, i: usize, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        if self.every_write
+            && let Some(&before) = self.prev.get(i)
+            && before != u32::MAX
+        {
+            out.clear();
+            return Ok(match self.entries[before as usize].value(&self.arena) {
+                Some(v) => {
+                    out.extend_from_slice(v);
+                    true
+                }
+                None => false,
+            });
+        }
+        let key = self.entries[i].key(&self.arena);
+        if !self.inner.get_into(key, out)? {
+            return Ok(false);
+        }
+        if self.timestamped {
+            self.strip_timestamp(key, out)?;
+        }
+        Ok(true)
+    }
+
+    /// The headers of the `i`-th entry's write.
+    pub(crate) fn dirty_headers(&self, i: usize) -> &Headers {
+        &self.entries[i].headers
+    }
+}
