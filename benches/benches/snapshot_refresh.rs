@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use riffle_benches::{FixtureState, SnapshotFixture, alloc};
+use riffle_bench::{FixtureState, SnapshotFixture, alloc};
 use riffle_task_manager::SnapshotStrategy;
 use riffle_task_manager::alloc_counter::CountingAllocator;
 

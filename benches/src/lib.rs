@@ -1,5 +1,6 @@
 //! Benchmark fixtures for riffle, shared by the criterion benches (`cargo bench -p
-//! riffle-benches`) and by `riffle bench` (crate `riffle-cli`), so both measure the same thing.
+//! riffle-bench`) and by this package's `riffle-bench` binary (src/bin/riffle-bench/), so both
+//! measure the same thing.
 //!
 //! What this crate owns:
 //! - [`SnapshotFixture`]: KAFKA-21171's snapshot benchmark fixture — a real [`TaskRegistry`], a
@@ -18,11 +19,11 @@
 //! - [`alloc`]: reading the per-thread counters of task-manager's counting allocator.
 //!
 //! What it is not: a harness. It prints nothing and installs no global allocator; the binary
-//! that measures (the criterion bench, the `riffle` CLI) installs
+//! that measures (the criterion bench, `riffle-bench`) installs
 //! `riffle_task_manager::alloc_counter::CountingAllocator` and reports.
 //!
 //! ```
-//! use riffle_benches::{FixtureState, SnapshotFixture};
+//! use riffle_bench::{FixtureState, SnapshotFixture};
 //! use riffle_task_manager::SnapshotStrategy;
 //! # fn main() -> Result<(), riffle_task_manager::BoxError> {
 //! let mut fixture = SnapshotFixture::build(100, FixtureState::Restoring, SnapshotStrategy::Incremental)?;

@@ -7,7 +7,7 @@ const EXPECTED: &str = "expected a positive integer and a unit (ms, s, m, h or d
 
 /// Parses a duration given as a positive integer and a unit: `ms`, `s`, `m`, `h` or `d`
 /// (`500ms`, `60s`, `1m`); in milliseconds.
-pub(crate) fn parse_duration_ms(text: &str) -> Result<i64, String> {
+pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
     let ms = parse(text)?;
     if ms == 0 {
         return Err(format!("must be positive; {EXPECTED}"));
@@ -16,7 +16,7 @@ pub(crate) fn parse_duration_ms(text: &str) -> Result<i64, String> {
 }
 
 /// [`parse_duration_ms`], also taking zero (`0`, `0s`, `0ms`): for a grace period.
-pub(crate) fn parse_duration_or_zero_ms(text: &str) -> Result<i64, String> {
+pub fn parse_duration_or_zero_ms(text: &str) -> Result<i64, String> {
     if text == "0" {
         return Ok(0);
     }

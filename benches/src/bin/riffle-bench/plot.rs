@@ -1,4 +1,4 @@
-//! The SVG plot of `riffle bench snapshot --plot`: ns/op against task count, log-log, one line
+//! The SVG plot of `riffle-bench snapshot --plot`: ns/op against task count, log-log, one line
 //! per strategy × state.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! `riffle bench kafka`: the groupByKey-count sample on a Kafka cluster under at_least_once and
+//! `riffle-bench kafka`: the groupByKey-count sample on a Kafka cluster under at_least_once and
 //! exactly_once, one commit interval for both, over the same input in one run — records/s, and
 //! CPU per record of this process and (with `--broker-pid`) of the broker.
 //!
@@ -15,12 +15,11 @@ use anyhow::Context;
 use rand::{Rng, SeedableRng};
 use riffle::backend::{Backend, TopicKind};
 use riffle::{StreamsApp, StreamsConfig};
+use riffle_cli::sample::{Store, latest_counts, topology};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use serde::Serialize;
 
-use crate::sample::{Store, latest_counts, topology};
-
-/// Arguments of `riffle bench kafka`.
+/// Arguments of `riffle-bench kafka`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The cluster, `host:port[,host:port…]` (e.g. a broker from kafka/testkit/start-broker.sh).
@@ -129,7 +128,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let input = format!("riffle-bench-words-{run_id}");
     let expected = generate(&reader, &input, &args)?;
     println!(
-        "riffle bench kafka: {} records over {} keys in {} partitions on {servers}; {} stream threads, {:?} store, commit interval {} ms, {} runs per guarantee; load average {}",
+        "riffle-bench kafka: {} records over {} keys in {} partitions on {servers}; {} stream threads, {:?} store, commit interval {} ms, {} runs per guarantee; load average {}",
         args.records,
         args.keys,
         args.partitions,
@@ -214,7 +213,7 @@ fn generate(
 ) -> anyhow::Result<HashMap<String, i64>> {
     backend.create_topic(topic, args.partitions, TopicKind::User)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-    let mut producer = crate::sample::bulk_producer(backend.clone().shared());
+    let mut producer = riffle_cli::sample::bulk_producer(backend.clone().shared());
     let mut expected = HashMap::new();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -1,4 +1,4 @@
-//! `riffle bench retention`: what retention and record deletion cost on the file-backed log
+//! `riffle-bench retention`: what retention and record deletion cost on the file-backed log
 //! (issue 17, point 2). For each partition count: retention passes when nothing is due (the
 //! first reads each sealed segment's newest timestamp; a later one is what the cleaner thread
 //! pays every 5 minutes, per partition), a pass that deletes old segments
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::write_json_rows;
 
-/// Arguments of `riffle bench retention`.
+/// Arguments of `riffle-bench retention`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Partition counts to measure.

@@ -1,4 +1,4 @@
-//! `riffle bench trickle`: R records a second, appended one at a time to random partitions of
+//! `riffle-bench trickle`: R records a second, appended one at a time to random partitions of
 //! an N-partition input of the embedded log, and what they cost one stream thread owning every
 //! task — riffle's loop (fetch the ready partitions) beside Kafka Streams' (fetch every task's
 //! input whenever anything moved) in the same run.
@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use riffle::SnapshotStrategy;
-use riffle_benches::{IdleRun, IdleSettings, SplitMix64, TrickleReport};
+use riffle_bench::{IdleRun, IdleSettings, SplitMix64, TrickleReport};
 use serde::Serialize;
 
 use super::{
@@ -46,7 +46,7 @@ impl CommitInterval {
     }
 }
 
-/// Arguments of `riffle bench trickle`.
+/// Arguments of `riffle-bench trickle`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Partitions of the input topic, and so tasks, all on one stream thread.

@@ -1,4 +1,4 @@
-//! `riffle bench log`: the embedded log shared by processes (issue 9, point 6). Append and fetch
+//! `riffle-bench log`: the embedded log shared by processes (issue 9, point 6). Append and fetch
 //! throughput with 1 and 4 producer (and reader) processes on 1 and 100 partitions, and the
 //! cross-process wake-up latency: an append in one process until an application waiting in
 //! `Log::wait_for_append` in another has the record, p50/p99.
@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::{load_average, write_json_rows};
 
-/// Arguments of `riffle bench log`.
+/// Arguments of `riffle-bench log`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Records each producer process appends.
@@ -116,7 +116,7 @@ fn run_children(
     let mut children: Vec<Child> = Vec::new();
     for id in 0..n {
         let child = Command::new(&exe)
-            .args(["bench", "log", "--child", mode, "--dir"])
+            .args(["log", "--child", mode, "--dir"])
             .arg(dir)
             .args(["--partitions", &partitions.to_string()])
             .args(["--id", &id.to_string()])

@@ -1,4 +1,4 @@
-//! `riffle bench join`: a stream–table join end to end on the embedded log, beside the same
+//! `riffle-bench join`: a stream–table join end to end on the embedded log, beside the same
 //! stream through a `map_values` alone (the baseline) in the same run.
 //!
 //! The table (`--table-keys` rows, `customer-<i>` → a region number) is loaded by a first run
@@ -34,13 +34,13 @@ use riffle::{
     Consumed, EmbeddedBackend, JoinWindows, Materialized, Produced, Producer, ProducerConfig,
     ProducerRecord, Serdes, StreamJoined, StreamsApp, StreamsBuilder, StreamsConfig, Topology,
 };
+use riffle_cli::sample::{Store, store_type};
 use riffle_log::{Log, LogOptions, TopicPartition};
 use serde::Serialize;
 
 use super::{count_process_wide, process_totals};
-use crate::sample::{Store, store_type};
 
-/// Arguments of `riffle bench join`.
+/// Arguments of `riffle-bench join`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Stream records (orders).

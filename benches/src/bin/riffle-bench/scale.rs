@@ -1,4 +1,4 @@
-//! `riffle bench scale`: the groupByKey-count sample with many tasks, on the file-backed
+//! `riffle-bench scale`: the groupByKey-count sample with many tasks, on the file-backed
 //! embedded log with persistent stores: start-up time, records/s, the time to restore every
 //! task, and the process's threads, open files and RSS (peaks sampled every 20 ms).
 //!
@@ -15,12 +15,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use riffle::{EmbeddedBackend, StreamsApp, StreamsConfig};
+use riffle_cli::sample::{Store, generate, latest_counts, topology};
 use riffle_log::{Log, LogOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::sample::{Store, generate, latest_counts, topology};
-
-/// Arguments of `riffle bench scale`.
+/// Arguments of `riffle-bench scale`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Task counts to measure (the input's partitions: one stateful task each).
@@ -213,7 +212,7 @@ fn child(args: &Args, tasks: u32, log_dir: &std::path::Path, phase: &str) -> any
     eprintln!("{tasks} tasks: {phase}");
     let exe = std::env::current_exe().context("finding this binary")?;
     let output = Command::new(&exe)
-        .args(["bench", "scale", "--tasks", &tasks.to_string()])
+        .args(["scale", "--tasks", &tasks.to_string()])
         .arg("--one")
         .arg(log_dir)
         .args(["--phase", phase])

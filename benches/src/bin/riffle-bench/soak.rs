@@ -1,4 +1,4 @@
-//! `riffle bench soak`: the groupByKey-count sample under `--follow` (a child process) while
+//! `riffle-bench soak`: the groupByKey-count sample under `--follow` (a child process) while
 //! this process writes a steady input to the same embedded log for minutes: the child's RSS,
 //! threads and open files sampled from `/proc/<pid>` every `--sample-every`, and the RSS growth
 //! after the warm-up (a least-squares slope in MiB per minute, and last minus first). At the
@@ -22,12 +22,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
 use riffle::{EmbeddedBackend, ProducerRecord};
+use riffle_cli::sample::{bulk_producer, latest_counts};
 use riffle_log::{Log, LogOptions, TopicConfig};
 use serde::Serialize;
 
-use crate::sample::{bulk_producer, latest_counts};
-
-/// Arguments of `riffle bench soak`.
+/// Arguments of `riffle-bench soak`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// How long to write input, in minutes.
@@ -279,6 +278,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let output_config = topic_config("--output-config", &args.output_configs)?;
         log.create_topic_with("counts", args.partitions, &output_config)?;
     }
+    // This binary's hidden `sample` subcommand: `riffle sample`'s code (riffle_cli::sample),
+    // with this binary's counting allocator.
     let exe = std::env::current_exe().context("finding this executable")?;
     let mut child = Command::new(exe)
         .args(["sample", "group-by-key-count", "--log-dir"])
