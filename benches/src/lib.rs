@@ -16,7 +16,9 @@
 //! - [`IdleRun::trickle`]: R records a second, one at a time, to random partitions of that
 //!   input, with the thread's CPU time and each record's latency ([`TrickleReport`]);
 //! - [`latency`]: how a latency is watched from outside the thread, and its percentiles;
-//! - [`alloc`]: reading the per-thread counters of task-manager's counting allocator.
+//! - [`alloc`]: reading the per-thread counters of task-manager's counting allocator;
+//! - [`proc_stats`]: what `/proc` says of a thread, a process and the machine (CPU time, threads,
+//!   open files, RSS, load average), through `procfs`.
 //!
 //! What it is not: a harness. It prints nothing and installs no global allocator; the binary
 //! that measures (the criterion bench, `riffle-bench`) installs
@@ -37,16 +39,16 @@
 //! [`TaskRegistry`]: riffle_task_manager::TaskRegistry
 
 pub mod alloc;
-mod cpu;
 mod idle;
 pub mod latency;
+pub mod proc_stats;
 mod snapshot;
 mod trickle;
 
 pub use crate::{
-    cpu::thread_cpu_time,
     idle::{IdleReport, IdleRun, IdleSettings, bare_wait, idle_topology},
-    latency::{Latencies, SplitMix64},
+    latency::{Latencies, SeededRng},
+    proc_stats::thread_cpu_time,
     snapshot::{FixtureState, MAX_TASKS, Measurement, SnapshotFixture, timer_overhead},
     trickle::TrickleReport,
 };

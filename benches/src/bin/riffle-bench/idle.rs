@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use riffle::FetchStrategy;
-use riffle_bench::{IdleReport, IdleRun, IdleSettings, Latencies, SplitMix64};
+use riffle_bench::{IdleReport, IdleRun, IdleSettings, Latencies, SeededRng};
 use serde::Serialize;
 
 use super::{
@@ -118,7 +118,7 @@ pub(super) fn run(args: Args) -> anyhow::Result<()> {
     let settle = Duration::from_secs(args.settle_seconds);
     let spacing = Duration::from_millis(args.latency_spacing_ms);
     let samples = args.latency_samples as usize;
-    let mut rng = SplitMix64::new(args.seed);
+    let mut rng = SeededRng::new(args.seed);
     let load_before = load_average();
     let runs = (tasks.len() * strategies.len()) as u64 + 1;
     let bar = progress_bar(runs * 100);

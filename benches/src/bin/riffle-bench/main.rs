@@ -317,10 +317,7 @@ fn check_writable(path: &Path) -> anyhow::Result<()> {
 
 /// The 1-, 5- and 15-minute load averages, for the report (the machine is shared).
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "unknown".to_owned())
+    riffle_bench::proc_stats::load_average().unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// A progress bar of `len` steps with a message.

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use riffle::{EmbeddedBackend, StreamsApp, StreamsConfig};
+use riffle_bench::proc_stats::footprint;
 use riffle_cli::sample::{Store, generate, latest_counts, topology};
 use riffle_log::{Log, LogOptions};
 use serde::{Deserialize, Serialize};
@@ -83,23 +84,6 @@ struct Sampler {
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
-fn count_entries(dir: &str) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|d| d.count() as u64)
-        .unwrap_or(0)
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 impl Sampler {
     fn start() -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
@@ -110,11 +94,12 @@ impl Sampler {
                 .name("bench-sampler".into())
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
+                        let now = footprint(None);
                         // Less this sampler itself.
-                        let threads = count_entries("/proc/self/task").saturating_sub(1);
+                        let threads = now.threads.saturating_sub(1);
                         peaks[0].fetch_max(threads, Ordering::Relaxed);
-                        peaks[1].fetch_max(count_entries("/proc/self/fd"), Ordering::Relaxed);
-                        peaks[2].fetch_max(rss_kib(), Ordering::Relaxed);
+                        peaks[1].fetch_max(now.open_files, Ordering::Relaxed);
+                        peaks[2].fetch_max(now.rss_kib, Ordering::Relaxed);
                         std::thread::sleep(Duration::from_millis(20));
                     }
                 })

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
 use riffle::{EmbeddedBackend, ProducerRecord};
+use riffle_bench::proc_stats::{Footprint, footprint, named_threads_cpu_time};
 use riffle_cli::sample::{bulk_producer, latest_counts};
 use riffle_log::{Log, LogOptions, TopicConfig};
 use serde::Serialize;
@@ -159,27 +160,10 @@ fn parse_progress(line: &str) -> Option<(u64, f64, u64, f64, u64)> {
 
 /// CPU seconds (user and system) of the child's threads named like the log cleaner.
 fn cleaner_cpu_s(pid: u32) -> f64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0.0;
-    };
-    let mut ticks = 0u64;
-    for task in tasks.filter_map(Result::ok) {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with("riffle-log-clea") {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // After the command name in parentheses: state is field 3, utime 14, stime 15.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map_or("", |(_, rest)| rest)
-            .split_whitespace()
-            .collect();
-        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-        ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
-    }
-    // The kernel's USER_HZ is 100 on every Linux this runs on.
-    ticks as f64 / 100.0
+    i32::try_from(pid)
+        .ok()
+        .and_then(|pid| named_threads_cpu_time(pid, "riffle-log-clea").ok())
+        .map_or(0.0, |t| t.as_secs_f64())
 }
 
 /// `key=value` pairs as a topic config.
@@ -233,18 +217,6 @@ fn disk_use(dir: &std::path::Path, input: &str) -> (f64, f64, f64, f64) {
         }
     }
     (mib(inp), mib(changelog), mib(repartition), mib(other))
-}
-
-fn status_field(pid: u32, field: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
-fn entries(path: &str) -> u64 {
-    std::fs::read_dir(path).map_or(0, |d| d.count() as u64)
 }
 
 /// The least-squares slope of `points` (x in minutes, y in MiB).
@@ -349,14 +321,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 disk_use(&dir, "words");
             let (processed, processed_per_s, cleaner_partitions, cleaner_io_mib, removed) =
                 progress;
+            let child = i32::try_from(pid)
+                .ok()
+                .map_or_else(Footprint::default, |pid| footprint(Some(pid)));
             let sample = Sample {
                 elapsed_s: start.elapsed().as_secs_f64(),
                 records_written: written,
-                rss_mib: status_field(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0,
-                rss_anon_mib: status_field(pid, "RssAnon:").unwrap_or(0) as f64 / 1024.0,
-                rss_file_mib: status_field(pid, "RssFile:").unwrap_or(0) as f64 / 1024.0,
-                threads: entries(&format!("/proc/{pid}/task")),
-                open_files: entries(&format!("/proc/{pid}/fd")),
+                rss_mib: child.rss_kib as f64 / 1024.0,
+                rss_anon_mib: child.rss_anon_kib as f64 / 1024.0,
+                rss_file_mib: child.rss_file_kib as f64 / 1024.0,
+                threads: child.threads,
+                open_files: child.open_files,
                 input_mib,
                 changelog_mib,
                 repartition_mib,

@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use riffle::SnapshotStrategy;
-use riffle_bench::{IdleRun, IdleSettings, SplitMix64, TrickleReport};
+use riffle_bench::{IdleRun, IdleSettings, SeededRng, TrickleReport};
 use serde::Serialize;
 
 use super::{
@@ -181,7 +181,7 @@ pub(super) fn run(args: Args) -> anyhow::Result<()> {
         std::thread::sleep(settle);
         bar.set_message(format!("{label}: trickling"));
         // The same seed for every run: every strategy sees the same partitions.
-        let mut rng = SplitMix64::new(args.seed);
+        let mut rng = SeededRng::new(args.seed);
         let report = run
             .trickle(rate, duration, &mut rng, &mut |f| {
                 bar.set_position(base + (f * 99.0) as u64)
