@@ -1,7 +1,7 @@
 //! The library half of the `riffle` command-line tool: what its `riffle` binary shares with the
 //! `riffle-bench` binary (package `riffle-bench`, in benches/), which runs the bundled samples'
 //! topologies and input generators in its benchmarks and the groupByKey-count sample itself as
-//! the child process of `riffle-bench soak`.
+//! the child process of `cargo run --release -p riffle-bench -- soak`.
 //!
 //! - [`sample`]: the bundled sample applications (`riffle sample …`);
 //! - [`duration`]: durations on the command line;

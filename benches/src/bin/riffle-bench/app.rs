@@ -1,5 +1,5 @@
-//! `riffle-bench throughput` and `riffle-bench restore`: the groupByKey-count sample end to end,
-//! and the state updater's restore rate.
+//! `cargo run --release -p riffle-bench -- throughput`: the groupByKey-count sample end to end;
+//! `cargo run --release -p riffle-bench -- restore`: the state updater's restore rate.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::{count_process_wide, process_totals};
 
-/// Arguments of `riffle-bench throughput`.
+/// Arguments of `cargo run --release -p riffle-bench -- throughput`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ThroughputArgs {
     /// Records to generate.
@@ -210,7 +210,7 @@ pub(crate) fn throughput(args: ThroughputArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Arguments of `riffle-bench restore`.
+/// Arguments of `cargo run --release -p riffle-bench -- restore`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct RestoreArgs {
     /// Changelog records to restore.

@@ -1,6 +1,6 @@
-//! `riffle-bench idle`: the CPU share of one idle stream thread with N tasks, riffle's loop
-//! beside Kafka Streams' (a full snapshot rebuild on every poll, KAFKA-21171), and the latency
-//! of a record arriving at the idle thread.
+//! `cargo run --release -p riffle-bench -- idle`: the CPU share of one idle stream thread with N
+//! tasks, riffle's loop beside Kafka Streams' (a full snapshot rebuild on every poll, KAFKA-21171),
+//! and the latency of a record arriving at the idle thread.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use super::{
 const TARGET_CPU_PERCENT: f64 = 0.02;
 const TARGET_RATIO: f64 = 20.0;
 
-/// Arguments of `riffle-bench idle`.
+/// Arguments of `cargo run --release -p riffle-bench -- idle`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Task counts: partitions of the empty input topic, all on one stream thread.

@@ -1,6 +1,6 @@
-//! `riffle-bench kafka`: the groupByKey-count sample on a Kafka cluster under at_least_once and
-//! exactly_once, one commit interval for both, over the same input in one run — records/s, and
-//! CPU per record of this process and (with `--broker-pid`) of the broker.
+//! `cargo run --release -p riffle-bench -- kafka`: the groupByKey-count sample on a Kafka cluster
+//! under at_least_once and exactly_once, one commit interval for both, over the same input in one
+//! run — records/s, and CPU per record of this process and (with `--broker-pid`) of the broker.
 //!
 //! The input is written once; each run is a new application (its own id, output topic and
 //! state directory) reading it from the start, the guarantees alternating so that drift on a
@@ -20,7 +20,7 @@ use riffle_cli::sample::{Store, latest_counts, topology};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use serde::Serialize;
 
-/// Arguments of `riffle-bench kafka`.
+/// Arguments of `cargo run --release -p riffle-bench -- kafka`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The cluster, `host:port[,host:port…]` (e.g. a broker from kafka/testkit/start-broker.sh).

@@ -1,30 +1,34 @@
 //! `riffle-bench`: the measurements of docs/design.md §6, each side by side with its baseline in
 //! the same run (`cargo run --release -p riffle-bench -- <bench> …`).
 //!
-//! - `riffle-bench snapshot`: one offset-sum snapshot refresh by task count, task state and number
-//!   of changed tasks, incremental beside full rebuild (KAFKA-21171's benchmark);
-//! - `riffle-bench idle`: CPU share of one idle stream thread with N tasks, per strategy, and
-//!   the latency of a record arriving at the idle thread;
-//! - `riffle-bench trickle`: R records/s, one at a time, to random partitions of an N-partition
-//!   input: the stream thread's CPU share and per-record latency, per fetch strategy;
-//! - `riffle-bench throughput`: the groupByKey-count sample end to end, records/s and heap
-//!   allocations per record, per store and guarantee;
-//! - `riffle-bench windowed`: a tumbling and a session count end to end beside the plain count
-//!   on the same input, records/s and allocations per record per store, and the tumbling count
-//!   with longer retentions (the cost of expiring segments);
-//! - `riffle-bench restore`: the state updater's restore rate, per store;
-//! - `riffle-bench join`: a stream–table join beside a `map_values` of the same stream,
-//!   records/s and allocations per record, per table store;
-//! - `riffle-bench scale`: the sample with 100 to 20,000 tasks on persistent stores — start-up,
-//!   records/s, the time to restore every task, threads, open files and RSS;
-//! - `riffle-bench soak`: the sample under `--follow` with a steady input for minutes: its RSS,
-//!   threads and open files over time, and the log directory's disk use;
-//! - `riffle-bench retention`: a retention pass with nothing due (per partition), one deleting
-//!   segments (per segment), and `delete_records` (per call);
-//! - `riffle-bench kafka`: the sample on a Kafka cluster under at_least_once and exactly_once,
-//!   records/s and CPU per record (riffle's and the broker's);
-//! - `riffle-bench log`: the embedded log shared by processes — append and fetch throughput
-//!   with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up latency.
+//! - `cargo run --release -p riffle-bench -- snapshot`: one offset-sum snapshot refresh by task
+//!   count, task state and number of changed tasks, incremental beside full rebuild (KAFKA-21171's
+//!   benchmark);
+//! - `cargo run --release -p riffle-bench -- idle`: CPU share of one idle stream thread with N
+//!   tasks, per strategy, and the latency of a record arriving at the idle thread;
+//! - `cargo run --release -p riffle-bench -- trickle`: R records/s, one at a time, to random
+//!   partitions of an N-partition input: the stream thread's CPU share and per-record latency, per
+//!   fetch strategy;
+//! - `cargo run --release -p riffle-bench -- throughput`: the groupByKey-count sample end to end,
+//!   records/s and heap allocations per record, per store and guarantee;
+//! - `cargo run --release -p riffle-bench -- windowed`: a tumbling and a session count end to end
+//!   beside the plain count on the same input, records/s and allocations per record per store, and
+//!   the tumbling count with longer retentions (the cost of expiring segments);
+//! - `cargo run --release -p riffle-bench -- restore`: the state updater's restore rate, per store;
+//! - `cargo run --release -p riffle-bench -- join`: a stream–table join beside a `map_values` of
+//!   the same stream, records/s and allocations per record, per table store;
+//! - `cargo run --release -p riffle-bench -- scale`: the sample with 100 to 20,000 tasks on
+//!   persistent stores — start-up, records/s, the time to restore every task, threads, open files
+//!   and RSS;
+//! - `cargo run --release -p riffle-bench -- soak`: the sample under `--follow` with a steady input
+//!   for minutes: its RSS, threads and open files over time, and the log directory's disk use;
+//! - `cargo run --release -p riffle-bench -- retention`: a retention pass with nothing due (per
+//!   partition), one deleting segments (per segment), and `delete_records` (per call);
+//! - `cargo run --release -p riffle-bench -- kafka`: the sample on a Kafka cluster under
+//!   at_least_once and exactly_once, records/s and CPU per record (riffle's and the broker's);
+//! - `cargo run --release -p riffle-bench -- log`: the embedded log shared by processes — append
+//!   and fetch throughput with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up
+//!   latency.
 //!
 //! The fixtures live in this package's library (`riffle_bench`), shared with the criterion
 //! benches; the bundled sample's topology, input generator and count check come from

@@ -1,6 +1,6 @@
-//! `riffle-bench scale`: the groupByKey-count sample with many tasks, on the file-backed
-//! embedded log with persistent stores: start-up time, records/s, the time to restore every
-//! task, and the process's threads, open files and RSS (peaks sampled every 20 ms).
+//! `cargo run --release -p riffle-bench -- scale`: the groupByKey-count sample with many tasks, on
+//! the file-backed embedded log with persistent stores: start-up time, records/s, the time to
+//! restore every task, and the process's threads, open files and RSS (peaks sampled every 20 ms).
 //!
 //! This process generates each task count's input and checks the counts against a `HashMap`
 //! count; the application runs in child processes (this binary with the hidden `--one`), one
@@ -20,7 +20,7 @@ use riffle_cli::sample::{Store, generate, latest_counts, topology};
 use riffle_log::{Log, LogOptions};
 use serde::{Deserialize, Serialize};
 
-/// Arguments of `riffle-bench scale`.
+/// Arguments of `cargo run --release -p riffle-bench -- scale`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Task counts to measure (the input's partitions: one stateful task each).

@@ -1,4 +1,5 @@
-//! `riffle-bench snapshot`: one offset-sum snapshot refresh, incremental beside full rebuild.
+//! `cargo run --release -p riffle-bench -- snapshot`: one offset-sum snapshot refresh, incremental
+//! beside full rebuild.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,7 +28,7 @@ impl From<State> for FixtureState {
     }
 }
 
-/// Arguments of `riffle-bench snapshot`.
+/// Arguments of `cargo run --release -p riffle-bench -- snapshot`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Task counts (all owned by one stream thread, one changelog partition each).

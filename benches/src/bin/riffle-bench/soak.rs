@@ -1,16 +1,16 @@
-//! `riffle-bench soak`: the groupByKey-count sample under `--follow` (a child process) while
-//! this process writes a steady input to the same embedded log for minutes: the child's RSS,
-//! threads and open files sampled from `/proc/<pid>` every `--sample-every`, and the RSS growth
-//! after the warm-up (a least-squares slope in MiB per minute, and last minus first). At the
-//! end the input stops, the child catches up and is stopped with SIGINT, and its counts are
-//! checked against a `HashMap` count of everything written. Each sample also measures the
-//! topics' segment files: the input topic, changelogs, repartition topics and the rest (the
+//! `cargo run --release -p riffle-bench -- soak`: the groupByKey-count sample under `--follow` (a
+//! child process) while this process writes a steady input to the same embedded log for minutes:
+//! the child's RSS, threads and open files sampled from `/proc/<pid>` every `--sample-every`, and
+//! the RSS growth after the warm-up (a least-squares slope in MiB per minute, and last minus
+//! first). At the end the input stops, the child catches up and is stopped with SIGINT, and its
+//! counts are checked against a `HashMap` count of everything written. Each sample also measures
+//! the topics' segment files: the input topic, changelogs, repartition topics and the rest (the
 //! input topic can be given Kafka's topic configs, `--input-config retention.bytes=…`, to see
 //! retention hold it; the output topic `--output-config`) and the compaction of the child's log
-//! cleaner: the child's processing rate from its progress lines, the partitions and MiB its
-//! cleaner compacted, and the cleaner thread's CPU time from `/proc/<pid>/task`, so the rate
-//! before and after compaction starts and the cleaner's CPU per MiB. Not for CI: it runs for
-//! `--minutes` (10 by default).
+//! cleaner: the child's processing rate from its progress lines, the partitions and MiB its cleaner
+//! compacted, and the cleaner thread's CPU time from `/proc/<pid>/task`, so the rate before and
+//! after compaction starts and the cleaner's CPU per MiB. Not for CI: it runs for `--minutes` (10
+//! by default).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -27,7 +27,7 @@ use riffle_cli::sample::{bulk_producer, latest_counts};
 use riffle_log::{Log, LogOptions, TopicConfig};
 use serde::Serialize;
 
-/// Arguments of `riffle-bench soak`.
+/// Arguments of `cargo run --release -p riffle-bench -- soak`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// How long to write input, in minutes.

@@ -1,7 +1,7 @@
-//! `riffle-bench trickle`: R records a second, appended one at a time to random partitions of
-//! an N-partition input of the embedded log, and what they cost one stream thread owning every
-//! task — riffle's loop (fetch the ready partitions) beside Kafka Streams' (fetch every task's
-//! input whenever anything moved) in the same run.
+//! `cargo run --release -p riffle-bench -- trickle`: R records a second, appended one at a time to
+//! random partitions of an N-partition input of the embedded log, and what they cost one stream
+//! thread owning every task — riffle's loop (fetch the ready partitions) beside Kafka Streams'
+//! (fetch every task's input whenever anything moved) in the same run.
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -46,7 +46,7 @@ impl CommitInterval {
     }
 }
 
-/// Arguments of `riffle-bench trickle`.
+/// Arguments of `cargo run --release -p riffle-bench -- trickle`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Partitions of the input topic, and so tasks, all on one stream thread.

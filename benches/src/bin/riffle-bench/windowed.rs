@@ -1,7 +1,7 @@
-//! `riffle-bench windowed`: windowed counts end to end on the embedded log — a tumbling count
-//! and a session count per store type, beside the plain groupByKey count of `bench throughput`
-//! on the same input in the same run, and the tumbling count with longer retentions (how the
-//! cost of expiring segments grows with the windows the store keeps).
+//! `cargo run --release -p riffle-bench -- windowed`: windowed counts end to end on the embedded
+//! log — a tumbling count and a session count per store type, beside the plain groupByKey count of
+//! the `throughput` bench on the same input in the same run, and the tumbling count with longer
+//! retentions (how the cost of expiring segments grows with the windows the store keeps).
 //!
 //! The input: N records over K keys (uniformly random, seeded), event time rising evenly over a
 //! span (4 h by default) from 2026-01-01T00:00:00Z, a fraction of the records (1 % by default)
@@ -36,7 +36,7 @@ const INPUT: &str = "events";
 const OUTPUT: &str = "windowed-counts";
 const STORE: &str = "windowed-counts";
 
-/// Arguments of `riffle-bench windowed`.
+/// Arguments of `cargo run --release -p riffle-bench -- windowed`.
 ///
 /// Defaults: 1,000,000 records over 10,000 keys in 4 partitions, one stream thread; event time
 /// rising evenly over 4 h (14,400 s), so 60 s tumbling windows give 240 windows and each key
@@ -67,7 +67,7 @@ pub(crate) struct Args {
     )]
     stores: Vec<Store>,
     /// Aggregations to measure: tumbling (count per key and tumbling window), session (count
-    /// per key and session), count (the plain groupByKey count of `bench throughput`, the
+    /// per key and session), count (the plain groupByKey count of the `throughput` bench, the
     /// baseline).
     #[arg(
         long,
