@@ -1,7 +1,8 @@
 //! Durations on the command line: a non-negative integer and a unit (`500ms`, `60s`, `1m`), in
 //! milliseconds — `consume --window-size`, and the window sizes and grace of
-//! `sample windowed-count`. Parsed by `humantime`, which also takes its other forms (`1m 30s`,
-//! `1.5s`, `2min`); a duration must come to a whole number of milliseconds.
+//! `sample windowed-count`. Parsed by `humantime`, which also takes its other integer forms
+//! (`1m 30s`, `2min`); fractions (`1.5s`) are refused, as before, and a duration must come to a
+//! whole number of milliseconds.
 
 const EXPECTED: &str = "expected a positive integer and a unit (ms, s, m, h or d), like 500ms \
                         or 60s";
@@ -25,6 +26,9 @@ pub fn parse_duration_or_zero_ms(text: &str) -> Result<i64, String> {
 }
 
 fn parse(text: &str) -> Result<i64, String> {
+    if text.contains('.') {
+        return Err(format!("{EXPECTED} (not a fraction)"));
+    }
     let duration = humantime::parse_duration(text).map_err(|e| match e {
         humantime::DurationError::NumberOverflow => format!("more than {} ms", i64::MAX),
         e => format!("{EXPECTED} ({e})"),
@@ -48,7 +52,6 @@ mod tests {
             ("2h", 7_200_000),
             ("1d", 86_400_000),
             // humantime's other forms.
-            ("1.5s", 1_500),
             ("1 s", 1_000),
             ("1min", 60_000),
             ("1m 30s", 90_000),
@@ -56,7 +59,7 @@ mod tests {
             assert_eq!(parse_duration_ms(text), Ok(ms), "{text}");
             assert_eq!(parse_duration_or_zero_ms(text), Ok(ms), "{text}");
         }
-        for text in ["", "60", "s", "0s", "-1s", "10us", "1.0005s"] {
+        for text in ["", "60", "s", "0s", "-1s", "1.5s", "10us", "1.0005s"] {
             assert!(parse_duration_ms(text).is_err(), "{text}");
         }
         assert!(
@@ -76,7 +79,7 @@ mod tests {
         for text in ["0", "0s", "0ms", "0m"] {
             assert_eq!(parse_duration_or_zero_ms(text), Ok(0), "{text}");
         }
-        for text in ["", "60", "-1s", "00"] {
+        for text in ["", "60", "-1s", "1.5s", "00"] {
             assert!(parse_duration_or_zero_ms(text).is_err(), "{text}");
         }
     }
