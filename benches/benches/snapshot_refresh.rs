@@ -1,9 +1,9 @@
 //! Criterion bench of the offset-sum snapshot refresh (KAFKA-21171's
 //! `TaskOffsetSumSnapshotBenchmark.refreshSnapshot`), incremental beside full rebuild.
 //!
-//! A subset of `riffle bench snapshot`'s grid, kept short so `cargo bench -p riffle-benches`
-//! finishes in a couple of minutes; the CLI runs the whole grid (up to 100,000 tasks) and writes
-//! JSON and a plot. Both use the same fixture ([`SnapshotFixture`]). Only the refresh is timed:
+//! A subset of `cargo run --release -p riffle-bench -- snapshot`'s grid, kept short so
+//! `cargo bench -p riffle-bench` finishes in a couple of minutes; the `riffle-bench` binary runs
+//! the whole grid (up to 100,000 tasks) and writes JSON and a plot. Both use the same fixture ([`SnapshotFixture`]). Only the refresh is timed:
 //! the offsets that `changed` tasks advance between two refreshes are moved outside the timed
 //! region (`iter_custom`).
 //!
@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use riffle_benches::{FixtureState, SnapshotFixture, alloc};
+use riffle_bench::{FixtureState, SnapshotFixture, alloc};
 use riffle_task_manager::SnapshotStrategy;
 use riffle_task_manager::alloc_counter::CountingAllocator;
 

@@ -4,7 +4,8 @@
 //! its append to being processed ([`crate::latency`]).
 //!
 //! What it must never do: measure its own work. The CPU time is the stream thread's alone
-//! (`/proc/self/task/<tid>/schedstat`); appends and watching happen on the calling thread.
+//! (`/proc/self/task/<tid>/schedstat`, read through `procfs`); appends and watching happen on the
+//! calling thread.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,8 +21,8 @@ use riffle::{
 use riffle_state_dir::{Checkpoint, Durability, StateDirectory, StateDirectoryConfig, TaskId};
 use riffle_task_manager::BoxError;
 
-use crate::cpu::thread_cpu_time;
-use crate::latency::{Latencies, SplitMix64, wait_for_count};
+use crate::latency::{Latencies, SeededRng, wait_for_count};
+use crate::proc_stats::{current_tid, thread_cpu_time};
 
 const INPUT: &str = "idle-bench-input";
 const OUTPUT: &str = "idle-bench-counts";
@@ -334,7 +335,7 @@ impl IdleRun {
         &mut self,
         samples: usize,
         spacing: Duration,
-        rng: &mut SplitMix64,
+        rng: &mut SeededRng,
         progress: &mut dyn FnMut(f64),
     ) -> Result<Latencies, BoxError> {
         let mut latencies = Latencies::with_capacity(samples);
@@ -462,7 +463,7 @@ pub fn bare_wait(
         std::thread::Builder::new()
             .name("riffle-bench-bare-wait".to_owned())
             .spawn(move || {
-                let _ = tid_tx.send(current_tid());
+                let _ = tid_tx.send(Some(current_tid()));
                 let mut version = log.append_version();
                 while !stop.load(Ordering::Acquire) {
                     loops.fetch_add(1, Ordering::Relaxed);
@@ -517,10 +518,4 @@ pub fn bare_wait(
     log.wake_waiters();
     thread.join().map_err(|_| "the bare-wait thread panicked")?;
     measured
-}
-
-/// The Linux tid of the calling thread, from `/proc/thread-self`.
-fn current_tid() -> Option<u64> {
-    let link = std::fs::read_link("/proc/thread-self").ok()?;
-    link.file_name()?.to_str()?.parse().ok()
 }

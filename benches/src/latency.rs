@@ -2,7 +2,7 @@
 //! thread: the calling thread appends a record and watches `ThreadMetrics::records` move.
 //!
 //! What it owns: [`wait_for_count`] (how the watching is done, and so the measurement's
-//! resolution), [`Latencies`] (samples and their percentiles) and [`SplitMix64`] (the seeded
+//! resolution), [`Latencies`] (samples and their percentiles) and [`SeededRng`] (the seeded
 //! choice of partitions, so a run can be repeated).
 //!
 //! What it must never do: spin. On a machine with few cores, a watcher spinning right after
@@ -12,6 +12,9 @@
 //! measures tenths of one. So the watcher only sleeps.
 
 use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, RngCore, SeedableRng};
 
 /// How long the watcher sleeps between looks (plus the kernel's timer slack, 50 µs by default
 /// on Linux): the resolution of every latency measured here.
@@ -91,30 +94,25 @@ impl Latencies {
     }
 }
 
-/// A small seeded generator (SplitMix64, Steele et al. 2014): the partitions records go to
-/// are random but the same for the same seed.
+/// A seeded generator (`rand`'s `StdRng`): the partitions records go to are random but the
+/// same for the same seed.
 #[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
+pub struct SeededRng(StdRng);
 
-impl SplitMix64 {
+impl SeededRng {
     /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
+        SeededRng(StdRng::seed_from_u64(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
-    /// A number in `0..n` (0 when `n` is 0), by Lemire's multiply-shift: no modulo bias worth
-    /// measuring for `n` ≤ 2³².
+    /// A number in `0..n`, uniformly (0 when `n` is 0).
     pub fn below(&mut self, n: u32) -> u32 {
-        (((self.next_u64() >> 32) * u64::from(n)) >> 32) as u32
+        if n == 0 { 0 } else { self.0.random_range(0..n) }
     }
 }
 
@@ -141,7 +139,7 @@ mod tests {
 
     #[test]
     fn below_stays_in_range_and_covers_it() {
-        let mut rng = SplitMix64::new(7);
+        let mut rng = SeededRng::new(7);
         let mut seen = [false; 10];
         for _ in 0..1_000 {
             let x = rng.below(10);
@@ -150,7 +148,7 @@ mod tests {
         }
         assert!(seen.iter().all(|&s| s));
         assert_eq!(rng.below(0), 0);
-        assert_eq!(SplitMix64::new(1).next_u64(), SplitMix64::new(1).next_u64());
+        assert_eq!(SeededRng::new(1).next_u64(), SeededRng::new(1).next_u64());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Benchmark fixtures for riffle, shared by the criterion benches (`cargo bench -p
-//! riffle-benches`) and by `riffle bench` (crate `riffle-cli`), so both measure the same thing.
+//! riffle-bench`) and by this package's `riffle-bench` binary (src/bin/riffle-bench/), so both
+//! measure the same thing.
 //!
 //! What this crate owns:
 //! - [`SnapshotFixture`]: KAFKA-21171's snapshot benchmark fixture — a real [`TaskRegistry`], a
@@ -15,14 +16,16 @@
 //! - [`IdleRun::trickle`]: R records a second, one at a time, to random partitions of that
 //!   input, with the thread's CPU time and each record's latency ([`TrickleReport`]);
 //! - [`latency`]: how a latency is watched from outside the thread, and its percentiles;
-//! - [`alloc`]: reading the per-thread counters of task-manager's counting allocator.
+//! - [`alloc`]: reading the per-thread counters of task-manager's counting allocator;
+//! - [`proc_stats`]: what `/proc` says of a thread, a process and the machine (CPU time, threads,
+//!   open files, RSS, load average), through `procfs`.
 //!
 //! What it is not: a harness. It prints nothing and installs no global allocator; the binary
-//! that measures (the criterion bench, the `riffle` CLI) installs
+//! that measures (the criterion bench, `riffle-bench`) installs
 //! `riffle_task_manager::alloc_counter::CountingAllocator` and reports.
 //!
 //! ```
-//! use riffle_benches::{FixtureState, SnapshotFixture};
+//! use riffle_bench::{FixtureState, SnapshotFixture};
 //! use riffle_task_manager::SnapshotStrategy;
 //! # fn main() -> Result<(), riffle_task_manager::BoxError> {
 //! let mut fixture = SnapshotFixture::build(100, FixtureState::Restoring, SnapshotStrategy::Incremental)?;
@@ -36,16 +39,16 @@
 //! [`TaskRegistry`]: riffle_task_manager::TaskRegistry
 
 pub mod alloc;
-mod cpu;
 mod idle;
 pub mod latency;
+pub mod proc_stats;
 mod snapshot;
 mod trickle;
 
 pub use crate::{
-    cpu::thread_cpu_time,
     idle::{IdleReport, IdleRun, IdleSettings, bare_wait, idle_topology},
-    latency::{Latencies, SplitMix64},
+    latency::{Latencies, SeededRng},
+    proc_stats::thread_cpu_time,
     snapshot::{FixtureState, MAX_TASKS, Measurement, SnapshotFixture, timer_overhead},
     trickle::TrickleReport,
 };

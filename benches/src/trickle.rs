@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use riffle_task_manager::BoxError;
 
 use crate::idle::{IdleReport, IdleRun, PROCESS_TIMEOUT};
-use crate::latency::{Latencies, SLEEP_STEP, SplitMix64};
+use crate::latency::{Latencies, SLEEP_STEP, SeededRng};
 
 /// What one trickle found.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,7 +33,7 @@ impl IdleRun {
         &mut self,
         rate: f64,
         duration: Duration,
-        rng: &mut SplitMix64,
+        rng: &mut SeededRng,
         progress: &mut dyn FnMut(f64),
     ) -> Result<TrickleReport, BoxError> {
         if !(rate.is_finite() && rate > 0.0) {

@@ -147,7 +147,7 @@ pub(crate) struct Args {
     key_serde: KeySerde,
     /// The window size of --key-serde windowed-string, like `500ms`, `60s`, `5m`, `1h` or `1d`:
     /// a window ends at its start plus this.
-    #[arg(long, value_parser = crate::duration::parse_duration_ms)]
+    #[arg(long, value_parser = riffle_cli::duration::parse_duration_ms)]
     window_size: Option<i64>,
     /// How values are decoded.
     #[arg(long, value_enum, default_value = "string")]

@@ -1,13 +1,15 @@
 //! Durations on the command line: a non-negative integer and a unit (`500ms`, `60s`, `1m`), in
 //! milliseconds — `consume --window-size`, and the window sizes and grace of
-//! `sample windowed-count`.
+//! `sample windowed-count`. Parsed by `humantime`, which also takes its other integer forms
+//! (`1m 30s`, `2min`); fractions (`1.5s`) are refused, as before, and a duration must come to a
+//! whole number of milliseconds.
 
 const EXPECTED: &str = "expected a positive integer and a unit (ms, s, m, h or d), like 500ms \
                         or 60s";
 
 /// Parses a duration given as a positive integer and a unit: `ms`, `s`, `m`, `h` or `d`
-/// (`500ms`, `60s`, `1m`); in milliseconds.
-pub(crate) fn parse_duration_ms(text: &str) -> Result<i64, String> {
+/// (`500ms`, `60s`, `1m`), or any other form `humantime` reads (`1m 30s`); in milliseconds.
+pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
     let ms = parse(text)?;
     if ms == 0 {
         return Err(format!("must be positive; {EXPECTED}"));
@@ -16,7 +18,7 @@ pub(crate) fn parse_duration_ms(text: &str) -> Result<i64, String> {
 }
 
 /// [`parse_duration_ms`], also taking zero (`0`, `0s`, `0ms`): for a grace period.
-pub(crate) fn parse_duration_or_zero_ms(text: &str) -> Result<i64, String> {
+pub fn parse_duration_or_zero_ms(text: &str) -> Result<i64, String> {
     if text == "0" {
         return Ok(0);
     }
@@ -24,22 +26,17 @@ pub(crate) fn parse_duration_or_zero_ms(text: &str) -> Result<i64, String> {
 }
 
 fn parse(text: &str) -> Result<i64, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale: i64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(EXPECTED.to_owned()),
-    };
-    let number: i64 = number.parse().map_err(|_| EXPECTED.to_owned())?;
-    number
-        .checked_mul(scale)
-        .ok_or_else(|| format!("more than {} ms", i64::MAX))
+    if text.contains('.') {
+        return Err(format!("{EXPECTED} (not a fraction)"));
+    }
+    let duration = humantime::parse_duration(text).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => format!("more than {} ms", i64::MAX),
+        e => format!("{EXPECTED} ({e})"),
+    })?;
+    if duration.subsec_nanos() % 1_000_000 != 0 {
+        return Err(format!("not a whole number of milliseconds; {EXPECTED}"));
+    }
+    i64::try_from(duration.as_millis()).map_err(|_| format!("more than {} ms", i64::MAX))
 }
 
 #[cfg(test)]
@@ -54,15 +51,24 @@ mod tests {
             ("1m", 60_000),
             ("2h", 7_200_000),
             ("1d", 86_400_000),
+            // humantime's other forms.
+            ("1 s", 1_000),
+            ("1min", 60_000),
+            ("1m 30s", 90_000),
         ] {
             assert_eq!(parse_duration_ms(text), Ok(ms), "{text}");
             assert_eq!(parse_duration_or_zero_ms(text), Ok(ms), "{text}");
         }
-        for text in ["", "60", "s", "0s", "-1s", "1.5s", "1 s", "1min", "10us"] {
+        for text in ["", "60", "s", "0s", "-1s", "1.5s", "10us", "1.0005s"] {
             assert!(parse_duration_ms(text).is_err(), "{text}");
         }
         assert!(
             parse_duration_ms("9223372036854775807d")
+                .expect_err("overflow")
+                .contains("more than")
+        );
+        assert!(
+            parse_duration_ms("106751991167301d")
                 .expect_err("overflow")
                 .contains("more than")
         );

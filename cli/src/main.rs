@@ -1,17 +1,16 @@
 //! `riffle`: produce to, consume from and describe topics of the embedded log; run the bundled
-//! samples; inspect state directories; run the benchmarks.
+//! samples; inspect state directories. The benchmarks are another binary, `riffle-bench`
+//! (benches/).
 
-mod bench;
 mod consume;
-mod duration;
 mod produce;
 mod repair;
 mod reset;
-mod sample;
 mod state;
 mod topics;
 
 use clap::{Parser, Subcommand};
+use riffle_cli::{limit_malloc_arenas, render_error, sample};
 
 /// riffle: a stream-processing runtime in the class of Kafka Streams.
 #[derive(Parser, Debug)]
@@ -50,7 +49,7 @@ enum Command {
     Log(repair::LogCommand),
     /// Run a bundled sample application.
     #[command(subcommand)]
-    Sample(sample::Sample),
+    Sample(Box<sample::Sample>),
     /// Let an application process its input again from scratch, as Kafka's
     /// `kafka-streams-application-reset`: its input offsets moved (--to-earliest by default,
     /// --to-latest, --to-datetime), its internal topics (`<application-id>-…-changelog`,
@@ -62,32 +61,7 @@ enum Command {
     /// Look into a state directory.
     #[command(subcommand)]
     State(state::State),
-    /// Run a benchmark (docs/design.md §6).
-    #[command(subcommand)]
-    Bench(bench::Bench),
 }
-
-/// Limits glibc to two malloc arenas (`M_ARENA_MAX`), unless `MALLOC_ARENA_MAX` says
-/// otherwise. By default glibc gives threads arenas of their own (up to eight per core), and
-/// memory freed into one arena is reused by the threads of that arena only: the memtables that
-/// stream threads fill and fjall's workers free after a flush were left scattered over arenas,
-/// 340 MiB peak RSS for the 1 M-key count against 305 MiB with two arenas and the same
-/// throughput (docs/BENCHMARKS.md, "The store budget counted").
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-fn limit_malloc_arenas() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: `mallopt` only sets a parameter of glibc's allocator; it is called before
-        // this process starts any thread.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-    }
-}
-
-/// Other allocators than glibc's are left as they are.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn limit_malloc_arenas() {}
 
 fn main() -> std::process::ExitCode {
     limit_malloc_arenas();
@@ -103,10 +77,9 @@ fn main() -> std::process::ExitCode {
         Command::Consume(args) => consume::run(args),
         Command::Topics(args) => topics::run(args),
         Command::Log(command) => repair::run(command),
-        Command::Sample(sample) => sample::run(sample),
+        Command::Sample(sample) => sample::run(*sample),
         Command::Reset(args) => reset::run(args),
         Command::State(state) => state::run(state),
-        Command::Bench(bench) => bench::run(bench),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -114,44 +87,5 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {}", render_error(&e));
             std::process::ExitCode::FAILURE
         }
-    }
-}
-
-/// The error and its causes, joined by `: `, each said once: a cause whose text its parent's
-/// message already shows (an I/O error's message names the file and quotes the OS error, which
-/// is also its source) is left out.
-fn render_error(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::render_error;
-
-    #[test]
-    fn an_io_error_is_said_once() {
-        let io = std::io::Error::from_raw_os_error(24);
-        let io = riffle_log::Error::Io {
-            path: "/l/x".into(),
-            source: io,
-        };
-        let e = anyhow::Error::new(io).context("opening the log at /l");
-        let text = render_error(&e);
-        assert_eq!(text.matches("os error 24").count(), 1, "{text}");
-        assert!(
-            text.starts_with("opening the log at /l: I/O error on /l/x: "),
-            "{text}"
-        );
     }
 }

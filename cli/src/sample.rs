@@ -24,9 +24,13 @@ mod kafka;
 mod window_model;
 mod windowed;
 
+pub use click_through::ClickThroughArgs;
+pub use enrich::EnrichArgs;
+pub use windowed::WindowedArgs;
+
 /// The bundled samples.
 #[derive(clap::Subcommand, Debug)]
-pub(crate) enum Sample {
+pub enum Sample {
     /// Count records per key: stream(input).groupByKey().count().toStream().to(output).
     GroupByKeyCount(CountArgs),
     /// Count records per key and window:
@@ -56,7 +60,7 @@ pub(crate) enum Sample {
     /// the future, so the last windows of each partition stay open: --emit final does not emit
     /// them, and the check counts them as still open. The exit status is non-zero if the check
     /// fails.
-    WindowedCount(windowed::WindowedArgs),
+    WindowedCount(WindowedArgs),
     /// Enrich orders with their customers' regions, then total them per region and window:
     /// stream(orders).join(table(customers)).map(region, amount).groupByKey()
     /// .windowedBy(windows).reduce(+).toStream().to(totals).
@@ -68,7 +72,7 @@ pub(crate) enum Sample {
     /// equals the orders' amounts summed from the generated data, and prints a digest of the
     /// totals, the same on the embedded log and on Kafka (--bootstrap-servers) for the same
     /// flags. The exit status is non-zero if the check fails.
-    Enrich(enrich::EnrichArgs),
+    Enrich(EnrichArgs),
     /// Join impressions with clicks of the same ad within a window (a stream–stream join):
     /// stream(impressions).join(stream(clicks), windows).to(output).
     ///
@@ -76,7 +80,7 @@ pub(crate) enum Sample {
     /// ads, checked against every pair within --window counted independently (the default
     /// grace, a day, covers the input, so every such pair joins). With --log-dir, joins
     /// existing topics until they are drained.
-    ClickThrough(click_through::ClickThroughArgs),
+    ClickThrough(ClickThroughArgs),
 }
 
 /// How the samples run: `--follow` and `--metrics-addr`, for both.
@@ -112,7 +116,7 @@ impl RunArgs {
 /// Arguments of the groupByKey-count sample.
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("backend").args(["log_dir", "bootstrap_servers"])))]
-pub(crate) struct CountArgs {
+pub struct CountArgs {
     /// Count an existing log instead of generating one (needs --input and --output).
     #[arg(long)]
     log_dir: Option<PathBuf>,
@@ -183,28 +187,24 @@ pub(crate) struct CountArgs {
 
 /// Where the sample keeps its counts.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Store {
+pub enum Store {
     /// In memory.
     Memory,
     /// On disk (fjall).
     Persistent,
 }
 
-/// The sample's topology: `stream(input).groupByKey().count().toStream().to(output)`, with the
-/// counts in the store `counts`.
 /// The DSL's store type for `store`.
-pub(crate) fn store_type(store: Store) -> StoreType {
+pub fn store_type(store: Store) -> StoreType {
     match store {
         Store::Memory => StoreType::InMemory,
         Store::Persistent => StoreType::Persistent,
     }
 }
 
-pub(crate) fn topology(
-    input: &str,
-    output: &str,
-    store: Store,
-) -> riffle::Result<riffle::Topology> {
+/// The sample's topology: `stream(input).groupByKey().count().toStream().to(output)`, with the
+/// counts in the store `counts`.
+pub fn topology(input: &str, output: &str, store: Store) -> riffle::Result<riffle::Topology> {
     topology_with(input, output, store, false)
 }
 
@@ -234,7 +234,8 @@ fn topology_with(
     builder.build()
 }
 
-pub(crate) fn run(sample: Sample) -> anyhow::Result<()> {
+/// Runs `sample` (`riffle sample …`).
+pub fn run(sample: Sample) -> anyhow::Result<()> {
     match sample {
         Sample::GroupByKeyCount(args) => group_by_key_count(args),
         Sample::WindowedCount(args) => windowed::windowed_count(args),
@@ -542,9 +543,7 @@ pub(crate) fn report(
 }
 
 /// A producer for generated input: string keys and values, 256 KiB batches.
-pub(crate) fn bulk_producer(
-    backend: Arc<dyn riffle::backend::Backend>,
-) -> Producer<String, String> {
+pub fn bulk_producer(backend: Arc<dyn riffle::backend::Backend>) -> Producer<String, String> {
     let config = ProducerConfig::default()
         .with_batch_size(256 << 10)
         .with_linger(Duration::from_secs(1));
@@ -552,7 +551,7 @@ pub(crate) fn bulk_producer(
 }
 
 /// Writes `records` random records over `keys` keys; returns their counts.
-pub(crate) fn generate(
+pub fn generate(
     dir: &std::path::Path,
     topic: &str,
     records: u64,
@@ -614,7 +613,7 @@ pub(crate) fn given_topics(
 }
 
 /// The latest count per key in `topic`, on either backend.
-pub(crate) fn latest_counts(
+pub fn latest_counts(
     backend: &dyn riffle::backend::Backend,
     topic: &str,
 ) -> anyhow::Result<HashMap<String, i64>> {
@@ -640,7 +639,7 @@ pub(crate) fn latest_counts(
 }
 
 /// Calls `f` with every record of `tp`, from its first offset to its end now.
-pub(crate) fn for_each_record(
+pub fn for_each_record(
     backend: &dyn riffle::backend::Backend,
     tp: &TopicPartition,
     mut f: impl FnMut(&riffle::log::Record) -> anyhow::Result<()>,

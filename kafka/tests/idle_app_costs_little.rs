@@ -2,6 +2,8 @@
 //! watcher sees a partition grow (no re-fetching of every partition on a timer). Measures the
 //! CPU time of the stream threads and of the watcher over an idle period (`docs/BENCHMARKS.md`).
 
+// Reads /proc (procfs, a Linux-only dev-dependency).
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -9,27 +11,28 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{config, count_topology, latest_counts, produce_words, wait_for};
+use procfs::process::Process;
 use riffle::{StreamsApp, dsl::StoreType};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 
 /// CPU time (user + system) of thread `tid` of this process, in clock ticks (1/100 s).
 fn cpu_ticks(tid: u64) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
-    // Fields after the parenthesised name: state is field 3; utime and stime are 14 and 15.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    let tid = i32::try_from(tid).unwrap();
+    let stat = Process::myself()
+        .and_then(|me| me.task_from_tid(tid))
+        .and_then(|task| task.stat())
+        .unwrap();
+    stat.utime + stat.stime
 }
 
 /// The tid of this process's thread named `name`.
 fn tid_named(name: &str) -> Option<u64> {
-    std::fs::read_dir("/proc/self/task").ok()?.find_map(|e| {
-        let e = e.ok()?;
-        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+    Process::myself().ok()?.tasks().ok()?.find_map(|task| {
+        let task = task.ok()?;
+        let comm = task.stat().ok()?.comm;
         // Linux truncates thread names to 15 bytes.
-        (comm.trim() == &name[..name.len().min(15)])
-            .then(|| e.file_name().to_str()?.parse().ok())?
+        (comm == name[..name.len().min(15)]).then(|| u64::try_from(task.tid).ok())?
     })
 }
 

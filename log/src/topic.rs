@@ -48,14 +48,25 @@ fn staging_root(root: &Path) -> PathBuf {
 }
 
 /// Whether the process named in a staging directory's name (`<topic>.<pid>.<n>`) is alive:
-/// this one, or one `/proc` lists. Where that cannot be told, only the `creating` lock
-/// decides.
+/// this one, or one `/proc` lists (`procfs`). Where that cannot be told, only the `creating`
+/// lock decides.
 fn creator_alive(entry: &str) -> bool {
     let Some(pid) = entry.rsplit('.').nth(1).and_then(|p| p.parse::<u32>().ok()) else {
         return false;
     };
-    pid == std::process::id()
-        || (cfg!(target_os = "linux") && Path::new("/proc").join(pid.to_string()).exists())
+    pid == std::process::id() || listed_in_proc(pid)
+}
+
+/// Whether `/proc` lists process `pid`.
+#[cfg(target_os = "linux")]
+fn listed_in_proc(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|pid| procfs::process::Process::new(pid).is_ok())
+}
+
+/// No `/proc` to tell.
+#[cfg(not(target_os = "linux"))]
+fn listed_in_proc(_pid: u32) -> bool {
+    false
 }
 
 impl Topic {

@@ -5,6 +5,9 @@
 //! most the 128 partitions leased at once, log/src/lease.rs: more of them stay leased while the
 //! releaser thread lags on a loaded machine), plus a few handles.
 
+// Reads /proc (procfs, a Linux-only dev-dependency).
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::process::Command;
@@ -15,8 +18,11 @@ use riffle_log::{Compression, Log, LogOptions, TopicPartition};
 const PARTITIONS: u32 = 20_000;
 const CHILD: &str = "RIFFLE_OPEN_FILES_CHILD";
 
+/// This process's open file descriptors, from `/proc/self/fd` (counting the one that reads it).
 fn open_files() -> usize {
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+    procfs::process::Process::myself()
+        .and_then(|me| me.fd_count())
+        .unwrap_or(0)
 }
 
 /// The work, run in the child under `ulimit -n 1024`; returns the most files seen open.

@@ -31,7 +31,7 @@ use crate::duration::{parse_duration_ms, parse_duration_or_zero_ms};
 
 /// Arguments of the click-through sample.
 #[derive(clap::Args, Debug)]
-pub(crate) struct ClickThroughArgs {
+pub struct ClickThroughArgs {
     /// Join existing topics of this log (with --impressions, --clicks, --output) until they are
     /// drained, instead of generating them.
     #[arg(long)]

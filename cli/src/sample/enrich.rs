@@ -44,7 +44,7 @@ const BASE_TIMESTAMP_MS: i64 = 1_704_067_200_000;
 
 /// Arguments of the enrich sample.
 #[derive(clap::Args, Debug)]
-pub(crate) struct EnrichArgs {
+pub struct EnrichArgs {
     /// Run on an Apache Kafka 4.x cluster instead of the embedded log (topics and application
     /// named after the run).
     #[arg(long, value_name = "HOST:PORT")]

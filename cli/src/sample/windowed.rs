@@ -31,7 +31,7 @@ const OUT_OF_ORDER: f64 = 0.05;
 /// Arguments of the windowed-count sample (its help text is on `Sample::WindowedCount`).
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("backend").args(["log_dir", "bootstrap_servers"])))]
-pub(crate) struct WindowedArgs {
+pub struct WindowedArgs {
     /// Count an existing log instead of generating one (needs --input and --output): windows
     /// by record timestamp, until the input is drained.
     #[arg(long)]

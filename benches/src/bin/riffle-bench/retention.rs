@@ -1,10 +1,10 @@
-//! `riffle bench retention`: what retention and record deletion cost on the file-backed log
-//! (issue 17, point 2). For each partition count: retention passes when nothing is due (the
-//! first reads each sealed segment's newest timestamp; a later one is what the cleaner thread
-//! pays every 5 minutes, per partition), a pass that deletes old segments
-//! (per segment deleted: the sync, the `start` file, the unlinks), and `delete_records` as the
-//! stream threads purge a repartition partition (per call). Each figure is the median of
-//! `--rounds`; the log lives in a temporary directory.
+//! `cargo run --release -p riffle-bench -- retention`: what retention and record deletion cost on
+//! the file-backed log (issue 17, point 2). For each partition count: retention passes when nothing
+//! is due (the first reads each sealed segment's newest timestamp; a later one is what the cleaner
+//! thread pays every 5 minutes, per partition), a pass that deletes old segments (per segment
+//! deleted: the sync, the `start` file, the unlinks), and `delete_records` as the stream threads
+//! purge a repartition partition (per call). Each figure is the median of `--rounds`; the log lives
+//! in a temporary directory.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::write_json_rows;
 
-/// Arguments of `riffle bench retention`.
+/// Arguments of `cargo run --release -p riffle-bench -- retention`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Partition counts to measure.

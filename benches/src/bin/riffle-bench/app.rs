@@ -1,5 +1,5 @@
-//! `riffle bench throughput` and `riffle bench restore`: the groupByKey-count sample end to end,
-//! and the state updater's restore rate.
+//! `cargo run --release -p riffle-bench -- throughput`: the groupByKey-count sample end to end;
+//! `cargo run --release -p riffle-bench -- restore`: the state updater's restore rate.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -7,14 +7,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use riffle::{EmbeddedBackend, StreamsApp, StreamsConfig};
+use riffle_cli::sample::{Store, generate, latest_counts, topology};
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition};
 use serde::Serialize;
 
 use super::{count_process_wide, process_totals};
 
-use crate::sample::{Store, generate, latest_counts, topology};
-
-/// Arguments of `riffle bench throughput`.
+/// Arguments of `cargo run --release -p riffle-bench -- throughput`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ThroughputArgs {
     /// Records to generate.
@@ -153,7 +152,7 @@ fn run_once(
 /// The sample over `Serdes::bytes()` keys and values.
 fn bytes_topology(input: &str, output: &str, store: Store) -> riffle::Result<riffle::Topology> {
     use riffle::{Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder};
-    let store_type = crate::sample::store_type(store);
+    let store_type = riffle_cli::sample::store_type(store);
     let builder = StreamsBuilder::new();
     builder
         .stream(input, Consumed::with(Serdes::bytes(), Serdes::bytes()))
@@ -211,7 +210,7 @@ pub(crate) fn throughput(args: ThroughputArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Arguments of `riffle bench restore`.
+/// Arguments of `cargo run --release -p riffle-bench -- restore`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct RestoreArgs {
     /// Changelog records to restore.

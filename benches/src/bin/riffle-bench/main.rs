@@ -1,33 +1,40 @@
-//! `riffle bench`: the measurements of docs/design.md §6, each side by side with its baseline in
-//! the same run.
+//! `riffle-bench`: the measurements of docs/design.md §6, each side by side with its baseline in
+//! the same run (`cargo run --release -p riffle-bench -- <bench> …`).
 //!
-//! - `riffle bench snapshot`: one offset-sum snapshot refresh by task count, task state and number
-//!   of changed tasks, incremental beside full rebuild (KAFKA-21171's benchmark);
-//! - `riffle bench idle`: CPU share of one idle stream thread with N tasks, per strategy, and
-//!   the latency of a record arriving at the idle thread;
-//! - `riffle bench trickle`: R records/s, one at a time, to random partitions of an N-partition
-//!   input: the stream thread's CPU share and per-record latency, per fetch strategy;
-//! - `riffle bench throughput`: the groupByKey-count sample end to end, records/s and heap
-//!   allocations per record, per store and guarantee;
-//! - `riffle bench windowed`: a tumbling and a session count end to end beside the plain count
-//!   on the same input, records/s and allocations per record per store, and the tumbling count
-//!   with longer retentions (the cost of expiring segments);
-//! - `riffle bench restore`: the state updater's restore rate, per store;
-//! - `riffle bench join`: a stream–table join beside a `map_values` of the same stream,
-//!   records/s and allocations per record, per table store;
-//! - `riffle bench scale`: the sample with 100 to 20,000 tasks on persistent stores — start-up,
-//!   records/s, the time to restore every task, threads, open files and RSS;
-//! - `riffle bench soak`: the sample under `--follow` with a steady input for minutes: its RSS,
-//!   threads and open files over time, and the log directory's disk use;
-//! - `riffle bench retention`: a retention pass with nothing due (per partition), one deleting
-//!   segments (per segment), and `delete_records` (per call);
-//! - `riffle bench kafka`: the sample on a Kafka cluster under at_least_once and exactly_once,
-//!   records/s and CPU per record (riffle's and the broker's);
-//! - `riffle bench log`: the embedded log shared by processes — append and fetch throughput
-//!   with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up latency.
+//! - `cargo run --release -p riffle-bench -- snapshot`: one offset-sum snapshot refresh by task
+//!   count, task state and number of changed tasks, incremental beside full rebuild (KAFKA-21171's
+//!   benchmark);
+//! - `cargo run --release -p riffle-bench -- idle`: CPU share of one idle stream thread with N
+//!   tasks, per strategy, and the latency of a record arriving at the idle thread;
+//! - `cargo run --release -p riffle-bench -- trickle`: R records/s, one at a time, to random
+//!   partitions of an N-partition input: the stream thread's CPU share and per-record latency, per
+//!   fetch strategy;
+//! - `cargo run --release -p riffle-bench -- throughput`: the groupByKey-count sample end to end,
+//!   records/s and heap allocations per record, per store and guarantee;
+//! - `cargo run --release -p riffle-bench -- windowed`: a tumbling and a session count end to end
+//!   beside the plain count on the same input, records/s and allocations per record per store, and
+//!   the tumbling count with longer retentions (the cost of expiring segments);
+//! - `cargo run --release -p riffle-bench -- restore`: the state updater's restore rate, per store;
+//! - `cargo run --release -p riffle-bench -- join`: a stream–table join beside a `map_values` of
+//!   the same stream, records/s and allocations per record, per table store;
+//! - `cargo run --release -p riffle-bench -- scale`: the sample with 100 to 20,000 tasks on
+//!   persistent stores — start-up, records/s, the time to restore every task, threads, open files
+//!   and RSS;
+//! - `cargo run --release -p riffle-bench -- soak`: the sample under `--follow` with a steady input
+//!   for minutes: its RSS, threads and open files over time, and the log directory's disk use;
+//! - `cargo run --release -p riffle-bench -- retention`: a retention pass with nothing due (per
+//!   partition), one deleting segments (per segment), and `delete_records` (per call);
+//! - `cargo run --release -p riffle-bench -- kafka`: the sample on a Kafka cluster under
+//!   at_least_once and exactly_once, records/s and CPU per record (riffle's and the broker's);
+//! - `cargo run --release -p riffle-bench -- log`: the embedded log shared by processes — append
+//!   and fetch throughput with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up
+//!   latency.
 //!
-//! The fixtures live in `riffle-benches`, shared with the criterion benches. With feature
-//! `alloc-counter` (default) this binary's global allocator counts allocations per thread.
+//! The fixtures live in this package's library (`riffle_bench`), shared with the criterion
+//! benches; the bundled sample's topology, input generator and count check come from
+//! `riffle_cli::sample`, the same code `riffle sample` runs. This binary's global allocator
+//! counts allocations per thread (task-manager's `CountingAllocator`); the `riffle` binary
+//! installs none.
 
 mod app;
 mod idle;
@@ -48,26 +55,25 @@ use std::path::Path;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use riffle::{config::FetchStrategy, config::IdleWakeup, config::SnapshotStrategy};
+use riffle_task_manager::alloc_counter::{count_process_wide, process_totals};
 use serde::Serialize;
 
-/// Process-wide allocation totals for the benches (zeros without the counting allocator).
-#[cfg(feature = "alloc-counter")]
-use riffle_task_manager::alloc_counter::{count_process_wide, process_totals};
-#[cfg(not(feature = "alloc-counter"))]
-fn count_process_wide(_on: bool) {}
-#[cfg(not(feature = "alloc-counter"))]
-fn process_totals() -> (u64, u64) {
-    (0, 0)
-}
-
-#[cfg(feature = "alloc-counter")]
 #[global_allocator]
 static ALLOC: riffle_task_manager::alloc_counter::CountingAllocator =
     riffle_task_manager::alloc_counter::CountingAllocator;
 
+/// riffle-bench: riffle's benchmarks (docs/design.md §6), each side by side with its baseline
+/// in the same run.
+#[derive(clap::Parser, Debug)]
+#[command(name = "riffle-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
 /// The benchmarks.
 #[derive(clap::Subcommand, Debug)]
-pub(crate) enum Bench {
+enum Bench {
     /// Offset-sum snapshot refresh: ns/op, B/op and allocs/op by task count, task state and
     /// changed tasks, incremental beside full rebuild.
     Snapshot(snapshot::Args),
@@ -127,9 +133,30 @@ pub(crate) enum Bench {
     /// nothing due (per partition), one deleting old segments (per segment deleted), and
     /// `delete_records` (per call), for 100, 1,000 and 10,000 partitions by default.
     Retention(retention::Args),
+    /// The bundled samples, as `riffle sample` runs them: the child process of `soak`.
+    #[command(subcommand, hide = true)]
+    Sample(riffle_cli::sample::Sample),
 }
 
-pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    riffle_cli::limit_malloc_arenas();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = <Cli as clap::Parser>::parse();
+    match run(cli.bench) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", riffle_cli::render_error(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Snapshot(args) => snapshot::run(args),
         Bench::Idle(args) => idle::run(args),
@@ -143,6 +170,7 @@ pub(crate) fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Scale(args) => scale::run(args),
         Bench::Soak(args) => soak::run(args),
         Bench::Retention(args) => retention::run(args),
+        Bench::Sample(sample) => riffle_cli::sample::run(sample),
     }
 }
 
@@ -293,10 +321,7 @@ fn check_writable(path: &Path) -> anyhow::Result<()> {
 
 /// The 1-, 5- and 15-minute load averages, for the report (the machine is shared).
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "unknown".to_owned())
+    riffle_bench::proc_stats::load_average().unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// A progress bar of `len` steps with a message.

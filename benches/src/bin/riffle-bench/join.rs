@@ -1,5 +1,5 @@
-//! `riffle bench join`: a stream–table join end to end on the embedded log, beside the same
-//! stream through a `map_values` alone (the baseline) in the same run.
+//! `cargo run --release -p riffle-bench -- join`: a stream–table join end to end on the embedded
+//! log, beside the same stream through a `map_values` alone (the baseline) in the same run.
 //!
 //! The table (`--table-keys` rows, `customer-<i>` → a region number) is loaded by a first run
 //! of the application; then the stream (`--records` orders, each for a uniformly random
@@ -35,13 +35,13 @@ use riffle::{
     StreamsBuilder, StreamsConfig, Topology, dsl::StreamJoined, producer::Producer,
     producer::ProducerConfig, producer::ProducerRecord,
 };
+use riffle_cli::sample::{Store, store_type};
 use riffle_log::{Log, LogOptions, TopicPartition};
 use serde::Serialize;
 
 use super::{count_process_wide, process_totals};
-use crate::sample::{Store, store_type};
 
-/// Arguments of `riffle bench join`.
+/// Arguments of `cargo run --release -p riffle-bench -- join`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Stream records (orders).

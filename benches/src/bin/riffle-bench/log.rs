@@ -1,7 +1,7 @@
-//! `riffle bench log`: the embedded log shared by processes (issue 9, point 6). Append and fetch
-//! throughput with 1 and 4 producer (and reader) processes on 1 and 100 partitions, and the
-//! cross-process wake-up latency: an append in one process until an application waiting in
-//! `Log::wait_for_append` in another has the record, p50/p99.
+//! `cargo run --release -p riffle-bench -- log`: the embedded log shared by processes (issue 9,
+//! point 6). Append and fetch throughput with 1 and 4 producer (and reader) processes on 1 and 100
+//! partitions, and the cross-process wake-up latency: an append in one process until an application
+//! waiting in `Log::wait_for_append` in another has the record, p50/p99.
 //!
 //! The processes are this binary run again with `--child` (hidden): each opens the log, says
 //! `ready`, waits for a start file, then works; the parent times from the start file to the last
@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::{load_average, write_json_rows};
 
-/// Arguments of `riffle bench log`.
+/// Arguments of `cargo run --release -p riffle-bench -- log`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Records each producer process appends.
@@ -116,7 +116,7 @@ fn run_children(
     let mut children: Vec<Child> = Vec::new();
     for id in 0..n {
         let child = Command::new(&exe)
-            .args(["bench", "log", "--child", mode, "--dir"])
+            .args(["log", "--child", mode, "--dir"])
             .arg(dir)
             .args(["--partitions", &partitions.to_string()])
             .args(["--id", &id.to_string()])

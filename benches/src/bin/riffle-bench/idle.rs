@@ -1,12 +1,12 @@
-//! `riffle bench idle`: the CPU share of one idle stream thread with N tasks, riffle's loop
-//! beside Kafka Streams' (a full snapshot rebuild on every poll, KAFKA-21171), and the latency
-//! of a record arriving at the idle thread.
+//! `cargo run --release -p riffle-bench -- idle`: the CPU share of one idle stream thread with N
+//! tasks, riffle's loop beside Kafka Streams' (a full snapshot rebuild on every poll, KAFKA-21171),
+//! and the latency of a record arriving at the idle thread.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use riffle::config::FetchStrategy;
-use riffle_benches::{IdleReport, IdleRun, IdleSettings, Latencies, SplitMix64};
+use riffle_bench::{IdleReport, IdleRun, IdleSettings, Latencies, SeededRng};
 use serde::Serialize;
 
 use super::{
@@ -19,7 +19,7 @@ use super::{
 const TARGET_CPU_PERCENT: f64 = 0.02;
 const TARGET_RATIO: f64 = 20.0;
 
-/// Arguments of `riffle bench idle`.
+/// Arguments of `cargo run --release -p riffle-bench -- idle`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Task counts: partitions of the empty input topic, all on one stream thread.
@@ -118,14 +118,14 @@ pub(super) fn run(args: Args) -> anyhow::Result<()> {
     let settle = Duration::from_secs(args.settle_seconds);
     let spacing = Duration::from_millis(args.latency_spacing_ms);
     let samples = args.latency_samples as usize;
-    let mut rng = SplitMix64::new(args.seed);
+    let mut rng = SeededRng::new(args.seed);
     let load_before = load_average();
     let runs = (tasks.len() * strategies.len()) as u64 + 1;
     let bar = progress_bar(runs * 100);
     bar.set_message("bare wait (the floor)");
     let poll = Duration::from_millis(args.poll_ms);
     let (floor, floor_latencies) =
-        riffle_benches::bare_wait(poll, duration, (samples, spacing), &mut |f| {
+        riffle_bench::bare_wait(poll, duration, (samples, spacing), &mut |f| {
             bar.set_position((f * 99.0) as u64)
         })
         .map_err(|e| anyhow::anyhow!("measuring the bare wait: {e}"))?;

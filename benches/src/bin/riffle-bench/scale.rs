@@ -1,6 +1,6 @@
-//! `riffle bench scale`: the groupByKey-count sample with many tasks, on the file-backed
-//! embedded log with persistent stores: start-up time, records/s, the time to restore every
-//! task, and the process's threads, open files and RSS (peaks sampled every 20 ms).
+//! `cargo run --release -p riffle-bench -- scale`: the groupByKey-count sample with many tasks, on
+//! the file-backed embedded log with persistent stores: start-up time, records/s, the time to
+//! restore every task, and the process's threads, open files and RSS (peaks sampled every 20 ms).
 //!
 //! This process generates each task count's input and checks the counts against a `HashMap`
 //! count; the application runs in child processes (this binary with the hidden `--one`), one
@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use riffle::{EmbeddedBackend, StreamsApp, StreamsConfig};
+use riffle_bench::proc_stats::footprint;
+use riffle_cli::sample::{Store, generate, latest_counts, topology};
 use riffle_log::{Log, LogOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::sample::{Store, generate, latest_counts, topology};
-
-/// Arguments of `riffle bench scale`.
+/// Arguments of `cargo run --release -p riffle-bench -- scale`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Task counts to measure (the input's partitions: one stateful task each).
@@ -84,23 +84,6 @@ struct Sampler {
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
-fn count_entries(dir: &str) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|d| d.count() as u64)
-        .unwrap_or(0)
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 impl Sampler {
     fn start() -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
@@ -111,11 +94,12 @@ impl Sampler {
                 .name("bench-sampler".into())
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
+                        let now = footprint(None);
                         // Less this sampler itself.
-                        let threads = count_entries("/proc/self/task").saturating_sub(1);
+                        let threads = now.threads.saturating_sub(1);
                         peaks[0].fetch_max(threads, Ordering::Relaxed);
-                        peaks[1].fetch_max(count_entries("/proc/self/fd"), Ordering::Relaxed);
-                        peaks[2].fetch_max(rss_kib(), Ordering::Relaxed);
+                        peaks[1].fetch_max(now.open_files, Ordering::Relaxed);
+                        peaks[2].fetch_max(now.rss_kib, Ordering::Relaxed);
                         std::thread::sleep(Duration::from_millis(20));
                     }
                 })
@@ -213,7 +197,7 @@ fn child(args: &Args, tasks: u32, log_dir: &std::path::Path, phase: &str) -> any
     eprintln!("{tasks} tasks: {phase}");
     let exe = std::env::current_exe().context("finding this binary")?;
     let output = Command::new(&exe)
-        .args(["bench", "scale", "--tasks", &tasks.to_string()])
+        .args(["scale", "--tasks", &tasks.to_string()])
         .arg("--one")
         .arg(log_dir)
         .args(["--phase", phase])

@@ -1,5 +1,5 @@
-//! The SVG plot of `riffle bench snapshot --plot`: ns/op against task count, log-log, one line
-//! per strategy × state.
+//! The SVG plot of `cargo run --release -p riffle-bench -- snapshot --plot`: ns/op against task
+//! count, log-log, one line per strategy × state.
 
 use std::path::Path;
 

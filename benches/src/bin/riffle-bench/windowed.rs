@@ -1,7 +1,7 @@
-//! `riffle bench windowed`: windowed counts end to end on the embedded log — a tumbling count
-//! and a session count per store type, beside the plain groupByKey count of `bench throughput`
-//! on the same input in the same run, and the tumbling count with longer retentions (how the
-//! cost of expiring segments grows with the windows the store keeps).
+//! `cargo run --release -p riffle-bench -- windowed`: windowed counts end to end on the embedded
+//! log — a tumbling count and a session count per store type, beside the plain groupByKey count of
+//! the `throughput` bench on the same input in the same run, and the tumbling count with longer
+//! retentions (how the cost of expiring segments grows with the windows the store keeps).
 //!
 //! The input: N records over K keys (uniformly random, seeded), event time rising evenly over a
 //! span (4 h by default) from 2026-01-01T00:00:00Z, a fraction of the records (1 % by default)
@@ -22,13 +22,13 @@ use riffle::{
     Consumed, EmbeddedBackend, Materialized, Produced, Serdes, SessionWindows, StreamsApp,
     StreamsBuilder, StreamsConfig, TimeWindows, state::SegmentedStoreTotals, window::EmitStrategy,
 };
+use riffle_cli::sample::{Store, latest_counts, store_type};
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use serde::Serialize;
 
-use super::{count_process_wide, process_totals};
-
-use super::{load_average, progress_bar, thousands, write_json_rows};
-use crate::sample::{Store, latest_counts, store_type};
+use super::{
+    count_process_wide, load_average, process_totals, progress_bar, thousands, write_json_rows,
+};
 
 /// The first event time: 2026-01-01T00:00:00Z (a multiple of every window size in seconds).
 const EPOCH_MS: i64 = 1_767_225_600_000;
@@ -36,7 +36,7 @@ const INPUT: &str = "events";
 const OUTPUT: &str = "windowed-counts";
 const STORE: &str = "windowed-counts";
 
-/// Arguments of `riffle bench windowed`.
+/// Arguments of `cargo run --release -p riffle-bench -- windowed`.
 ///
 /// Defaults: 1,000,000 records over 10,000 keys in 4 partitions, one stream thread; event time
 /// rising evenly over 4 h (14,400 s), so 60 s tumbling windows give 240 windows and each key
@@ -67,7 +67,7 @@ pub(crate) struct Args {
     )]
     stores: Vec<Store>,
     /// Aggregations to measure: tumbling (count per key and tumbling window), session (count
-    /// per key and session), count (the plain groupByKey count of `bench throughput`, the
+    /// per key and session), count (the plain groupByKey count of the `throughput` bench, the
     /// baseline).
     #[arg(
         long,
@@ -390,7 +390,7 @@ fn read_output(log: &Log, topic: &str) -> anyhow::Result<OutputRecords> {
     };
     for p in 0..partitions {
         let tp = TopicPartition::new(topic, p);
-        crate::sample::for_each_record(backend, &tp, |record| {
+        riffle_cli::sample::for_each_record(backend, &tp, |record| {
             let key = record.key().map(|k| k.to_vec()).unwrap_or_default();
             out.push((key, record.value().map(|v| v.to_vec())));
             Ok(())
@@ -546,7 +546,7 @@ fn retention(args: &Args, retained: u64) -> (i64, i64) {
 
 fn topology(args: &Args, setup: Setup) -> riffle::Result<riffle::Topology> {
     if setup.kind == Kind::Count {
-        return crate::sample::topology(INPUT, OUTPUT, setup.store);
+        return riffle_cli::sample::topology(INPUT, OUTPUT, setup.store);
     }
     let builder = StreamsBuilder::new();
     let grouped = builder
@@ -643,7 +643,7 @@ fn run_once(
     // The stream threads' CPU time, while they are still there.
     let mut cpu = Duration::ZERO;
     for m in &metrics {
-        let (used, _) = riffle_benches::thread_cpu_time(m.os_thread_id())
+        let (used, _) = riffle_bench::thread_cpu_time(m.os_thread_id())
             .context("reading a stream thread's CPU time")?;
         cpu += used;
     }

@@ -1,16 +1,16 @@
-//! `riffle bench soak`: the groupByKey-count sample under `--follow` (a child process) while
-//! this process writes a steady input to the same embedded log for minutes: the child's RSS,
-//! threads and open files sampled from `/proc/<pid>` every `--sample-every`, and the RSS growth
-//! after the warm-up (a least-squares slope in MiB per minute, and last minus first). At the
-//! end the input stops, the child catches up and is stopped with SIGINT, and its counts are
-//! checked against a `HashMap` count of everything written. Each sample also measures the
-//! topics' segment files: the input topic, changelogs, repartition topics and the rest (the
+//! `cargo run --release -p riffle-bench -- soak`: the groupByKey-count sample under `--follow` (a
+//! child process) while this process writes a steady input to the same embedded log for minutes:
+//! the child's RSS, threads and open files sampled from `/proc/<pid>` every `--sample-every`, and
+//! the RSS growth after the warm-up (a least-squares slope in MiB per minute, and last minus
+//! first). At the end the input stops, the child catches up and is stopped with SIGINT, and its
+//! counts are checked against a `HashMap` count of everything written. Each sample also measures
+//! the topics' segment files: the input topic, changelogs, repartition topics and the rest (the
 //! input topic can be given Kafka's topic configs, `--input-config retention.bytes=…`, to see
 //! retention hold it; the output topic `--output-config`) and the compaction of the child's log
-//! cleaner: the child's processing rate from its progress lines, the partitions and MiB its
-//! cleaner compacted, and the cleaner thread's CPU time from `/proc/<pid>/task`, so the rate
-//! before and after compaction starts and the cleaner's CPU per MiB. Not for CI: it runs for
-//! `--minutes` (10 by default).
+//! cleaner: the child's processing rate from its progress lines, the partitions and MiB its cleaner
+//! compacted, and the cleaner thread's CPU time from `/proc/<pid>/task`, so the rate before and
+//! after compaction starts and the cleaner's CPU per MiB. Not for CI: it runs for `--minutes` (10
+//! by default).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
 use riffle::{EmbeddedBackend, producer::ProducerRecord};
+use riffle_bench::proc_stats::{Footprint, footprint, named_threads_cpu_time};
+use riffle_cli::sample::{bulk_producer, latest_counts};
 use riffle_log::{Log, LogOptions, TopicConfig};
 use serde::Serialize;
 
-use crate::sample::{bulk_producer, latest_counts};
-
-/// Arguments of `riffle bench soak`.
+/// Arguments of `cargo run --release -p riffle-bench -- soak`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// How long to write input, in minutes.
@@ -160,27 +160,10 @@ fn parse_progress(line: &str) -> Option<(u64, f64, u64, f64, u64)> {
 
 /// CPU seconds (user and system) of the child's threads named like the log cleaner.
 fn cleaner_cpu_s(pid: u32) -> f64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0.0;
-    };
-    let mut ticks = 0u64;
-    for task in tasks.filter_map(Result::ok) {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with("riffle-log-clea") {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // After the command name in parentheses: state is field 3, utime 14, stime 15.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map_or("", |(_, rest)| rest)
-            .split_whitespace()
-            .collect();
-        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-        ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
-    }
-    // The kernel's USER_HZ is 100 on every Linux this runs on.
-    ticks as f64 / 100.0
+    i32::try_from(pid)
+        .ok()
+        .and_then(|pid| named_threads_cpu_time(pid, "riffle-log-clea").ok())
+        .map_or(0.0, |t| t.as_secs_f64())
 }
 
 /// `key=value` pairs as a topic config.
@@ -236,18 +219,6 @@ fn disk_use(dir: &std::path::Path, input: &str) -> (f64, f64, f64, f64) {
     (mib(inp), mib(changelog), mib(repartition), mib(other))
 }
 
-fn status_field(pid: u32, field: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
-fn entries(path: &str) -> u64 {
-    std::fs::read_dir(path).map_or(0, |d| d.count() as u64)
-}
-
 /// The least-squares slope of `points` (x in minutes, y in MiB).
 fn slope(points: &[(f64, f64)]) -> f64 {
     let n = points.len() as f64;
@@ -279,6 +250,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let output_config = topic_config("--output-config", &args.output_configs)?;
         log.create_topic_with("counts", args.partitions, &output_config)?;
     }
+    // This binary's hidden `sample` subcommand: `riffle sample`'s code (riffle_cli::sample),
+    // with this binary's counting allocator.
     let exe = std::env::current_exe().context("finding this executable")?;
     let mut child = Command::new(exe)
         .args(["sample", "group-by-key-count", "--log-dir"])
@@ -348,14 +321,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 disk_use(&dir, "words");
             let (processed, processed_per_s, cleaner_partitions, cleaner_io_mib, removed) =
                 progress;
+            let child = i32::try_from(pid)
+                .ok()
+                .map_or_else(Footprint::default, |pid| footprint(Some(pid)));
             let sample = Sample {
                 elapsed_s: start.elapsed().as_secs_f64(),
                 records_written: written,
-                rss_mib: status_field(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0,
-                rss_anon_mib: status_field(pid, "RssAnon:").unwrap_or(0) as f64 / 1024.0,
-                rss_file_mib: status_field(pid, "RssFile:").unwrap_or(0) as f64 / 1024.0,
-                threads: entries(&format!("/proc/{pid}/task")),
-                open_files: entries(&format!("/proc/{pid}/fd")),
+                rss_mib: child.rss_kib as f64 / 1024.0,
+                rss_anon_mib: child.rss_anon_kib as f64 / 1024.0,
+                rss_file_mib: child.rss_file_kib as f64 / 1024.0,
+                threads: child.threads,
+                open_files: child.open_files,
                 input_mib,
                 changelog_mib,
                 repartition_mib,

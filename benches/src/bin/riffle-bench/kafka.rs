@@ -1,6 +1,6 @@
-//! `riffle bench kafka`: the groupByKey-count sample on a Kafka cluster under at_least_once and
-//! exactly_once, one commit interval for both, over the same input in one run — records/s, and
-//! CPU per record of this process and (with `--broker-pid`) of the broker.
+//! `cargo run --release -p riffle-bench -- kafka`: the groupByKey-count sample on a Kafka cluster
+//! under at_least_once and exactly_once, one commit interval for both, over the same input in one
+//! run — records/s, and CPU per record of this process and (with `--broker-pid`) of the broker.
 //!
 //! The input is written once; each run is a new application (its own id, output topic and
 //! state directory) reading it from the start, the guarantees alternating so that drift on a
@@ -15,12 +15,12 @@ use anyhow::Context;
 use rand::{Rng, SeedableRng};
 use riffle::backend::{Backend, TopicKind};
 use riffle::{StreamsApp, StreamsConfig};
+use riffle_bench::proc_stats::process_cpu_time;
+use riffle_cli::sample::{Store, latest_counts, topology};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use serde::Serialize;
 
-use crate::sample::{Store, latest_counts, topology};
-
-/// Arguments of `riffle bench kafka`.
+/// Arguments of `cargo run --release -p riffle-bench -- kafka`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// The cluster, `host:port[,host:port…]` (e.g. a broker from kafka/testkit/start-broker.sh).
@@ -88,29 +88,16 @@ fn kafka_config(args: &Args) -> anyhow::Result<KafkaConfig> {
     Ok(config)
 }
 
-/// `utime + stime` of `/proc/<pid>/stat`, in clock ticks (10 ms).
-fn cpu_ticks(pid: &str) -> anyhow::Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .with_context(|| format!("/proc/{pid}/stat: no command name"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-    let ticks = |i: usize| -> anyhow::Result<u64> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse().ok())
-            .with_context(|| format!("/proc/{pid}/stat: no field {}", i + 3))
-    };
-    Ok(ticks(11)? + ticks(12)?)
-}
-
-fn cpu_seconds(pid: &str) -> anyhow::Result<f64> {
-    // USER_HZ: 100 on every Linux riffle targets.
-    Ok(cpu_ticks(pid)? as f64 / 100.0)
+/// `utime + stime` of `/proc/<pid>/stat` (clock ticks, 10 ms), in seconds: of process `pid`, or
+/// of this process for `None`.
+fn cpu_seconds(pid: Option<u32>) -> anyhow::Result<f64> {
+    let path = pid.map_or("/proc/self/stat".to_owned(), |p| format!("/proc/{p}/stat"));
+    let pid = pid
+        .map(i32::try_from)
+        .transpose()
+        .with_context(|| format!("{path}: not a process id"))?;
+    let spent = process_cpu_time(pid).with_context(|| format!("reading {path}"))?;
+    Ok(spent.as_secs_f64())
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
@@ -129,7 +116,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let input = format!("riffle-bench-words-{run_id}");
     let expected = generate(&reader, &input, &args)?;
     println!(
-        "riffle bench kafka: {} records over {} keys in {} partitions on {servers}; {} stream threads, {:?} store, commit interval {} ms, {} runs per guarantee; load average {}",
+        "riffle-bench kafka: {} records over {} keys in {} partitions on {servers}; {} stream threads, {:?} store, commit interval {} ms, {} runs per guarantee; load average {}",
         args.records,
         args.keys,
         args.partitions,
@@ -214,7 +201,7 @@ fn generate(
 ) -> anyhow::Result<HashMap<String, i64>> {
     backend.create_topic(topic, args.partitions, TopicKind::User)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-    let mut producer = crate::sample::bulk_producer(backend.clone().shared());
+    let mut producer = riffle_cli::sample::bulk_producer(backend.clone().shared());
     let mut expected = HashMap::new();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -257,9 +244,9 @@ fn run_once(
         config,
         backend.shared(),
     )?;
-    let broker = args.broker_pid.map(|p| p.to_string());
-    let cpu_before = cpu_seconds("self")?;
-    let broker_before = broker.as_deref().map(cpu_seconds).transpose()?;
+    let broker = args.broker_pid;
+    let cpu_before = cpu_seconds(None)?;
+    let broker_before = broker.map(|pid| cpu_seconds(Some(pid))).transpose()?;
     let started = Instant::now();
     app.start()?;
     let deadline = started + Duration::from_secs(600);
@@ -289,9 +276,9 @@ fn run_once(
         .fold(0.0, f64::max);
     let summary = app.close()?;
     let seconds = started.elapsed().as_secs_f64();
-    let cpu = cpu_seconds("self")? - cpu_before;
-    let broker_cpu = match (&broker, broker_before) {
-        (Some(pid), Some(before)) => Some(cpu_seconds(pid)? - before),
+    let cpu = cpu_seconds(None)? - cpu_before;
+    let broker_cpu = match (broker, broker_before) {
+        (Some(pid), Some(before)) => Some(cpu_seconds(Some(pid))? - before),
         _ => None,
     };
     reader.wait_until_stable(&output, Duration::from_secs(30))?;

@@ -1,14 +1,14 @@
-//! `riffle bench trickle`: R records a second, appended one at a time to random partitions of
-//! an N-partition input of the embedded log, and what they cost one stream thread owning every
-//! task — riffle's loop (fetch the ready partitions) beside Kafka Streams' (fetch every task's
-//! input whenever anything moved) in the same run.
+//! `cargo run --release -p riffle-bench -- trickle`: R records a second, appended one at a time to
+//! random partitions of an N-partition input of the embedded log, and what they cost one stream
+//! thread owning every task — riffle's loop (fetch the ready partitions) beside Kafka Streams'
+//! (fetch every task's input whenever anything moved) in the same run.
 
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
 use riffle::config::SnapshotStrategy;
-use riffle_benches::{IdleRun, IdleSettings, SplitMix64, TrickleReport};
+use riffle_bench::{IdleRun, IdleSettings, SeededRng, TrickleReport};
 use serde::Serialize;
 
 use super::{
@@ -46,7 +46,7 @@ impl CommitInterval {
     }
 }
 
-/// Arguments of `riffle bench trickle`.
+/// Arguments of `cargo run --release -p riffle-bench -- trickle`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Partitions of the input topic, and so tasks, all on one stream thread.
@@ -181,7 +181,7 @@ pub(super) fn run(args: Args) -> anyhow::Result<()> {
         std::thread::sleep(settle);
         bar.set_message(format!("{label}: trickling"));
         // The same seed for every run: every strategy sees the same partitions.
-        let mut rng = SplitMix64::new(args.seed);
+        let mut rng = SeededRng::new(args.seed);
         let report = run
             .trickle(rate, duration, &mut rng, &mut |f| {
                 bar.set_position(base + (f * 99.0) as u64)

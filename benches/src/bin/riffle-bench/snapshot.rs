@@ -1,10 +1,11 @@
-//! `riffle bench snapshot`: one offset-sum snapshot refresh, incremental beside full rebuild.
+//! `cargo run --release -p riffle-bench -- snapshot`: one offset-sum snapshot refresh, incremental
+//! beside full rebuild.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use riffle_benches::{FixtureState, MAX_TASKS, SnapshotFixture, alloc, timer_overhead};
+use riffle_bench::{FixtureState, MAX_TASKS, SnapshotFixture, alloc, timer_overhead};
 use serde::Serialize;
 
 use super::{Strategy, distinct, load_average, progress_bar, thousands, write_json_rows};
@@ -27,7 +28,7 @@ impl From<State> for FixtureState {
     }
 }
 
-/// Arguments of `riffle bench snapshot`.
+/// Arguments of `cargo run --release -p riffle-bench -- snapshot`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Task counts (all owned by one stream thread, one changelog partition each).
@@ -188,7 +189,7 @@ pub(super) fn run(args: Args) -> anyhow::Result<()> {
         args.warmup_ms
     );
     if !counting {
-        println!("allocations not counted: built without the alloc-counter feature");
+        println!("allocations not counted: the counting allocator is not installed");
     }
     println!(
         "load average before: {load_before}; after: {}",
