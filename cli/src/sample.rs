@@ -331,7 +331,6 @@ pub(crate) fn serve_counts(
     app: &StreamsApp,
     listener: std::net::TcpListener,
 ) -> anyhow::Result<()> {
-    use std::io::{Read, Write};
     let store = app.store(riffle::query::StoreQueryParameters::from_name_and_type(
         "counts",
         riffle::query::QueryableStoreTypes::key_value::<String, i64>(),
@@ -340,32 +339,23 @@ pub(crate) fn serve_counts(
     let me: riffle::query::HostInfo = bound.to_string().parse()?;
     println!("serving counts at http://{bound}/counts/<key>");
     let route = app.metadata_handle();
+    // tiny_http blocks in accept (nothing polls); the server lives as long as this process.
+    let server = tiny_http::Server::from_listener(listener, None)
+        .map_err(|e| anyhow::anyhow!("--serve {bound}: {e}"))?;
     std::thread::Builder::new()
         .name("sample-serve".into())
         .spawn(move || {
             let serde = riffle::Serdes::string();
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                // The request line and headers, however the client splits its writes.
-                let mut request = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 << 10 {
-                    match stream.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => request.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let request = String::from_utf8_lossy(&request);
-                let target = request.split_whitespace().nth(1).unwrap_or("");
+            for request in server.incoming_requests() {
+                let target = request.url().to_owned();
                 // A request another instance sent here is answered here, never sent on.
                 let (path, redirected) = match target.split_once('?') {
                     Some((path, query)) => (path, query.split('&').any(|q| q == "redirected")),
-                    None => (target, false),
+                    None => (target.as_str(), false),
                 };
                 let mut location = None;
                 let (status, body) = match path.strip_prefix("/counts/") {
-                    Some(key) if request.starts_with("GET ") => {
+                    Some(key) if *request.method() == tiny_http::Method::Get => {
                         let key = key.to_owned();
                         match route.query_metadata_for_key("counts", &key, &serde) {
                             Ok(meta) => match meta.active_host {
@@ -376,34 +366,38 @@ pub(crate) fn serve_counts(
                                         meta.partition
                                     );
                                     location = Some(url);
-                                    ("307 Temporary Redirect", body)
+                                    (307, body)
                                 }
                                 _ => match store.get(&key) {
-                                    Ok(Some(count)) => ("200 OK", format!("{count}\n")),
+                                    Ok(Some(count)) => (200, format!("{count}\n")),
                                     Ok(None) if meta.active_host.is_none() => (
-                                        "503 Service Unavailable",
+                                        503,
                                         format!(
                                             "no instance is known to run partition {} of {key} now (rebalancing?)\n",
                                             meta.partition
                                         ),
                                     ),
-                                    Ok(None) => ("404 Not Found", format!("no count for {key}\n")),
-                                    Err(e) => ("503 Service Unavailable", format!("{e}\n")),
+                                    Ok(None) => (404, format!("no count for {key}\n")),
+                                    Err(e) => (503, format!("{e}\n")),
                                 },
                             },
-                            Err(e) => ("503 Service Unavailable", format!("{e}\n")),
+                            Err(e) => (503, format!("{e}\n")),
                         }
                     }
-                    _ => ("404 Not Found", "GET /counts/<key>\n".to_owned()),
+                    _ => (404, "GET /counts/<key>\n".to_owned()),
                 };
-                let location = location
-                    .map(|url| format!("Location: {url}\r\n"))
-                    .unwrap_or_default();
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\n{location}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
+                let mut response = tiny_http::Response::from_string(body).with_status_code(status);
+                let headers = [("Content-Type", Some("text/plain".to_owned())), ("Location", location)];
+                for (name, value) in headers {
+                    // A value tiny_http refuses (not ASCII) is left out: the body names the URL.
+                    let value = value.unwrap_or_default();
+                    if let Ok(h) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
+                        if !value.is_empty() {
+                            response = response.with_header(h);
+                        }
+                    }
+                }
+                let _ = request.respond(response);
             }
         })
         .context("starting the --serve thread")?;

@@ -452,7 +452,9 @@ fn two_serving_samples_redirect_to_the_instance_that_counts_a_key() {
     let get = |addr: &str, path: &str| -> (u16, Option<String>, String) {
         let mut stream = std::net::TcpStream::connect(addr).unwrap();
         stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+            )
             .unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
