@@ -391,10 +391,11 @@ pub(crate) fn serve_counts(
                 for (name, value) in headers {
                     // A value tiny_http refuses (not ASCII) is left out: the body names the URL.
                     let value = value.unwrap_or_default();
+                    if value.is_empty() {
+                        continue;
+                    }
                     if let Ok(h) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-                        if !value.is_empty() {
-                            response = response.with_header(h);
-                        }
+                        response = response.with_header(h);
                     }
                 }
                 let _ = request.respond(response);
