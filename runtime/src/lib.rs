@@ -119,7 +119,7 @@
 //! assert_eq!(task.to_string(), "1_3");
 //! ```
 //!
-//! **Errors** are one [`Error`]; a backend's failures carry a [`BackendErrorKind`], so an
+//! **Errors** are one [`Error`]; a backend's failures carry a [`BackendErrorKind`](errors::BackendErrorKind), so an
 //! application can tell fencing or authorization apart without downcasting:
 //!
 //! ```
@@ -134,35 +134,27 @@
 //! (membership); application authors only pick one: [`EmbeddedBackend`] here, or
 //! riffle-kafka's `KafkaBackend`.
 //!
-//! # The crate's parts
+//! # The crate's map
 //!
-//! - `dsl`: the builder API and its options; `serdes`: keys and values as bytes.
-//! - `windows`: window definitions and [`Windowed`] keys; `windowed`: the windowed
-//!   aggregations; `suppress`: [`Suppressed`] tables; `window_store`: typed [`WindowStore`] and
-//!   [`SessionStore`] handles.
-//! - `table`: tables' stores, views, old values, grouping, and the stream–table, table–table
-//!   and stream–global-table joins; `foreign_key`: foreign-key table joins (KIP-213);
-//!   `global`: global tables' stores and the global thread ([`GlobalKTable`]);
-//!   `stream_join`: stream–stream windowed joins ([`JoinWindows`], [`StreamJoined`]).
-//! - `processor`: the processor API ([`Processor`], [`ProcessorContext`], punctuation, the typed
-//!   [`KeyValueStore`]); `record`: [`Record`] and [`Headers`]; `stores`: [`Stores`] builders;
-//!   `timestamp`: [`TimestampExtractor`]s.
-//! - `topology`: the built graph, Kafka's low-level [`Topology`] API, sub-topologies and their
-//!   per-task instantiation.
-//! - `task`, `node`, `store`, `collector`: what one task processes records with.
-//! - `test_driver`: [`TopologyTestDriver`], a topology run in the calling thread for tests.
-//! - `producer`: [`Producer`], typed records into either backend, batched per partition.
-//! - `query`: interactive queries, [`ReadOnlyKeyValueStore`], [`ReadOnlyWindowStore`] and
-//!   [`ReadOnlySessionStore`] over every local task.
-//! - `metadata`: which instance holds a key ([`KeyQueryMetadata`], [`StreamsMetadata`]).
-//! - `loop_core`: every decision of a stream thread's loop, with no I/O; `thread`: the thin
-//!   loop that executes them; `snapshot`, `restore`: the thread's offset-sum snapshot and its
-//!   state updater's view of the stores.
-//! - `telemetry`: every metric under Kafka Streams' names, read in process or scraped by
-//!   Prometheus.
-//! - `app`, `shared`, `metrics`: the application lifecycle, what its threads share, their
-//!   counters; `coordinator`: the embedded group coordinator.
-//! - [`backend`]: what a backend implements.
+//! The root holds what most applications use. Every public item is also in its group:
+//!
+//! - [`dsl`]: the builder API, its options, windowed streams, suppression and joins;
+//!   [`window`]: window definitions, [`Windowed`] keys and [`JoinWindows`].
+//! - [`processor`]: the processor API ([`Processor`], [`ProcessorContext`], punctuation),
+//!   [`Record`] and [`Headers`], the typed [`KeyValueStore`] and window and session store
+//!   handles, timestamp extractors.
+//! - [`state`]: the [`Stores`] builders and their suppliers; [`serde`]: keys and values as bytes.
+//! - [`config`]: [`StreamsConfig`] and its enums, by Kafka Streams' names; [`errors`]: [`Error`],
+//!   the exception handlers and the dead-letter queue's headers.
+//! - [`Topology`]: the built graph and Kafka's low-level API.
+//! - [`query`]: interactive queries over every local task and which instance holds a key;
+//!   [`metrics`]: every metric under Kafka Streams' names; [`producer`]: typed records into
+//!   either backend.
+//! - [`testing`]: [`TopologyTestDriver`], a topology run in the calling thread for tests.
+//! - [`backend`]: what a backend implements; [`prelude`]: a glob import of the common names.
+//!
+//! Inside, the crate is a stack of layers, each importing only from those below it
+//! (docs/design.md §1, checked by runtime/tests/layers.rs).
 
 // The layers, bottom to top: each imports only from itself and the layers above it in this list
 // (runtime/tests/layers.rs checks it).
@@ -217,28 +209,31 @@ pub use topology::Topology;
 pub use types::error::{Error, Result};
 pub use types::window::{SessionWindows, SlidingWindows, TimeWindows, Windowed};
 
-/// Windows: their definitions ([`TimeWindows`], [`SessionWindows`], [`SlidingWindows`],
-/// [`JoinWindows`]), a window ([`Window`]) and a windowed key ([`Windowed`]).
 pub mod window {
+    //! Windows: their definitions ([`TimeWindows`], [`SessionWindows`], [`SlidingWindows`],
+    //! [`JoinWindows`]), a window ([`Window`]) and a windowed key ([`Windowed`]).
+
     pub use crate::dsl::JoinWindows;
     pub use crate::types::window::{
         EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, Window, Windowed,
     };
 }
 
-/// Keys and values as bytes: the [`Serde`] trait, [`Serdes`]' built-in serdes, and the
-/// windowed keys' serdes.
 pub mod serde {
+    //! Keys and values as bytes: the [`Serde`] trait, [`Serdes`]' built-in serdes, and the
+    //! windowed keys' serdes.
+
     pub use crate::serdes::{
         ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,
         Serdes, SessionWindowedSerde, StringSerde, TimeWindowedSerde, U64Serde,
     };
 }
 
-/// Errors, and what an application does with them: [`Error`], the exception handlers
-/// ([`ExceptionHandlerRef`], [`HandlerResponse`]) and the dead-letter queue's headers, and what
-/// to do when a stream thread dies ([`StreamThreadExceptionResponse`]).
 pub mod errors {
+    //! Errors, and what an application does with them: [`Error`], the exception handlers
+    //! ([`ExceptionHandlerRef`], [`HandlerResponse`]) and the dead-letter queue's headers, and what
+    //! to do when a stream thread dies ([`StreamThreadExceptionResponse`]).
+
     pub use crate::engine::shared::StreamThreadExceptionResponse;
     pub use crate::types::error::{BackendErrorKind, Error, Result, SerdeError, StoreError};
     pub use crate::types::handlers::{
@@ -246,9 +241,10 @@ pub mod errors {
     };
 }
 
-/// Interactive queries: read-only views of a running application's stores over every local
-/// task, and which instance holds a key.
 pub mod query {
+    //! Interactive queries: read-only views of a running application's stores over every local
+    //! task, and which instance holds a key.
+
     pub use crate::app::metadata::{KeyQueryMetadata, MetadataHandle};
     pub use crate::app::query::{
         KeyValueStoreType, QueryableStoreType, QueryableStoreTypes, ReadOnlyKeyValueStore,
@@ -258,20 +254,23 @@ pub mod query {
     pub use crate::types::host::{HostInfo, StreamsMetadata};
 }
 
-/// Metrics under Kafka Streams' names ([`Metric`], as [`StreamsApp::metrics`](crate::StreamsApp::metrics)
-/// reads them) and a stream thread's counters ([`ThreadMetrics`]).
 pub mod metrics {
+    //! Metrics under Kafka Streams' names ([`Metric`], as [`StreamsApp::metrics`](crate::StreamsApp::metrics)
+    //! reads them) and a stream thread's counters ([`ThreadMetrics`]).
+
     pub use crate::engine::metrics::ThreadMetrics;
     pub use crate::telemetry::Metric;
 }
 
-/// Typed records into either backend, batched per partition ([`Producer`]).
 pub mod producer {
+    //! Typed records into either backend, batched per partition ([`Producer`]).
+
     pub use crate::app::producer::{Producer, ProducerConfig, ProducerRecord};
 }
 
-/// What most applications import: `use riffle::prelude::*;`.
 pub mod prelude {
+    //! What most applications import: `use riffle::prelude::*;`.
+
     #[cfg(feature = "embedded")]
     pub use crate::EmbeddedBackend;
     pub use crate::{

@@ -220,8 +220,8 @@ impl StreamsApp {
     /// Streams' `KafkaStreams#store`):
     /// `app.store(StoreQueryParameters::from_name_and_type("counts",
     /// QueryableStoreTypes::key_value::<String, i64>()))` gives a
-    /// [`crate::ReadOnlyKeyValueStore`]; [`crate::QueryableStoreTypes::window_store`] and
-    /// [`crate::QueryableStoreTypes::session_store`] give window and session views. An unknown
+    /// [`crate::query::ReadOnlyKeyValueStore`]; [`crate::query::QueryableStoreTypes::window_store`] and
+    /// [`crate::query::QueryableStoreTypes::session_store`] give window and session views. An unknown
     /// store, one of other key or value types or of another kind is
     /// [`Error::InvalidStateStore`]; so is a query while a task holding the store restores, or
     /// once the application stopped.
@@ -249,7 +249,7 @@ impl StreamsApp {
             .query_metadata_for_key(store, key, key_serde)
     }
 
-    /// The two metadata calls for another thread ([`crate::MetadataHandle`]).
+    /// The two metadata calls for another thread ([`crate::query::MetadataHandle`]).
     pub fn metadata_handle(&self) -> MetadataHandle {
         MetadataHandle {
             shared: self.shared.clone(),

@@ -179,7 +179,7 @@ impl<'c, KOut, VOut> ProcessorContext<'c, KOut, VOut> {
         ))
     }
 
-    /// A key-value store connected to this processor, typed as the [`crate::StoreBuilder`] that
+    /// A key-value store connected to this processor, typed as the [`crate::state::StoreBuilder`] that
     /// made it.
     pub fn get_state_store<K: 'static, V: 'static>(
         &mut self,

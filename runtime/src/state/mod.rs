@@ -1,10 +1,10 @@
-//! State stores: the [`BytesStore`] trait, an in-memory and a persistent (fjall)
-//! implementation, the segmented window/session store ([`SegmentedStore`]), and the write cache
+//! State stores: the `BytesStore` trait, an in-memory and a persistent (fjall)
+//! implementation, the segmented window/session store (`SegmentedStore`), and the write cache
 //! every store sits behind.
 //!
 //! Stores hold bytes; typed access goes through serdes in the processor nodes. A store is written
 //! only at commit, after the commit's changelog writes and offsets are durable: between commits,
-//! writes collect in the [`CachedStore`]'s cache (one entry per key, like Kafka Streams' record
+//! writes collect in the `CachedStore`'s cache (one entry per key, like Kafka Streams' record
 //! cache), and reads see the cache first. So a store never holds uncommitted state, and a task
 //! can resume from its checkpoint after its thread dies.
 
