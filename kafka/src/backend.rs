@@ -379,8 +379,8 @@ impl Backend for KafkaBackend {
         self.inner.watch.version()
     }
 
-    fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
-        self.inner.watch.wait(seen, timeout)
+    fn wait_for_data(&self, seen: u64, woken: u64, timeout: Duration) -> u64 {
+        self.inner.watch.wait(seen, woken, timeout)
     }
 
     fn changed_partitions(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
@@ -389,6 +389,10 @@ impl Backend for KafkaBackend {
 
     fn wake_waiters(&self) {
         self.inner.watch.wake();
+    }
+
+    fn wake_count(&self) -> u64 {
+        self.inner.watch.wake_count()
     }
 
     fn group_coordinator(&self, group: &GroupInfo) -> riffle::Result<Arc<dyn GroupCoordinator>> {

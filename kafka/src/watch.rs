@@ -157,6 +157,12 @@ impl Watch {
         self.moved.notify_all();
     }
 
+    /// How many times [`Watch::wake`] was called: read before a look, passed to
+    /// [`Watch::wait`], so a wake-up between the two is not lost.
+    pub(crate) fn wake_count(&self) -> u64 {
+        self.journal().wakeups
+    }
+
     /// The current data version.
     pub(crate) fn version(&self) -> u64 {
         self.journal().version
@@ -167,9 +173,9 @@ impl Watch {
         self.journal().changed_since(seen, out)
     }
 
-    /// Waits until the version differs from `seen`, or `timeout` passes, or the next fallback
-    /// tick (which moves it); returns the version.
-    pub(crate) fn wait(&self, seen: u64, timeout: Duration) -> u64 {
+    /// Waits until the version differs from `seen`, the wake count from `woken`, `timeout`
+    /// passes, or the next fallback tick (which moves the version); returns the version.
+    pub(crate) fn wait(&self, seen: u64, woken: u64, timeout: Duration) -> u64 {
         let now = Instant::now();
         let elapsed = now.saturating_duration_since(self.started).as_nanos();
         let period = self.fallback.as_nanos();
@@ -178,14 +184,13 @@ impl Watch {
         // `None`: too far to represent, wait in long slices (the tick or a signal ends it).
         let deadline = now.checked_add(timeout.min(to_tick));
         let mut journal = self.journal();
-        let wakeups = journal.wakeups;
         loop {
             let now = Instant::now();
             journal.tick(self.ticks_at(now));
             let left = deadline.map_or(Duration::from_secs(3600), |d| {
                 d.saturating_duration_since(now)
             });
-            if journal.version != seen || journal.wakeups != wakeups || left.is_zero() {
+            if journal.version != seen || journal.wakeups != woken || left.is_zero() {
                 return journal.version;
             }
             journal = self
@@ -473,9 +478,13 @@ mod tests {
         assert_eq!(w.changed_since(v - 1, &mut out), Some(v));
         assert_eq!(out, vec![tp(1)]);
         let started = Instant::now();
-        assert_eq!(w.wait(v - 1, Duration::from_secs(10)), v, "already moved");
         assert_eq!(
-            w.wait(v, Duration::from_millis(1)),
+            w.wait(v - 1, w.wake_count(), Duration::from_secs(10)),
+            v,
+            "already moved"
+        );
+        assert_eq!(
+            w.wait(v, w.wake_count(), Duration::from_millis(1)),
             v,
             "timed out, nothing moved"
         );
@@ -488,7 +497,7 @@ mod tests {
         let seen = w.version();
         let started = Instant::now();
         // Not the 10 s timeout: the next tick moves the version.
-        let moved = w.wait(seen, Duration::from_secs(10));
+        let moved = w.wait(seen, w.wake_count(), Duration::from_secs(10));
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(moved > seen);
         let mut out = Vec::new();
@@ -508,7 +517,7 @@ mod tests {
             })
         };
         let started = Instant::now();
-        let version = w.wait(seen, Duration::from_secs(10));
+        let version = w.wait(seen, w.wake_count(), Duration::from_secs(10));
         signaller.join().unwrap();
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(version, seen + 1);
@@ -518,5 +527,24 @@ mod tests {
         // An empty signal moves nothing.
         w.signal([]);
         assert_eq!(w.version(), version);
+    }
+
+    /// A wake-up after the waiter read the wake count but before it began to wait ends the
+    /// wait at once; read after it, the count lets the wait run to its timeout.
+    #[test]
+    fn a_wake_up_before_the_wait_is_not_lost() {
+        let w = Watch::new(Duration::from_secs(3600));
+        let seen = w.version();
+        let woken = w.wake_count();
+        w.wake();
+        let started = Instant::now();
+        assert_eq!(w.wait(seen, woken, Duration::from_secs(30)), seen);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let started = Instant::now();
+        assert_eq!(
+            w.wait(seen, w.wake_count(), Duration::from_millis(50)),
+            seen
+        );
+        assert!(started.elapsed() >= Duration::from_millis(45));
     }
 }

@@ -40,7 +40,7 @@ fn the_partitions_that_grew_are_named_and_no_others() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut version = seen;
     while version == seen && Instant::now() < deadline {
-        version = reader.wait_for_data(seen, Duration::from_secs(1));
+        version = reader.wait_for_data(seen, reader.wake_count(), Duration::from_secs(1));
     }
     assert_ne!(version, seen, "the watcher did not see partition 2 grow");
     let mut changed = Vec::new();

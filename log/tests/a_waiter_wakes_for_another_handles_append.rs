@@ -74,3 +74,36 @@ fn wake_waiters_ends_a_wait_without_new_data() {
     assert!(started.elapsed() < Duration::from_secs(5));
     waker.join().expect("waker");
 }
+
+/// A wake-up that lands after a consumer read the wake count (and then looked at its stop
+/// flag) but before it began to wait ends that wait at once, on both kinds of log: the
+/// stream threads rely on it so that a stop or a group change is never slept through.
+#[test]
+fn a_wake_up_between_the_look_and_the_wait_is_not_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let on_disk = Log::open(dir.path(), LogOptions::default()).expect("open");
+    for log in [Log::in_memory(), on_disk] {
+        log.create_topic("t", 1).expect("create");
+        let seen = log.append_version();
+        let woken = log.wake_count();
+        log.wake_waiters();
+        let started = Instant::now();
+        assert_eq!(
+            log.wait_for_append_or_wake(seen, woken, Duration::from_secs(30)),
+            seen
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the wake-up before the wait was lost: waited {:?}",
+            started.elapsed()
+        );
+        // With the count read after the wake-up, the wait runs to its timeout.
+        let woken = log.wake_count();
+        let started = Instant::now();
+        assert_eq!(
+            log.wait_for_append_or_wake(seen, woken, Duration::from_millis(50)),
+            seen
+        );
+        assert!(started.elapsed() >= Duration::from_millis(45));
+    }
+}

@@ -35,6 +35,8 @@ fn signatures_match_the_contract() {
     let _: fn(&Log) -> Result<()> = Log::sync;
     let _: fn(&Log) -> u64 = Log::append_version;
     let _: fn(&Log, u64, Duration) -> u64 = Log::wait_for_append;
+    let _: fn(&Log) -> u64 = Log::wake_count;
+    let _: fn(&Log, u64, u64, Duration) -> u64 = Log::wait_for_append_or_wake;
     let _: fn() -> Log = Log::in_memory;
     let _: for<'a> fn(&'a Log) -> Option<&'a Path> = Log::dir;
     let _: fn(&Path, LogOptions) -> Result<Log> = |p, o| Log::open(p, o);

@@ -177,6 +177,14 @@ impl Log {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The number of [`wake_waiters`](Self::wake_waiters) calls so far in this process. A
+    /// consumer that looks at something a wake-up signals (a stop flag, its group) reads it
+    /// first and hands it to [`wait_for_append_or_wake`](Self::wait_for_append_or_wake), so a
+    /// wake-up between its look and its wait ends the wait instead of being lost.
+    pub fn wake_count(&self) -> u64 {
+        self.appends().wakeups
+    }
+
     /// Blocks until [`append_version`](Self::append_version) differs from `seen`, `timeout`
     /// elapses or [`wake_waiters`](Self::wake_waiters) is called; returns the current version.
     /// An append of this process wakes the waiter at once; one of another process as soon as
@@ -184,7 +192,17 @@ impl Log {
     /// the kernel: log/src/wakeup.rs) — or, where inotify cannot start, within
     /// [`CHANGE_POLL_MIN`]…[`CHANGE_POLL_MAX`] (a backoff of `fstat`s).
     /// Nothing wakes a waiter when nothing is appended.
+    ///
+    /// Only wake-ups during the call end it; [`wait_for_append_or_wake`](Self::wait_for_append_or_wake)
+    /// also counts those since a [`wake_count`](Self::wake_count) read before.
     pub fn wait_for_append(&self, seen: u64, timeout: Duration) -> u64 {
+        self.wait_for_append_or_wake(seen, self.wake_count(), timeout)
+    }
+
+    /// As [`wait_for_append`](Self::wait_for_append), and returns at once if
+    /// [`wake_count`](Self::wake_count) is no longer `woken`: a wake-up since the caller read
+    /// it is not lost.
+    pub fn wait_for_append_or_wake(&self, seen: u64, woken: u64, timeout: Duration) -> u64 {
         let deadline = Instant::now().checked_add(timeout);
         let left = || match deadline {
             Some(d) => d.saturating_duration_since(Instant::now()),
@@ -193,8 +211,7 @@ impl Log {
         let _waiting = Waiting::new(&self.shared.waiters);
         let Some(changes) = &self.shared.changes else {
             let mut journal = self.appends();
-            let wakeups = journal.wakeups;
-            while journal.version == seen && journal.wakeups == wakeups {
+            while journal.version == seen && journal.wakeups == woken {
                 let left = left();
                 if left.is_zero() {
                     break;
@@ -208,7 +225,6 @@ impl Log {
         };
         let watched = self.watch_changes();
         let mut interval = CHANGE_POLL_MIN;
-        let wakeups = self.appends().wakeups;
         loop {
             // What the local journal looked like before reading the change file: any move
             // after this (an append here, a write the watcher saw, a wake-up) ends the wait.
@@ -219,7 +235,7 @@ impl Log {
                 return now;
             }
             let local = self.appends();
-            if local.wakeups != wakeups {
+            if local.wakeups != woken {
                 return now;
             }
             if local.moves() == before {

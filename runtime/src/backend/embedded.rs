@@ -112,14 +112,17 @@ impl Backend for EmbeddedBackend {
     fn data_version(&self) -> u64 {
         self.log.append_version()
     }
-    fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64 {
-        self.log.wait_for_append(seen, timeout)
+    fn wait_for_data(&self, seen: u64, woken: u64, timeout: Duration) -> u64 {
+        self.log.wait_for_append_or_wake(seen, woken, timeout)
     }
     fn changed_partitions(&self, seen: u64, out: &mut Vec<TopicPartition>) -> Option<u64> {
         self.log.appended_since(seen, out)
     }
     fn wake_waiters(&self) {
         self.log.wake_waiters()
+    }
+    fn wake_count(&self) -> u64 {
+        self.log.wake_count()
     }
     fn supports_exactly_once(&self) -> bool {
         true

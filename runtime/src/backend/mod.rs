@@ -113,12 +113,21 @@ pub trait Backend: Send + Sync + 'static {
     fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>>;
     /// A counter that moves whenever new data may be available.
     fn data_version(&self) -> u64;
-    /// Waits until [`Backend::data_version`] differs from `seen` or `timeout` passes.
-    fn wait_for_data(&self, seen: u64, timeout: Duration) -> u64;
-    /// Ends every [`Backend::wait_for_data`] under way in this process now, without new data:
-    /// for a stream thread that has something else to look at (its group changed, the
-    /// application is stopping). The default does nothing, and waits run to their timeout.
+    /// Waits until [`Backend::data_version`] differs from `seen`, [`Backend::wake_count`]
+    /// differs from `woken`, or `timeout` passes.
+    fn wait_for_data(&self, seen: u64, woken: u64, timeout: Duration) -> u64;
+    /// Ends every [`Backend::wait_for_data`] under way in this process now, without new data,
+    /// and moves [`Backend::wake_count`]: for a stream thread that has something else to look
+    /// at (its group changed, the application is stopping). The default does nothing, and
+    /// waits run to their timeout.
     fn wake_waiters(&self) {}
+    /// How many times [`Backend::wake_waiters`] was called in this process. A waiter reads it
+    /// *before* it looks at what a wake-up signals (the stop flag, the group's generation)
+    /// and passes it to [`Backend::wait_for_data`], so a wake-up between its look and its wait
+    /// ends the wait instead of being slept through. The default never moves.
+    fn wake_count(&self) -> u64 {
+        0
+    }
     /// Pushes onto `out` the partitions that may have new data since [`Backend::data_version`]
     /// was `seen` (duplicates allowed), and returns the current version — or `None` when the
     /// backend cannot tell which, and the caller fetches every partition it reads. This is what

@@ -426,7 +426,12 @@ pub(crate) fn run_global_thread(
     // What was appended since the restore began: everything, once.
     let mut changed = Vec::new();
     let mut everything = true;
-    while !shared.shutdown.load(Ordering::Acquire) {
+    loop {
+        // Read before the stop flag, as a stream thread does (thread.rs).
+        let woken = backend.wake_count();
+        if shared.shutdown.load(Ordering::Acquire) {
+            break;
+        }
         changed.clear();
         let version = backend.changed_partitions(seen, &mut changed);
         let which = match (everything, version) {
@@ -439,7 +444,7 @@ pub(crate) fn run_global_thread(
         seen = now;
         if read == 0 {
             shared.global_idle.store(now, Ordering::Release);
-            backend.wait_for_data(now, shared.config.poll);
+            backend.wait_for_data(now, woken, shared.config.poll);
         } else {
             shared.global_idle.store(u64::MAX, Ordering::Release);
         }

@@ -194,7 +194,14 @@ impl StreamThread {
         let metrics = self.shared.thread_metrics[self.index].clone();
         let fetch_max_bytes = self.shared.config.fetch_max_bytes;
         let backend = self.shared.backend.clone();
-        while !self.shared.shutdown.load(Ordering::Acquire) {
+        loop {
+            // Read before the looks a wake-up asks for (the stop flag, queries, the group's
+            // generation) and handed to the wait: a wake-up after this ends the wait at once,
+            // one before it is seen by those looks.
+            let woken = backend.wake_count();
+            if self.shared.shutdown.load(Ordering::Acquire) {
+                break;
+            }
             metrics.loops.fetch_add(1, Ordering::Relaxed);
             // A plain load in the common case; the swap only when a query is waiting.
             let pending = &self.shared.query_pending[self.index];
@@ -366,7 +373,7 @@ impl StreamThread {
                     }
                     let timeout = wait.until.saturating_duration_since(now);
                     if !timeout.is_zero() {
-                        backend.wait_for_data(seen, timeout);
+                        backend.wait_for_data(seen, woken, timeout);
                     }
                 }
                 None => self.shared.idle_versions[self.index].store(u64::MAX, Ordering::Release),
