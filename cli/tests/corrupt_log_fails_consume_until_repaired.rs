@@ -1,7 +1,7 @@
 //! A corrupt log is never read as if it were whole: `riffle consume` exits non-zero naming the
 //! file, the byte position and the offsets; `riffle log repair --dry-run` prints the cut and
 //! changes nothing; `riffle log repair` makes the cut, and consume then prints exactly the
-//! records before the damage. The reproductions: a deleted middle segment, a sealed
+//! records before the damage. The damage reproduced: a deleted middle segment, a sealed
 //! segment cut mid-batch, a deleted last segment, a flipped byte mid-active-segment followed by
 //! intact records, a flipped byte in the middle of the transaction journal.
 

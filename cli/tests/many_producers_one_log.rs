@@ -1,4 +1,4 @@
-//! Issue 9, points 1 and 5: many processes on one log directory. Several `riffle produce`
+//! Many processes on one log directory. Several `riffle produce`
 //! processes append to one topic at once (racing to create it), some SIGKILLed at random
 //! points, while `riffle consume --follow` and the groupByKey-count sample read it; every record
 //! lands once, with dense offsets and no torn batch, and the counts are exact against an

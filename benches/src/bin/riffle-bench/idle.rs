@@ -14,7 +14,7 @@ use super::{
     write_json_rows,
 };
 
-/// The targets at the largest task count: the idle thread's share of a core, and how
+/// The targets at the largest task count: the idle thread's share of a core, and how
 /// much less than the full-rebuild row it must use.
 const TARGET_CPU_PERCENT: f64 = 0.02;
 const TARGET_RATIO: f64 = 20.0;
@@ -54,9 +54,9 @@ pub(crate) struct Args {
     /// application with persistent stores.
     #[arg(long)]
     checkpoints: bool,
-    /// Keep the embedded log in files in a temporary directory instead of in memory (two open
-    /// files per partition of three topics: mind `ulimit -n`). Idle, the log is only asked for
-    /// its data version.
+    /// Keep the embedded log in files in a temporary directory instead of in memory (the log
+    /// keeps at most `LogOptions::max_open_files` segment files open, 512 by default). Idle,
+    /// the log is only asked for its data version.
     #[arg(long)]
     on_disk: bool,
     /// After the CPU measurement of each run, append this many records one at a time to random
@@ -311,7 +311,7 @@ fn print_table(rows: &[Row]) {
     }
 }
 
-/// The targets at the largest task count measured with both strategies.
+/// The targets at the largest task count measured with both strategies.
 fn print_targets(rows: &[Row]) {
     let floor = find(rows, 0, "bare-wait").map(|r| r.cpu_percent);
     let largest = rows

@@ -1,5 +1,5 @@
-//! `cargo run --release -p riffle-bench -- log`: the embedded log shared by processes (issue 9,
-//! point 6). Append and fetch throughput with 1 and 4 producer (and reader) processes on 1 and 100
+//! `cargo run --release -p riffle-bench -- log`: the embedded log shared by processes.
+//! Append and fetch throughput with 1 and 4 producer (and reader) processes on 1 and 100
 //! partitions, and the cross-process wake-up latency: an append in one process until an application
 //! waiting in `Log::wait_for_append` in another has the record, p50/p99.
 //!

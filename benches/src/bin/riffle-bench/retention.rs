@@ -1,5 +1,5 @@
 //! `cargo run --release -p riffle-bench -- retention`: what retention and record deletion cost on
-//! the file-backed log (issue 17, point 2). For each partition count: retention passes when nothing
+//! the file-backed log. For each partition count: retention passes when nothing
 //! is due (the first reads each sealed segment's newest timestamp; a later one is what the cleaner
 //! thread pays every 5 minutes, per partition), a pass that deletes old segments (per segment
 //! deleted: the sync, the `start` file, the unlinks), and `delete_records` as the stream threads

@@ -16,7 +16,7 @@ use super::{
     write_json_rows,
 };
 
-/// The targets at 100 records/s: the ready loop's share of a core, and how much less
+/// The targets at 100 records/s: the ready loop's share of a core, and how much less
 /// than the scan-all loop it must use.
 const TARGET_RATE: f64 = 100.0;
 const TARGET_CPU_PERCENT: f64 = 1.0;
@@ -81,8 +81,8 @@ pub(crate) struct Args {
     /// commit.interval.ms values, one run each: milliseconds or `default`.
     #[arg(long, value_delimiter = ',', default_value = "default")]
     commit_interval_ms: Vec<CommitInterval>,
-    /// Keep the embedded log in files in a temporary directory instead of in memory (two open
-    /// files per partition of three topics: mind `ulimit -n`).
+    /// Keep the embedded log in files in a temporary directory instead of in memory (the log
+    /// keeps at most `LogOptions::max_open_files` segment files open, 512 by default).
     #[arg(long)]
     on_disk: bool,
     /// Before the trickle, one record to every partition, processed and committed, so every
@@ -310,7 +310,7 @@ fn print_table(rows: &[Row]) {
     }
 }
 
-/// The targets, for the rows at 100 records/s with the default commit interval.
+/// The targets, for the rows at 100 records/s with the default commit interval.
 fn print_targets(rows: &[Row]) {
     let verdict = |ok: bool| if ok { "met" } else { "missed" };
     let headline = rows.iter().find(|r| {
