@@ -14,29 +14,11 @@ pub struct KafkaCluster {
     bootstrap: String,
 }
 
-/// A Kafka cluster id: 16 random bytes in base64url without padding.
+/// A Kafka cluster id, as `kafka-storage.sh random-uuid` makes one: a random UUID's 16 bytes
+/// in base64url without padding.
 fn random_cluster_id() -> Result<String> {
-    let mut bytes = [0u8; 16];
-    let mut urandom = std::fs::File::open("/dev/urandom").map_err(|source| Error::Io {
-        what: "opening /dev/urandom".into(),
-        source,
-    })?;
-    std::io::Read::read_exact(&mut urandom, &mut bytes).map_err(|source| Error::Io {
-        what: "reading /dev/urandom".into(),
-        source,
-    })?;
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..=chunk.len() {
-            out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-        }
-    }
-    Ok(out)
+    use base64::Engine as _;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes()))
 }
 
 impl KafkaCluster {
