@@ -27,11 +27,15 @@ enum Command {
     /// `parse.key=true parse.headers=true`; `NO_HEADERS` for none); with --timestamps, each
     /// line starts with the record's timestamp: `timestamp_ms<TAB>[headers<TAB>]key<TAB>value`.
     ///
-    /// Not atomic: records are appended as lines are read. A line that is not `key<TAB>value`
-    /// (with --headers: `headers<TAB>key<TAB>value`, every header `key:value`; with
-    /// --timestamps: a non-negative integer first) or not UTF-8 stops it with an error naming
-    /// the line; every record before that line is then written and fsynced, none from it on,
-    /// and the error says how many were written.
+    /// Not atomic: a partition's records are appended when its batch fills (256 KiB) or
+    /// --linger-ms after the first of them was read (5 ms), and fsynced at the end. A line
+    /// that is not `key<TAB>value` (with --headers: `headers<TAB>key<TAB>value`, every header
+    /// `key:value`; with --timestamps: a non-negative integer first) or not UTF-8 stops it with
+    /// an error naming the line; every record before that line is then written and fsynced,
+    /// none from it on, and the error says how many were written. SIGINT or SIGTERM stops it
+    /// the same way (exit code 1): what was read before the signal is written and fsynced,
+    /// and the error says how many records that was. A failed write or sync says how many
+    /// records were written before it.
     Produce(produce::Args),
     /// Print a topic's records as `key<TAB>value`; with --print-headers, as
     /// `h1:v1,h2:v2<TAB>key<TAB>value` (Kafka's console consumer layout with `print.key=true

@@ -6,7 +6,8 @@
 
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::mpsc::{RecvTimeoutError, SyncSender};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use riffle_log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
@@ -48,12 +49,98 @@ pub(crate) struct Args {
     /// `deserialization_exception_handler`. A value that is not hex is an error naming the line.
     #[arg(long)]
     hex_values: bool,
+    /// Append a partition's records at most this many milliseconds after the first of them
+    /// was read, even if its batch is not full (Kafka's producer `linger.ms`, default 5), so a
+    /// slow input shows up as it is typed. A batch that fills (256 KiB) is appended at once.
+    #[arg(long, default_value_t = 5)]
+    linger_ms: u64,
     /// The input file; standard input when absent.
     file: Option<PathBuf>,
 }
 
-/// Lines are appended in batches of this many bytes per partition.
+/// A partition's records are appended once they fill a batch of this many bytes, or
+/// `--linger-ms` after the first of them was read, whichever comes first.
 const BATCH_BYTES: usize = 256 << 10;
+
+/// What the thread reading the input hands to the one writing the log.
+enum Input {
+    /// A line, without its end of line.
+    Line(Vec<u8>),
+    /// The input cannot be read any further.
+    Failed(std::io::Error),
+    /// The end of the input.
+    End,
+    /// SIGINT or SIGTERM: write what was read before it, then stop.
+    Stop,
+}
+
+/// Lines the reader may be ahead of the writer by.
+const READ_AHEAD: usize = 4_096;
+
+/// The records read but not appended yet, per partition, and what was appended.
+struct Pending {
+    log: Log,
+    topic: std::sync::Arc<str>,
+    builders: Vec<BatchBuilder>,
+    /// When each partition's oldest unappended record was read.
+    since: Vec<Option<Instant>>,
+    /// Records appended to the log so far.
+    appended: u64,
+}
+
+impl Pending {
+    /// Appends partition `p`'s records, if any.
+    fn append(&mut self, p: usize) -> anyhow::Result<()> {
+        let builder = &mut self.builders[p];
+        if builder.is_empty() {
+            return Ok(());
+        }
+        let records = builder.len() as u64;
+        let tp = TopicPartition::new(self.topic.clone(), p as u32);
+        self.log.append(&tp, builder).with_context(|| {
+            format!(
+                "appending {records} records to {tp} failed; {} records were written to {} before them",
+                self.appended, self.topic
+            )
+        })?;
+        self.appended += records;
+        self.since[p] = None;
+        Ok(())
+    }
+
+    /// Appends every partition's records and syncs the log.
+    fn append_all(&mut self) -> anyhow::Result<()> {
+        for p in 0..self.builders.len() {
+            self.append(p)?;
+        }
+        self.log.sync().with_context(|| {
+            format!(
+                "syncing {} failed after {} records were appended to it: they may not survive a crash",
+                self.topic, self.appended
+            )
+        })
+    }
+
+    /// Appends the partitions whose oldest record waited `linger`; when the next one is due.
+    fn append_lingered(
+        &mut self,
+        linger: Duration,
+        now: Instant,
+    ) -> anyhow::Result<Option<Instant>> {
+        let mut next: Option<Instant> = None;
+        for p in 0..self.builders.len() {
+            if let Some(since) = self.since[p] {
+                let due = since + linger;
+                if due <= now {
+                    self.append(p)?;
+                } else {
+                    next = Some(next.map_or(due, |n| n.min(due)));
+                }
+            }
+        }
+        Ok(next)
+    }
+}
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let compression: Compression = args
@@ -71,31 +158,32 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             requested
         }
     };
-    let mut input: Box<dyn BufRead> = match &args.file {
+    let input: Box<dyn BufRead + Send> = match &args.file {
         Some(path) => Box::new(std::io::BufReader::new(
             std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
         )),
-        None => Box::new(std::io::stdin().lock()),
+        None => Box::new(std::io::BufReader::new(std::io::stdin())),
     };
-    let mut builders: Vec<BatchBuilder> = (0..partitions)
-        .map(|_| BatchBuilder::new(compression))
-        .collect();
-    let topic: std::sync::Arc<str> = args.topic.as_str().into();
-    let flush = |log: &Log, builders: &mut [BatchBuilder], p: usize| -> anyhow::Result<()> {
-        if !builders[p].is_empty() {
-            log.append(
-                &TopicPartition::new(topic.clone(), p as u32),
-                &mut builders[p],
-            )?;
-        }
-        Ok(())
-    };
-    let flush_all = |log: &Log, builders: &mut [BatchBuilder]| -> anyhow::Result<()> {
-        for p in 0..builders.len() {
-            flush(log, builders, p)?;
-        }
-        log.sync()?;
-        Ok(())
+    let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
+    let stop = tx.clone();
+    ctrlc::set_handler(move || {
+        let _ = stop.send(Input::Stop);
+    })
+    .context("installing the SIGINT/SIGTERM handler")?;
+    // The reader runs until the input ends; the process exits without waiting for it.
+    std::thread::Builder::new()
+        .name("produce-reader".into())
+        .spawn(move || read_lines(input, &tx))
+        .context("starting the input reader")?;
+    let linger = Duration::from_millis(args.linger_ms);
+    let mut pending = Pending {
+        log,
+        topic: args.topic.as_str().into(),
+        builders: (0..partitions)
+            .map(|_| BatchBuilder::new(compression))
+            .collect(),
+        since: vec![None; partitions as usize],
+        appended: 0,
     };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -106,15 +194,34 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         headers: args.headers,
     };
     let mut written = 0u64;
-    let mut raw = Vec::new();
+    let mut due: Option<Instant> = None;
     for number in 1.. {
-        raw.clear();
-        let read = input.read_until(b'\n', &mut raw);
-        let problem = match read {
-            Ok(0) => break,
-            Ok(_) => {
-                let line = raw.strip_suffix(b"\n").unwrap_or(&raw);
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let event = loop {
+            let received = match due {
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+            };
+            match received {
+                Ok(event) => break event,
+                Err(RecvTimeoutError::Timeout) => {
+                    due = pending.append_lingered(linger, Instant::now())?;
+                }
+                // The reader always ends with `End` or `Failed`.
+                Err(RecvTimeoutError::Disconnected) => break Input::End,
+            }
+        };
+        let problem = match event {
+            Input::End => break,
+            Input::Stop => {
+                pending.append_all()?;
+                bail!(
+                    "stopped by a signal: the {written} records read before it were written to {} (and fsynced)",
+                    args.topic
+                );
+            }
+            Input::Failed(e) => Some(format!("cannot be read ({e})")),
+            Input::Line(raw) => {
+                let line = raw.strip_suffix(b"\r").unwrap_or(&raw);
                 match std::str::from_utf8(line).map_err(|e| format!("not UTF-8 ({e})")) {
                     Err(problem) => Some(problem),
                     Ok(line) => match parse_line(line, layout) {
@@ -125,49 +232,51 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                             key,
                             value,
                         }) => {
-                            let p = partition_for_key(key.as_bytes(), partitions) as usize;
                             let decoded = if args.hex_values {
                                 match parse_hex(value) {
-                                    Ok(bytes) => Some(bytes),
-                                    Err(problem) => {
-                                        flush_all(&log, &mut builders)?;
-                                        bail!(
-                                            "line {number}: {problem}; the {written} records before it were written to {} \
-                                             (and fsynced), nothing from line {number} on",
-                                            args.topic
-                                        );
-                                    }
+                                    Ok(bytes) => Ok(Some(bytes)),
+                                    Err(problem) => Err(problem),
                                 }
                             } else {
-                                None
+                                Ok(None)
                             };
-                            let value = decoded.as_deref().unwrap_or(value.as_bytes());
-                            let (key, value) = (Some(key.as_bytes()), Some(value));
-                            let timestamp = timestamp.unwrap_or(now);
-                            match headers {
-                                None => builders[p].push(timestamp, key, value),
-                                Some(headers) => builders[p].push_with_headers(
-                                    timestamp,
-                                    key,
-                                    value,
-                                    header_pairs(headers),
-                                ),
+                            match decoded {
+                                Err(problem) => Some(problem),
+                                Ok(decoded) => {
+                                    let p = partition_for_key(key.as_bytes(), partitions) as usize;
+                                    let value = decoded.as_deref().unwrap_or(value.as_bytes());
+                                    let (key, value) = (Some(key.as_bytes()), Some(value));
+                                    let timestamp = timestamp.unwrap_or(now);
+                                    let builder = &mut pending.builders[p];
+                                    match headers {
+                                        None => builder.push(timestamp, key, value),
+                                        Some(headers) => builder.push_with_headers(
+                                            timestamp,
+                                            key,
+                                            value,
+                                            header_pairs(headers),
+                                        ),
+                                    }
+                                    written += 1;
+                                    if builder.size_bytes() >= BATCH_BYTES {
+                                        pending.append(p)?;
+                                    } else if pending.since[p].is_none() {
+                                        let at = Instant::now();
+                                        pending.since[p] = Some(at);
+                                        due = Some(due.map_or(at + linger, |d| d.min(at + linger)));
+                                    }
+                                    None
+                                }
                             }
-                            written += 1;
-                            if builders[p].size_bytes() >= BATCH_BYTES {
-                                flush(&log, &mut builders, p)?;
-                            }
-                            None
                         }
                     },
                 }
             }
-            Err(e) => Some(format!("cannot be read ({e})")),
         };
         if let Some(problem) = problem {
             // Everything before this line is appended whole and made durable; nothing of it
             // or after it is.
-            flush_all(&log, &mut builders).with_context(|| {
+            pending.append_all().with_context(|| {
                 format!(
                     "line {number}: {problem}; writing the {written} records before it failed too"
                 )
@@ -179,12 +288,33 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    flush_all(&log, &mut builders)?;
+    pending.append_all()?;
     eprintln!(
         "wrote {written} records to {} ({partitions} partitions)",
         args.topic
     );
     Ok(())
+}
+
+/// Reads `input` line by line into `tx` until it ends, fails, or the writer is gone.
+fn read_lines(mut input: Box<dyn BufRead + Send>, tx: &SyncSender<Input>) {
+    loop {
+        let mut raw = Vec::new();
+        let event = match input.read_until(b'\n', &mut raw) {
+            Ok(0) => Input::End,
+            Ok(_) => {
+                if raw.last() == Some(&b'\n') {
+                    raw.pop();
+                }
+                Input::Line(raw)
+            }
+            Err(e) => Input::Failed(e),
+        };
+        let last = !matches!(event, Input::Line(_));
+        if tx.send(event).is_err() || last {
+            return;
+        }
+    }
 }
 
 /// The bytes of a hexadecimal value (`ff fe 41`, `fffe41`; spaces ignored).

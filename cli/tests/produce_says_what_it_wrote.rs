@@ -2,7 +2,8 @@
 //! existing topic's count is an error naming both; a malformed or non-UTF-8 line stops it with
 //! an error naming the line and exactly how many records before it were written (and they
 //! are: `consume` shows them); `--help` says produce is not atomic; an I/O error names its file
-//! and says its OS error once.
+//! and says its OS error once; a slow input is appended within the linger, before its end;
+//! SIGTERM writes what was read and says how many records that was.
 
 mod common;
 
@@ -159,4 +160,93 @@ fn an_io_error_names_the_file_and_says_its_os_error_once() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains(&file.display().to_string()), "{err}");
     assert_eq!(err.matches("(os error").count(), 1, "{err}");
+}
+
+/// `riffle produce` reading from a pipe the test keeps open.
+fn produce_from_pipe(d: &str, extra: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args([
+            "produce",
+            "--log-dir",
+            d,
+            "--topic",
+            "t",
+            "--partitions",
+            "2",
+        ])
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn riffle produce")
+}
+
+#[test]
+fn a_slow_input_is_appended_within_the_linger_before_it_ends() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("utf-8");
+    let mut child = produce_from_pipe(d, &[]);
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"a\t1\nb\t2\nc\t3\n").expect("write");
+    stdin.flush().expect("flush");
+    // The input is still open: the three records show up anyway (5 ms linger).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // The topic exists once produce opened the log.
+        let seen =
+            std::path::Path::new(d).join("topics").join("t").exists() && consumed(d).len() == 3;
+        if seen {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "records not appended before the input ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stdin.write_all(b"d\t4\n").expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("wrote 4 records"), "{}", stderr(&out));
+    assert_eq!(consumed(d), ["a\t1", "b\t2", "c\t3", "d\t4"]);
+}
+
+#[test]
+fn sigterm_writes_what_was_read_and_says_how_many_records() {
+    use std::io::Write;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("utf-8");
+    // A linger of an hour: only the signal can make these records reach the log.
+    let mut child = produce_from_pipe(d, &["--linger-ms", "3600000"]);
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut expected = Vec::new();
+    for i in 0..1000 {
+        stdin
+            .write_all(format!("k{i}\tv{i}\n").as_bytes())
+            .expect("write");
+        expected.push(format!("k{i}\tv{i}"));
+    }
+    stdin.flush().expect("flush");
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let out = child.wait_with_output().expect("wait");
+    drop(stdin);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped by a signal"), "{err}");
+    assert!(
+        err.contains("the 1000 records read before it were written to t (and fsynced)"),
+        "{err}"
+    );
+    expected.sort();
+    assert_eq!(consumed(d), expected);
 }
