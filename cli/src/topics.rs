@@ -12,8 +12,9 @@ pub(crate) struct Args {
     /// The embedded log's directory.
     #[arg(long)]
     log_dir: PathBuf,
-    /// Create the topic named by --topic (with --partitions and any --config); a topic that
-    /// exists with that partition count is left as it is.
+    /// Create the topic named by --topic (with --partitions and any --config). A topic that
+    /// exists with that partition count and configuration is left as it is (and says so); one
+    /// with another count or configuration is an error naming both, and is not changed.
     #[arg(long, conflicts_with = "describe", requires = "topic")]
     create: bool,
     /// Show each topic's configuration (the keys set at creation, as `kafka-topics.sh
@@ -61,18 +62,36 @@ fn create(args: &Args) -> anyhow::Result<()> {
     let config = TopicConfig::from_pairs(pairs.iter().copied())
         .map_err(|(key, reason)| anyhow::anyhow!("--config {key}: {reason}"))?;
     let log = open_writable(&args.log_dir)?;
+    let existed = log.partitions(topic).is_some();
     log.create_topic_with(topic, args.partitions, &config)
         .with_context(|| format!("creating topic {topic:?}"))?;
     let stored = log
         .topic_config(topic)?
         .with_context(|| format!("topic {topic:?} is gone right after its creation"))?;
     if stored != config {
-        eprintln!(
-            "topic {topic:?} already existed; it keeps the configuration it was created with"
+        anyhow::bail!(
+            "topic {topic:?} already exists with the configuration [{}], not the [{}] asked for; \
+             nothing was changed (a topic keeps the configuration it was created with)",
+            describe_config(&stored),
+            describe_config(&config)
         );
     }
-    println!("Created topic {topic}.");
+    if existed {
+        println!("Topic {topic} already exists with this configuration.");
+    } else {
+        println!("Created topic {topic}.");
+    }
     Ok(())
+}
+
+/// A configuration as `key=value` pairs, the keys set at creation (as `--describe` shows them).
+fn describe_config(config: &TopicConfig) -> String {
+    let pairs: Vec<String> = config
+        .overrides()
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    pairs.join(",")
 }
 
 fn open_writable(dir: &Path) -> anyhow::Result<Log> {
@@ -118,14 +137,9 @@ fn describe(log: &Log, only: Option<&str>) -> anyhow::Result<()> {
     };
     for (topic, partitions) in topics {
         let config = log.topic_config(&topic)?.unwrap_or_default();
-        let configs: Vec<String> = config
-            .overrides()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
         println!(
             "Topic: {topic}\tPartitionCount: {partitions}\tConfigs: {}",
-            configs.join(",")
+            describe_config(&config)
         );
         for p in 0..partitions {
             let info = log.partition_info(&TopicPartition::new(topic.as_str(), p))?;

@@ -2,7 +2,8 @@
 //! name; `--describe` shows them and each partition's start and end offsets; after retention
 //! deleted old segments, `consume --from-beginning` prints exactly the records from the start
 //! offset on and the listing counts only those. A compacted topic's description shows how far
-//! the cleaner got.
+//! the cleaner got. Creating a topic that exists with another configuration is an error
+//! naming both configurations, and changes nothing.
 
 use std::collections::HashMap;
 use std::process::{Command, Output};
@@ -199,4 +200,38 @@ fn a_compacted_topic_shows_how_far_the_cleaner_got() {
         read.insert(key.to_owned(), value.to_owned());
     }
     assert_eq!(read, latest);
+}
+
+#[test]
+fn creating_an_existing_topic_with_another_config_is_an_error_naming_both() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().to_str().expect("utf-8");
+    let create = |configs: &[&str]| {
+        let mut args = vec!["topics", "--log-dir", dir, "--create", "--topic", "t"];
+        for c in configs {
+            args.extend(["--config", c]);
+        }
+        riffle(&args)
+    };
+    let first = create(&["retention.ms=1000"]);
+    assert!(stdout(&first).contains("Created topic t."));
+    let same = create(&["retention.ms=1000"]);
+    assert!(
+        stdout(&same).contains("Topic t already exists with this configuration."),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
+    let other = create(&["cleanup.policy=compact"]);
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success(), "{err}");
+    assert!(
+        err.contains("[retention.ms=1000]") && err.contains("[cleanup.policy=compact]"),
+        "{err}"
+    );
+    let described = riffle(&["topics", "--log-dir", dir, "--describe", "--topic", "t"]);
+    assert!(
+        stdout(&described).contains("Configs: retention.ms=1000\n"),
+        "{}",
+        String::from_utf8_lossy(&described.stdout)
+    );
 }
