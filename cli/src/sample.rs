@@ -177,7 +177,8 @@ pub struct CountArgs {
     segment_bytes: u64,
     #[command(flatten)]
     follow: RunArgs,
-    /// Answer `GET /counts/<key>` at http://HOST:PORT (also this instance's
+    /// Answer `GET /counts/<key>` (the key percent-encoded as in any URL, UTF-8) at
+    /// http://HOST:PORT (also this instance's
     /// `application_server`) from the running application's store (an interactive query over
     /// every local task): the key's count, 404 if it has none; on Kafka, a 307 redirect to the
     /// instance that counts the key when another one does; 503 while the store migrates.
@@ -322,7 +323,14 @@ pub(crate) fn bind_serve(
     Ok(listener)
 }
 
-/// `--serve`: answers `GET /counts/<key>` on `listener` (from [`bind_serve`]) on a thread of
+/// What a key keeps unencoded in a `/counts/<key>` URL: RFC 3986's unreserved characters.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `--serve`: answers `GET /counts/<key>` (the key percent-decoded, as UTF-8) on `listener` (from [`bind_serve`]) on a thread of
 /// its own, for as long as this process runs: from `app`'s store `counts` (an interactive
 /// query over every local task) when this instance runs the key's task; else a redirect
 /// (307) to the instance that does, as the group names it; 503 while no instance is known to
@@ -354,13 +362,23 @@ pub(crate) fn serve_counts(
                     None => (target.as_str(), false),
                 };
                 let mut location = None;
-                let (status, body) = match path.strip_prefix("/counts/") {
-                    Some(key) if *request.method() == tiny_http::Method::Get => {
-                        let key = key.to_owned();
+                let key = path.strip_prefix("/counts/").map(|raw| {
+                    percent_encoding::percent_decode_str(raw)
+                        .decode_utf8()
+                        .map(std::borrow::Cow::into_owned)
+                });
+                let (status, body) = match key {
+                    Some(Err(_)) => (
+                        400,
+                        "the key is not UTF-8 once percent-decoded\n".to_owned(),
+                    ),
+                    Some(Ok(key)) if *request.method() == tiny_http::Method::Get => {
                         match route.query_metadata_for_key("counts", &key, &serde) {
                             Ok(meta) => match meta.active_host {
                                 Some(host) if host != me && !redirected => {
-                                    let url = format!("http://{host}/counts/{key}?redirected");
+                                    let encoded =
+                                        percent_encoding::utf8_percent_encode(&key, PATH_SEGMENT);
+                                    let url = format!("http://{host}/counts/{encoded}?redirected");
                                     let body = format!(
                                         "{key} is counted by the instance at {host} (partition {}): {url}\n",
                                         meta.partition
@@ -389,7 +407,8 @@ pub(crate) fn serve_counts(
                 let mut response = tiny_http::Response::from_string(body).with_status_code(status);
                 let headers = [("Content-Type", Some("text/plain".to_owned())), ("Location", location)];
                 for (name, value) in headers {
-                    // A value tiny_http refuses (not ASCII) is left out: the body names the URL.
+                    // Every value is ASCII (the key is percent-encoded in the URL); one tiny_http
+                    // refused would be left out, and the body names the URL anyway.
                     let value = value.unwrap_or_default();
                     if value.is_empty() {
                         continue;
@@ -604,7 +623,20 @@ pub(crate) fn given_topics(
     let output = output
         .clone()
         .context("--output is required with --log-dir")?;
+    refuse_same_topic(&input, &output)?;
     Ok((input, output))
+}
+
+/// `--input` and `--output` naming one topic: the sample would read its own counts back as
+/// input and write into the topic it counts.
+pub(crate) fn refuse_same_topic(input: &str, output: &str) -> anyhow::Result<()> {
+    if input == output {
+        anyhow::bail!(
+            "--input and --output are both {input:?}: the sample would read its own counts back \
+             as input and write into the topic it counts; name another output topic"
+        );
+    }
+    Ok(())
 }
 
 /// The latest count per key in `topic`, on either backend.

@@ -1,7 +1,8 @@
 //! The newcomer's round trip, through the `riffle` binary: `produce` a file, count it with
 //! `sample group-by-key-count`, read the counts back with `consume --latest-per-key
 //! --value-serde long`: exactly the counts of the file. Then `state inspect` shows the
-//! checkpoints the run left and what a heartbeat would report.
+//! checkpoints the run left and what a heartbeat would report. `--input` and `--output`
+//! naming one topic is refused before anything is read or written.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -137,4 +138,36 @@ fn a_malformed_line_is_an_error_naming_its_line_and_nothing_after_it_is_written(
         "--from-beginning",
     ]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "a\t1\nb\t2\n");
+}
+
+#[test]
+fn the_sample_refuses_to_count_a_topic_into_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("log");
+    let log = log.to_str().expect("utf-8");
+    let out = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args(["produce", "--log-dir", log, "--topic", "in"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run riffle");
+    assert!(out.status.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args([
+            "sample",
+            "group-by-key-count",
+            "--log-dir",
+            log,
+            "--input",
+            "in",
+            "--output",
+            "in",
+        ])
+        .output()
+        .expect("run riffle");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("--input and --output are both \"in\""),
+        "{err}"
+    );
 }

@@ -3,7 +3,9 @@
 //! every `--progress-every`, and Ctrl-C (SIGINT) ends it cleanly (exit status 0), with the counts
 //! equal to a model of everything appended. SIGTERM ends it the same way. With
 //! `--metrics-addr`, Prometheus' text at `/metrics` counts what it processed; with `--serve`,
-//! `GET /counts/<key>` answers each key's count from the running application's store.
+//! `GET /counts/<key>` answers each key's count from the running application's store
+//! (the key percent-decoded), and 200 idle clients with half-sent requests hold up neither
+//! a query nor a scrape.
 
 use std::io::{BufRead, BufReader};
 use std::process::Command;
@@ -138,6 +140,41 @@ fn follow_and_stop(signal: &str) {
     }
     let absent = http_get(&serve, "/counts/nobody");
     assert!(absent.starts_with("HTTP/1.1 404"), "{absent}");
+    // A key is percent-decoded: every byte of it encoded reads the same count.
+    let (key, count) = model.iter().next().expect("a key");
+    let encoded: String = key.bytes().map(|b| format!("%{b:02X}")).collect();
+    let response = http_get(&serve, &format!("/counts/{encoded}"));
+    assert!(
+        response.ends_with(&format!("\r\n\r\n{count}\n")),
+        "{key} as {encoded}: {response}"
+    );
+    // 200 clients that connect and send half a request do not hold up the others.
+    let idle: Vec<std::net::TcpStream> = (0..200)
+        .map(|i| {
+            use std::io::Write;
+            let addr = if i % 2 == 0 { &serve } else { &addr };
+            let mut s = std::net::TcpStream::connect(addr).expect("connect");
+            s.write_all(b"GET /counts/").expect("half a request");
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    let response = http_get(&serve, &format!("/counts/{key}"));
+    let query = started.elapsed();
+    assert!(
+        response.ends_with(&format!("\r\n\r\n{count}\n")),
+        "{response}"
+    );
+    let started = Instant::now();
+    let body = scrape(&addr);
+    let metrics = started.elapsed();
+    assert!(body.contains("kafka_streams_stream_thread_metrics_process_total"));
+    println!("with 200 idle clients: a count query took {query:?}, a scrape {metrics:?}");
+    assert!(
+        query < Duration::from_secs(2) && metrics < Duration::from_secs(2),
+        "held up by idle clients: query {query:?}, scrape {metrics:?}"
+    );
+    drop(idle);
     let pid = sample.id().to_string();
     let killed = Command::new("kill")
         .args([signal, &pid])

@@ -42,12 +42,15 @@ pub(super) fn connect(
 pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Result<()> {
     let (backend, run) = connect(servers, args.command_config.as_deref())?;
     let (input, output, application_id, expected) = match (&args.input, &args.output) {
-        (Some(input), Some(output)) => (
-            input.clone(),
-            output.clone(),
-            args.application_id.clone(),
-            None,
-        ),
+        (Some(input), Some(output)) => {
+            super::refuse_same_topic(input, output)?;
+            (
+                input.clone(),
+                output.clone(),
+                args.application_id.clone(),
+                None,
+            )
+        }
         (None, None) => {
             let input = format!("riffle-sample-words-{run}");
             let expected = generate(&backend, &input, args.records, args.keys, args.partitions)?;
@@ -174,12 +177,15 @@ pub(super) fn windowed_count(
     use super::windowed::{self, Expected};
     let (backend, run) = connect(servers, None)?;
     let (input, output, application_id, generated) = match (&args.input, &args.output) {
-        (Some(input), Some(output)) => (
-            input.clone(),
-            output.clone(),
-            args.application_id.clone(),
-            None,
-        ),
+        (Some(input), Some(output)) => {
+            super::refuse_same_topic(input, output)?;
+            (
+                input.clone(),
+                output.clone(),
+                args.application_id.clone(),
+                None,
+            )
+        }
         (None, None) => {
             let input = format!("riffle-sample-events-{run}");
             let generated = windowed::generate(&args, &spec)?;
