@@ -1,12 +1,20 @@
-//! The application: resolves a topology against a backend, starts the stream threads, and
-//! stops them.
+//! The application: [`StreamsApp`], Kafka Streams' `KafkaStreams` — built from a topology
+//! against a backend, started, observed (metrics, interactive queries, key metadata,
+//! idleness) and stopped; its threads are started, joined and replaced in `threads`.
+//!
+//! The app holds every part of the instance (`engine`'s: the wiring, the lifecycle, the metrics,
+//! the query inboxes, the global tables; its own: the threads' supervision) and hands each
+//! consumer only the parts it uses: a [`ShutdownHandle`] the lifecycle and the backend, a
+//! [`MetadataHandle`] the wiring, a store view the wiring, the query inboxes and the lifecycle,
+//! the metrics endpoint the metrics and the backend.
 
 pub(crate) mod metadata;
 pub(crate) mod producer;
 pub(crate) mod query;
+pub(crate) mod threads;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use riffle_state_dir::StateDirectory;
@@ -18,28 +26,31 @@ use crate::app::metadata::all_instances;
 use crate::app::query::QueryableStoreType;
 use crate::app::query::StoreQueryParameters;
 use crate::app::query::ViewSource;
+use crate::app::threads::{
+    StreamThreadExceptionResponse, Supervision, spawn_stream_thread, start_global_thread,
+};
 use crate::backend::group::{GroupInfo, SubtopologyInfo};
 use crate::backend::{Backend, TopicKind};
 use crate::config::{ProcessingGuarantee, StreamsConfig};
-use crate::engine::global::GlobalState;
-use crate::engine::global::run_global_thread;
-use crate::engine::metrics::Registry;
-use crate::engine::metrics::ThreadMetrics;
-use crate::engine::shared::{AppShared, StreamThreadExceptionResponse};
-use crate::engine::thread::StreamThread;
+use crate::engine::global::{GlobalState, GlobalTables};
+use crate::engine::instance::InstanceWiring;
+use crate::engine::lifecycle::Lifecycle;
+use crate::engine::metrics::{InstanceMetrics, ThreadMetrics};
+use crate::engine::query::QueryInbox;
+use crate::engine::thread::ThreadParts;
 use crate::processor::collector::TopicTable;
 use crate::serdes::SerdeRef;
 use crate::state::StoreDatabase;
-use crate::telemetry;
 use crate::telemetry::Metric;
-use crate::telemetry::MetricsServer;
+use crate::telemetry::{MetricsReader, MetricsServer};
 use crate::topology::{TopicRef, Topology, changelog_topic};
 use crate::types::error::{Error, Result};
 
 /// A handle that asks a running application to stop (e.g. from a Ctrl-C handler).
 #[derive(Clone)]
 pub struct ShutdownHandle {
-    shared: Arc<AppShared>,
+    lifecycle: Arc<Lifecycle>,
+    backend: Arc<dyn Backend>,
 }
 
 impl std::fmt::Debug for ShutdownHandle {
@@ -51,8 +62,7 @@ impl std::fmt::Debug for ShutdownHandle {
 impl ShutdownHandle {
     /// Asks every stream thread to commit and stop.
     pub fn shutdown(&self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.backend.wake_waiters();
+        self.lifecycle.shut_down(&*self.backend);
     }
 }
 
@@ -68,7 +78,10 @@ pub struct RunSummary {
 
 /// A running (or ready) riffle application: Kafka Streams' `KafkaStreams`.
 pub struct StreamsApp {
-    shared: Arc<AppShared>,
+    /// The instance's parts, as every stream thread is given them.
+    parts: ThreadParts,
+    /// The threads' handles, the exception handler, the replacements.
+    supervision: Arc<Supervision>,
     /// The global tables, until `start` hands them to the global thread.
     global_state: Option<GlobalState>,
     started: Option<Instant>,
@@ -78,7 +91,7 @@ pub struct StreamsApp {
 impl std::fmt::Debug for StreamsApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamsApp")
-            .field("application_id", &self.shared.config.application_id)
+            .field("application_id", &self.parts.wiring.config.application_id)
             .finish()
     }
 }
@@ -128,37 +141,25 @@ impl StreamsApp {
             config.deserialization_exception_handler.clone(),
         )?;
         let threads = config.num_stream_threads;
-        let shared = Arc::new(AppShared {
-            coordinator,
-            group,
-            config,
-            topology,
-            backend,
-            topics: Arc::new(topics),
-            state_dir,
-            store_db,
-            shutdown: AtomicBool::new(false),
-            records_processed: AtomicU64::new(0),
-            idle_versions: (0..threads).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            globals: global_state.stores().to_vec(),
-            global_idle: AtomicU64::new(u64::MAX),
-            global_records_restored: AtomicU64::new(0),
-            thread_metrics: (0..threads)
-                .map(|_| Arc::new(ThreadMetrics::default()))
-                .collect(),
-            handles: Mutex::new(Vec::new()),
-            handler: Mutex::new(Arc::new(|_: &Error| {
-                StreamThreadExceptionResponse::ShutdownClient
-            })),
-            thread_numbers: AtomicUsize::new(0),
-            threads_replaced: AtomicU64::new(0),
-            last_failed_record: Mutex::new(None),
-            registry: Registry::default(),
-            queries: (0..threads).map(|_| Mutex::new(Vec::new())).collect(),
-            query_pending: (0..threads).map(|_| AtomicBool::new(false)).collect(),
-        });
+        let parts = ThreadParts {
+            globals: Arc::new(GlobalTables::new(global_state.stores().to_vec())),
+            lifecycle: Arc::new(Lifecycle::new(threads)),
+            metrics: Arc::new(InstanceMetrics::new(threads)),
+            queries: Arc::new(QueryInbox::new(threads)),
+            wiring: Arc::new(InstanceWiring {
+                coordinator,
+                group,
+                config,
+                topology,
+                backend,
+                topics: Arc::new(topics),
+                state_dir,
+                store_db,
+            }),
+        };
         Ok(StreamsApp {
-            shared,
+            parts,
+            supervision: Arc::new(Supervision::new()),
             global_state: Some(global_state),
             started: None,
             metrics_server: None,
@@ -171,12 +172,7 @@ impl StreamsApp {
         &mut self,
         handler: impl Fn(&Error) -> StreamThreadExceptionResponse + Send + Sync + 'static,
     ) -> Result<()> {
-        let mut slot = self
-            .shared
-            .handler
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *slot = Arc::new(handler);
+        self.supervision.set_handler(Arc::new(handler));
         Ok(())
     }
 
@@ -188,20 +184,30 @@ impl StreamsApp {
             ));
         }
         self.started = Some(Instant::now());
-        if let Some(addr) = &self.shared.config.metrics_http_addr {
-            self.metrics_server = Some(MetricsServer::start(addr, self.shared.clone())?);
+        let wiring = &self.parts.wiring;
+        if let Some(addr) = &wiring.config.metrics_http_addr {
+            self.metrics_server = Some(MetricsServer::start(
+                addr,
+                &wiring.config.application_id,
+                self.metrics_reader(),
+            )?);
         }
         if let Some(state) = self.global_state.take().filter(|s| !s.is_empty()) {
-            start_global_thread(&self.shared, state)?;
+            start_global_thread(&self.parts, &self.supervision, state)?;
         }
-        let count = self.shared.config.num_stream_threads;
-        let names: Vec<String> = (0..count).map(|_| next_thread_name(&self.shared)).collect();
+        let count = wiring.config.num_stream_threads;
+        let names: Vec<String> = (0..count)
+            .map(|_| {
+                self.supervision
+                    .next_thread_name(&wiring.config.application_id)
+            })
+            .collect();
         for name in &names {
-            self.shared.coordinator.register(name);
+            wiring.coordinator.register(name);
         }
-        self.shared.backend.wake_waiters();
+        wiring.backend.wake_waiters();
         for (slot, name) in names.into_iter().enumerate() {
-            spawn_stream_thread(&self.shared, slot, name)?;
+            spawn_stream_thread(&self.parts, &self.supervision, slot, name)?;
         }
         Ok(())
     }
@@ -213,7 +219,18 @@ impl StreamsApp {
     /// restoration (`stream-state-updater-metrics`) and riffle's offset-sum snapshot counters.
     /// Records lag asks the backend for each input's end offset.
     pub fn metrics(&self) -> Vec<Metric> {
-        telemetry::collect(&self.shared)
+        self.metrics_reader().collect()
+    }
+
+    /// What telemetry reads the metrics from: the metric sources, and the backend for the
+    /// inputs' end offsets.
+    fn metrics_reader(&self) -> MetricsReader {
+        let wiring = &self.parts.wiring;
+        MetricsReader {
+            metrics: self.parts.metrics.clone(),
+            backend: wiring.backend.clone(),
+            recording_level: wiring.config.metrics_recording_level,
+        }
     }
 
     /// A read-only view of the store `params` names, over every task of this instance (Kafka
@@ -229,7 +246,12 @@ impl StreamsApp {
         &self,
         params: StoreQueryParameters<T>,
     ) -> Result<T::Store> {
-        T::view(&ViewSource(self.shared.clone()), &params.name)
+        let source = ViewSource {
+            wiring: self.parts.wiring.clone(),
+            queries: self.parts.queries.clone(),
+            lifecycle: self.parts.lifecycle.clone(),
+        };
+        T::view(&source, &params.name)
     }
 
     /// Where `key` of store `store` lives (Kafka Streams' `queryMetadataForKey`): its
@@ -252,7 +274,7 @@ impl StreamsApp {
     /// The two metadata calls for another thread ([`crate::query::MetadataHandle`]).
     pub fn metadata_handle(&self) -> MetadataHandle {
         MetadataHandle {
-            shared: self.shared.clone(),
+            wiring: self.parts.wiring.clone(),
         }
     }
 
@@ -260,7 +282,7 @@ impl StreamsApp {
     /// partitions of its active and standby tasks (Kafka Streams'
     /// `metadataForAllStreamsClients`).
     pub fn metadata_for_all_streams_clients(&self) -> Result<Vec<StreamsMetadata>> {
-        all_instances(&self.shared)
+        all_instances(&self.parts.wiring)
     }
 
     /// Where the Prometheus endpoint listens (`metrics_http_addr`), once started.
@@ -271,57 +293,52 @@ impl StreamsApp {
     /// A handle that stops the application from another thread.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle {
-            shared: self.shared.clone(),
+            lifecycle: self.parts.lifecycle.clone(),
+            backend: self.parts.wiring.backend.clone(),
         }
     }
 
     /// The group as the coordinator was told about it: topology, process id.
     pub fn group_info(&self) -> &GroupInfo {
-        &self.shared.group
+        &self.parts.wiring.group
     }
 
     /// Stream threads replaced after they died.
     pub fn threads_replaced(&self) -> u64 {
-        self.shared.threads_replaced.load(Ordering::Relaxed)
+        self.supervision.threads_replaced()
     }
 
     /// Changelog records restored into stores so far, by all threads (the global thread's
     /// restore of the global tables included).
     pub fn records_restored(&self) -> u64 {
-        self.shared
-            .thread_metrics
+        self.parts
+            .metrics
+            .threads
             .iter()
             .map(|m| m.records_restored.load(Ordering::Relaxed))
             .sum::<u64>()
-            + self.shared.global_records_restored.load(Ordering::Relaxed)
+            + self.parts.globals.records_restored()
     }
 
     /// Records processed so far by all threads.
     pub fn records_processed(&self) -> u64 {
-        self.shared.records_processed.load(Ordering::Relaxed)
+        self.parts.metrics.records_processed.load(Ordering::Relaxed)
     }
 
     /// The counters of each stream thread.
     pub fn thread_metrics(&self) -> Vec<Arc<ThreadMetrics>> {
-        self.shared.thread_metrics.clone()
+        self.parts.metrics.threads.clone()
     }
 
     /// Whether the application was asked to stop, or stopped on an error.
     pub fn is_shutting_down(&self) -> bool {
-        self.shared.shutdown.load(Ordering::Acquire)
+        self.parts.lifecycle.is_shutting_down()
     }
 
     /// Whether every thread is caught up with every input and has committed.
     pub fn is_idle(&self) -> bool {
-        let current = self.shared.backend.data_version();
-        let global_idle = self.shared.globals.is_empty()
-            || self.shared.global_idle.load(Ordering::Acquire) == current;
-        global_idle
-            && self
-                .shared
-                .idle_versions
-                .iter()
-                .all(|v| v.load(Ordering::Acquire) == current)
+        let current = self.parts.wiring.backend.data_version();
+        self.parts.globals.idle_at(current) && self.parts.lifecycle.threads_idle_at(current)
     }
 
     /// Starts (if needed), runs until every input is drained and committed, then closes.
@@ -352,11 +369,14 @@ impl StreamsApp {
         if let Some(mut server) = self.metrics_server.take() {
             server.stop();
         }
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.backend.wake_waiters();
+        self.parts.lifecycle.shut_down(&*self.parts.wiring.backend);
         // Panics are caught inside the threads, so a join error cannot happen; the first
         // thread error is the application's.
-        let first_error = join_all(&self.shared).into_iter().find_map(Result::err);
+        let first_error = self
+            .supervision
+            .join_all()
+            .into_iter()
+            .find_map(Result::err);
         if let Some(e) = first_error {
             return Err(e);
         }
@@ -369,168 +389,9 @@ impl StreamsApp {
 
 impl Drop for StreamsApp {
     fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.backend.wake_waiters();
-        join_all(&self.shared);
+        self.parts.lifecycle.shut_down(&*self.parts.wiring.backend);
+        self.supervision.join_all();
     }
-}
-
-/// Joins every stream thread, replacements included, until none is left.
-fn join_all(shared: &AppShared) -> Vec<Result<()>> {
-    let mut results = Vec::new();
-    loop {
-        let handles: Vec<_> = shared
-            .handles
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain(..)
-            .collect();
-        if handles.is_empty() {
-            return results;
-        }
-        // A dying thread may add its replacement while we join: look again after each batch.
-        for handle in handles {
-            let name = handle.thread().name().unwrap_or("stream thread").to_owned();
-            results.push(handle.join().unwrap_or_else(|_| {
-                Err(Error::ThreadPanicked {
-                    thread: name,
-                    message: "panicked outside the loop".into(),
-                })
-            }));
-        }
-    }
-}
-
-/// Starts `<application_id>-GlobalStreamThread` and waits until it restored the global stores
-/// (its error, if it could not). A global thread that fails later stops the application, as
-/// Kafka Streams' does; its error is what `close` returns.
-fn start_global_thread(shared: &Arc<AppShared>, state: GlobalState) -> Result<()> {
-    let (restored, outcome) = std::sync::mpsc::channel();
-    let owned = shared.clone();
-    let name = format!("{}-GlobalStreamThread", shared.config.application_id);
-    let handle = std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(move || {
-            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_global_thread(owned.clone(), state, restored)
-            }));
-            let result = match run {
-                Ok(result) => result,
-                Err(_) => Err(Error::ThreadPanicked {
-                    thread: name,
-                    message: "the global thread panicked".into(),
-                }),
-            };
-            if let Err(e) = &result {
-                tracing::error!(error = %e, "the global thread failed; stopping the application");
-                owned.shutdown.store(true, Ordering::Release);
-                owned.backend.wake_waiters();
-            }
-            result
-        })
-        .map_err(|e| Error::IllegalState(format!("cannot spawn the global thread: {e}")))?;
-    shared
-        .handles
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(handle);
-    match outcome.recv() {
-        Ok(restored) => restored,
-        Err(_) => Err(Error::IllegalState(
-            "the global thread stopped before it restored the global stores".into(),
-        )),
-    }
-}
-
-fn next_thread_name(shared: &AppShared) -> String {
-    let n = shared.thread_numbers.fetch_add(1, Ordering::Relaxed) + 1;
-    format!("{}-StreamThread-{n}", shared.config.application_id)
-}
-
-fn spawn_stream_thread(shared: &Arc<AppShared>, slot: usize, name: String) -> Result<()> {
-    let owned = shared.clone();
-    let thread_name = name.clone();
-    let handle = std::thread::Builder::new()
-        .name(name)
-        .spawn(move || run_stream_thread(owned, slot, thread_name))
-        .map_err(|e| Error::IllegalState(format!("cannot spawn a stream thread: {e}")))?;
-    shared
-        .handles
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(handle);
-    Ok(())
-}
-
-/// A stream thread's whole life: run; if it dies, free what it held and ask the handler.
-fn run_stream_thread(shared: Arc<AppShared>, slot: usize, name: String) -> Result<()> {
-    // Built on its own thread: a task's processor nodes never cross threads.
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        StreamThread::new(slot, name.clone(), shared.clone()).run()
-    }));
-    let error = match outcome {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(e)) => e,
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Error::ThreadPanicked {
-                thread: name.clone(),
-                message,
-            }
-        }
-    };
-    // The thread's tasks and stores were dropped while unwinding; release its claims so the
-    // live threads can take them.
-    for task in shared.group.tasks() {
-        shared.state_dir.unlock_task(task, &name);
-    }
-    shared.coordinator.leave(&name);
-    shared.backend.wake_waiters();
-    let handler = shared
-        .handler
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    let response = handler(&error);
-    // A record that killed a thread kills its replacement too (a deterministic failure under
-    // a fail handler): the second time, the application stops instead of looping.
-    let same_record = {
-        let mut last = shared
-            .last_failed_record
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let location = error
-            .record_location()
-            .map(|(t, p, o)| (t.to_owned(), p, o));
-        let again = location.is_some() && *last == location;
-        if location.is_some() {
-            *last = location;
-        }
-        again
-    };
-    if same_record && response == StreamThreadExceptionResponse::ReplaceThread {
-        tracing::error!(thread = %name, error = %error, "a replaced stream thread failed on the same record again; shutting the application down instead of replacing it");
-    }
-    if response == StreamThreadExceptionResponse::ReplaceThread
-        && !same_record
-        && !shared.shutdown.load(Ordering::Acquire)
-    {
-        tracing::error!(thread = %name, error = %error, "stream thread died; replacing it");
-        shared.threads_replaced.fetch_add(1, Ordering::Relaxed);
-        let replacement = next_thread_name(&shared);
-        shared.coordinator.register(&replacement);
-        shared.backend.wake_waiters();
-        spawn_stream_thread(&shared, slot, replacement)?;
-        return Ok(());
-    }
-    tracing::error!(thread = %name, error = %error, "stream thread died; shutting the application down");
-    shared.shutdown.store(true, Ordering::Release);
-    shared.backend.wake_waiters();
-    Err(error)
 }
 
 /// Puts the dead-letter queue among the application's topics, creating it (one partition) if

@@ -24,10 +24,13 @@ use riffle_task_manager::{
 use crate::backend::coordinator::OffsetSendPolicy;
 use crate::backend::group::{Assignment, Heartbeat};
 use crate::config::ProcessingGuarantee;
+use crate::engine::global::GlobalTables;
+use crate::engine::instance::InstanceWiring;
+use crate::engine::lifecycle::Lifecycle;
 use crate::engine::loop_core::{AssignmentPlan, Changes, InputRef, LoopCore, LoopSettings, Owned};
-use crate::engine::query::{QueryAnswer, QueryOp};
+use crate::engine::metrics::InstanceMetrics;
+use crate::engine::query::{QueryAnswer, QueryInbox, QueryOp};
 use crate::engine::restore::{BackendChangelogReader, StoreLease};
-use crate::engine::shared::AppShared;
 use crate::engine::snapshot::ThreadSnapshot;
 use crate::engine::task::{StreamTask, TaskStores};
 use crate::processor::collector::RecordCollector;
@@ -42,10 +45,30 @@ const RESTORE_BATCH_RECORDS: usize = 10_000;
 /// How many records a task processes per loop iteration before the thread moves on.
 const MAX_RECORDS_PER_TASK_PER_LOOP: usize = 1_000;
 
+/// What a stream thread is given of its application instance: the parts it uses, each shared
+/// with the others that use it.
+#[derive(Clone)]
+pub(crate) struct ThreadParts {
+    pub(crate) wiring: Arc<InstanceWiring>,
+    pub(crate) lifecycle: Arc<Lifecycle>,
+    pub(crate) metrics: Arc<InstanceMetrics>,
+    pub(crate) queries: Arc<QueryInbox>,
+    pub(crate) globals: Arc<GlobalTables>,
+}
+
 pub(crate) struct StreamThread {
     pub(crate) index: usize,
     pub(crate) name: String,
-    shared: Arc<AppShared>,
+    /// Configuration, topology, backend, topics, state directory, coordinator.
+    wiring: Arc<InstanceWiring>,
+    /// The stop flag, and where this thread says it is idle.
+    lifecycle: Arc<Lifecycle>,
+    /// This thread's counters (slot `index`), the task registry, the records processed.
+    metrics: Arc<InstanceMetrics>,
+    /// The interactive queries waiting for this thread (slot `index`).
+    queries: Arc<QueryInbox>,
+    /// The global tables' stores, which this thread's tasks read.
+    globals: Arc<GlobalTables>,
     /// Every decision about when to fetch, process, commit, heartbeat, clean up and wait.
     core: LoopCore,
     /// RUNNING active tasks.
@@ -90,11 +113,18 @@ pub(crate) struct StreamThread {
 impl StreamThread {
     /// A stream thread in metrics slot `index`, named as Kafka Streams names them
     /// (`<application_id>-StreamThread-<n>`).
-    pub(crate) fn new(index: usize, name: String, shared: Arc<AppShared>) -> StreamThread {
-        let config = &shared.config;
+    pub(crate) fn new(index: usize, name: String, parts: ThreadParts) -> StreamThread {
+        let ThreadParts {
+            wiring,
+            lifecycle,
+            metrics,
+            queries,
+            globals,
+        } = parts;
+        let config = &wiring.config;
         let collector = RecordCollector::new(
-            shared.backend.clone(),
-            shared.topics.clone(),
+            wiring.backend.clone(),
+            wiring.topics.clone(),
             config.compression,
             config.batch_max_bytes,
             config.max_request_size,
@@ -102,7 +132,7 @@ impl StreamThread {
             &Handlers::of(config),
         );
         let send_policy = OffsetSendPolicy::new(config.task_offset_interval);
-        let snapshot = ThreadSnapshot::new(shared.state_dir.clone(), config.snapshot_strategy);
+        let snapshot = ThreadSnapshot::new(wiring.state_dir.clone(), config.snapshot_strategy);
         // The first thread deletes task directories nobody here owned for a while.
         let cleanup_interval = (index == 0).then_some(config.state_cleanup_delay);
         let settings = LoopSettings {
@@ -126,7 +156,7 @@ impl StreamThread {
             events: Vec::new(),
             collector,
             scratch: Scratch::default(),
-            handlers: Handlers::of(&shared.config),
+            handlers: Handlers::of(&wiring.config),
             changed: Vec::new(),
             inputs: Vec::new(),
             task_ids: Vec::new(),
@@ -139,20 +169,24 @@ impl StreamThread {
             assignment: Assignment::default(),
             send_policy,
             snapshot,
-            shared,
+            wiring,
+            lifecycle,
+            metrics,
+            queries,
+            globals,
         }
     }
 
     /// Runs until the application shuts down or an error stops it.
     pub(crate) fn run(mut self) -> Result<()> {
-        let metrics = self.shared.thread_metrics[self.index].clone();
+        let metrics = self.metrics.threads[self.index].clone();
         metrics.set_os_thread_id();
         metrics.set_name(&self.name);
         let result = loop {
             match self.run_loop() {
                 Err(e)
                     if e.backend_kind() == Some(BackendErrorKind::Fenced)
-                        && !self.shared.shutdown.load(Ordering::Acquire) =>
+                        && !self.lifecycle.is_shutting_down() =>
                 {
                     if let Err(e) = self.handle_fenced(&e) {
                         break Err(e);
@@ -163,8 +197,8 @@ impl StreamThread {
         };
         // Release the tasks whatever happened, then leave, so the others can take them.
         let closed = self.close(result.is_ok());
-        self.shared.coordinator.leave(&self.name);
-        self.shared.backend.wake_waiters();
+        self.wiring.coordinator.leave(&self.name);
+        self.wiring.backend.wake_waiters();
         result.and(closed)
     }
 
@@ -183,7 +217,7 @@ impl StreamThread {
         self.last_committed.clear();
         self.assignment = Assignment::default();
         self.core.heartbeat_now(Instant::now());
-        self.shared.thread_metrics[self.index]
+        self.metrics.threads[self.index]
             .fenced
             .fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -191,21 +225,20 @@ impl StreamThread {
 
     /// The loop: observe, then do what the core decides. Every `if` below asks the core.
     fn run_loop(&mut self) -> Result<()> {
-        let metrics = self.shared.thread_metrics[self.index].clone();
-        let fetch_max_bytes = self.shared.config.fetch_max_bytes;
-        let backend = self.shared.backend.clone();
+        let metrics = self.metrics.threads[self.index].clone();
+        let fetch_max_bytes = self.wiring.config.fetch_max_bytes;
+        let backend = self.wiring.backend.clone();
         loop {
             // Read before the looks a wake-up asks for (the stop flag, queries, the group's
             // generation) and handed to the wait: a wake-up after this ends the wait at once,
             // one before it is seen by those looks.
             let woken = backend.wake_count();
-            if self.shared.shutdown.load(Ordering::Acquire) {
+            if self.lifecycle.is_shutting_down() {
                 break;
             }
             metrics.loops.fetch_add(1, Ordering::Relaxed);
             // A plain load in the common case; the swap only when a query is waiting.
-            let pending = &self.shared.query_pending[self.index];
-            if pending.load(Ordering::Acquire) && pending.swap(false, Ordering::AcqRel) {
+            if self.queries.take_pending(self.index) {
                 self.answer_queries();
             }
             // Which partitions may have new data: one comparison when nothing moved.
@@ -321,7 +354,7 @@ impl StreamThread {
                 metrics
                     .records
                     .fetch_add(processed as u64, Ordering::Relaxed);
-                self.shared
+                self.metrics
                     .records_processed
                     .fetch_add(processed as u64, Ordering::Relaxed);
             }
@@ -352,12 +385,12 @@ impl StreamThread {
                 self.clean_up();
             }
             // Heartbeat when due; apply a new assignment if it brought one.
-            let generation = self.shared.coordinator.generation();
+            let generation = self.wiring.coordinator.generation();
             let mut reassigned = false;
             if self.core.heartbeat_due(now, generation) {
                 reassigned = self.heartbeat(now)?;
                 self.core.heartbeat_sent(now, generation);
-                if self.shared.coordinator.generation() != generation {
+                if self.wiring.coordinator.generation() != generation {
                     // This heartbeat moved the group: the other members must look now, not at
                     // their next deadline.
                     backend.wake_waiters();
@@ -369,14 +402,14 @@ impl StreamThread {
                 Some(wait) => {
                     let seen = self.core.seen_version().unwrap_or(version);
                     if wait.settled && !self.core.is_dirty() && !self.collector.has_pending() {
-                        self.shared.idle_versions[self.index].store(version, Ordering::Release);
+                        self.lifecycle.set_idle(self.index, version);
                     }
                     let timeout = wait.until.saturating_duration_since(now);
                     if !timeout.is_zero() {
                         backend.wait_for_data(seen, woken, timeout);
                     }
                 }
-                None => self.shared.idle_versions[self.index].store(u64::MAX, Ordering::Release),
+                None => self.lifecycle.set_busy(self.index),
             }
         }
         self.commit()
@@ -385,11 +418,7 @@ impl StreamThread {
     /// Answers the interactive queries waiting for this thread from its running tasks' stores
     /// (`query.rs`).
     fn answer_queries(&mut self) {
-        let queries = std::mem::take(
-            &mut *self.shared.queries[self.index]
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let queries = self.queries.drain(self.index);
         for query in queries {
             let answer = self.answer_query(&query.store, &query.op);
             // The asker may have given up.
@@ -398,7 +427,7 @@ impl StreamThread {
     }
 
     fn answer_query(&self, store: &str, op: &QueryOp) -> Result<QueryAnswer> {
-        let topology = &self.shared.topology;
+        let topology = &self.wiring.topology;
         let holds = |id: &TaskId| {
             topology
                 .subtopologies
@@ -462,10 +491,10 @@ impl StreamThread {
 
     /// Deletes task directories nobody in this process owned for `state_cleanup_delay_ms`.
     fn clean_up(&self) {
-        let delay = self.shared.config.state_cleanup_delay;
+        let delay = self.wiring.config.state_cleanup_delay;
         // A task's stores in the shared database go first, while the task cannot be claimed: a
         // crash in between leaves a checkpoint over no store, which the next open restores.
-        let store_db = self.shared.store_db.clone();
+        let store_db = self.wiring.store_db.clone();
         let mut before_delete = |task| match &store_db {
             None => true,
             Some(db) => match db.delete_task(task) {
@@ -477,7 +506,7 @@ impl StreamThread {
             },
         };
         match self
-            .shared
+            .wiring
             .state_dir
             .clean_unowned_task_dirs_with(delay, &mut before_delete)
         {
@@ -497,12 +526,12 @@ impl StreamThread {
             .send_policy
             .should_send(version, now)
             .then_some(offsets);
-        let assignment = self.shared.coordinator.heartbeat(Heartbeat {
+        let assignment = self.wiring.coordinator.heartbeat(Heartbeat {
             member: &self.name,
             task_offsets: offsets,
             owned: &self.assignment,
         })?;
-        if let Some(intervals) = self.shared.coordinator.intervals(&self.name) {
+        if let Some(intervals) = self.wiring.coordinator.intervals(&self.name) {
             self.core.set_heartbeat_interval(intervals.heartbeat);
             self.send_policy.set_interval(intervals.task_offsets);
             self.acceptable_recovery_lag = intervals.acceptable_recovery_lag;
@@ -524,14 +553,14 @@ impl StreamThread {
         }
         let acceptable = self
             .acceptable_recovery_lag
-            .unwrap_or(self.shared.config.acceptable_recovery_lag);
+            .unwrap_or(self.wiring.config.acceptable_recovery_lag);
         let warmup = self.assignment.warmup.clone();
         self.warmups_reported.retain(|id| warmup.contains(id));
         for &id in warmup.iter() {
             if self.warmups_reported.contains(&id) || !self.standbys.contains_key(&id) {
                 continue;
             }
-            let lag = self.snapshot.changelog_lag(id, &*self.shared.backend)?;
+            let lag = self.snapshot.changelog_lag(id, &*self.wiring.backend)?;
             if lag.is_some_and(|lag| lag <= acceptable) {
                 tracing::debug!(thread = %self.name, task = %id, ?lag, "warm-up task caught up");
                 self.warmups_reported.insert(id);
@@ -544,17 +573,13 @@ impl StreamThread {
     fn updater(&mut self) -> Result<&StateUpdaterThread> {
         if self.updater.is_none() {
             let reader = BackendChangelogReader::new(
-                self.shared.backend.clone(),
-                self.shared.config.fetch_max_bytes,
+                self.wiring.backend.clone(),
+                self.wiring.config.fetch_max_bytes,
             );
             let config = StateUpdaterConfig {
                 thread_name: format!("{}-StateUpdater", self.name),
                 batch_size: RESTORE_BATCH_RECORDS,
-                remaining_records: Some(
-                    self.shared.thread_metrics[self.index]
-                        .restore_remaining
-                        .clone(),
-                ),
+                remaining_records: Some(self.metrics.threads[self.index].restore_remaining.clone()),
                 ..StateUpdaterConfig::default()
             };
             self.updater = Some(StateUpdaterThread::spawn(
@@ -588,7 +613,7 @@ impl StreamThread {
         }
         for id in plan.revoke_running {
             if let Some(task) = self.tasks.remove(&id) {
-                self.shared.registry.task_stopped(id);
+                self.metrics.registry.task_stopped(id);
                 self.core.task_stopped(id, &task.input_partitions());
                 self.release(task.into_stores(), true)?;
             }
@@ -620,27 +645,27 @@ impl StreamThread {
 
     /// Starts the assigned tasks whose directories are free.
     fn start_waiting(&mut self) -> Result<()> {
-        let shared = self.shared.clone();
+        let wiring = self.wiring.clone();
         let waiting = std::mem::take(&mut self.waiting);
         for (id, kind) in waiting {
             // Looked up before the directory is locked, so an unknown sub-topology never
             // leaves a task directory locked.
-            let Some(sub) = shared.topology.subtopologies.get(id.subtopology as usize) else {
+            let Some(sub) = wiring.topology.subtopologies.get(id.subtopology as usize) else {
                 tracing::warn!(thread = %self.name, task = %id, "assigned a task of an unknown sub-topology; ignoring it");
                 continue;
             };
-            if !shared.state_dir.try_lock_task(id, &self.name) {
+            if !wiring.state_dir.try_lock_task(id, &self.name) {
                 self.waiting.insert(id, kind);
                 continue;
             }
             let stores = TaskStores::open(
                 id,
-                &shared.topology,
+                &wiring.topology,
                 sub,
-                &shared.topics,
-                &shared.config.application_id,
-                Some(&shared.state_dir),
-                shared.store_db.as_ref(),
+                &wiring.topics,
+                &wiring.config.application_id,
+                Some(&wiring.state_dir),
+                wiring.store_db.as_ref(),
             )?;
             let changelogs: Vec<_> = stores
                 .changelogs
@@ -650,8 +675,7 @@ impl StreamThread {
             self.snapshot.task_created(id, kind, changelogs)?;
             match kind {
                 TaskKind::Standby => {
-                    let lease =
-                        StoreLease::new(stores, self.shared.thread_metrics[self.index].clone());
+                    let lease = StoreLease::new(stores, self.metrics.threads[self.index].clone());
                     let positions = Self::positions(&lease)?;
                     self.updater()?.add(UpdaterTask {
                         id,
@@ -694,12 +718,12 @@ impl StreamThread {
         let mut limits = BTreeMap::new();
         for c in stores.changelogs.iter().filter(|c| c.source) {
             let committed = self
-                .shared
+                .wiring
                 .backend
-                .committed_offset(&self.shared.config.application_id, &c.partition)?;
+                .committed_offset(&self.wiring.config.application_id, &c.partition)?;
             limits.insert(c.partition.clone(), committed.unwrap_or(0));
         }
-        let lease = StoreLease::new(stores, self.shared.thread_metrics[self.index].clone());
+        let lease = StoreLease::new(stores, self.metrics.threads[self.index].clone());
         let positions = Self::positions(&lease)?;
         self.updater()?.add(UpdaterTask {
             id,
@@ -719,23 +743,23 @@ impl StreamThread {
         if restored > 0 {
             tracing::info!(thread = %self.name, task = %id, records = restored, "restored the task's stores from their changelogs");
         }
-        let shared = self.shared.clone();
-        let Some(sub) = shared.topology.subtopologies.get(id.subtopology as usize) else {
+        let wiring = self.wiring.clone();
+        let Some(sub) = wiring.topology.subtopologies.get(id.subtopology as usize) else {
             return Ok(());
         };
         let mut task = StreamTask::create(
             stores,
-            &shared.topology,
+            &wiring.topology,
             sub,
-            &shared.topics,
-            &shared.config.application_id,
-            &*shared.backend,
-            &shared.config,
-            &shared.globals,
+            &wiring.topics,
+            &wiring.config.application_id,
+            &*wiring.backend,
+            &wiring.config,
+            &self.globals.stores,
         )?;
         let now_ms = system_time_ms();
         task.init(&mut self.collector, &mut self.scratch, now_ms)?;
-        task.metrics = Some(self.shared.registry.task_started(
+        task.metrics = Some(self.metrics.registry.task_started(
             id,
             &self.name,
             task.input_partitions(),
@@ -814,11 +838,11 @@ impl StreamThread {
     fn release(&mut self, mut stores: TaskStores, clean: bool) -> Result<()> {
         let id = stores.id;
         if clean {
-            stores.maybe_checkpoint(&self.shared.state_dir, 0, true)?;
+            stores.maybe_checkpoint(&self.wiring.state_dir, 0, true)?;
         }
         drop(stores);
         self.snapshot.task_closed(id)?;
-        self.shared.state_dir.unlock_task(id, &self.name);
+        self.wiring.state_dir.unlock_task(id, &self.name);
         Ok(())
     }
 
@@ -826,7 +850,7 @@ impl StreamThread {
     /// forward → write changelogs → append outputs → commit offsets → write caches to the
     /// stores → checkpoint. Touches only those tasks (the core's dirty set).
     fn commit(&mut self) -> Result<()> {
-        let delta = self.shared.config.checkpoint_offset_delta;
+        let delta = self.wiring.config.checkpoint_offset_delta;
         self.task_ids.clear();
         self.task_ids.extend(self.core.dirty());
         if !self.task_ids.is_empty() || self.collector.has_pending() {
@@ -852,15 +876,15 @@ impl StreamThread {
                     task.committable_offsets(&mut offsets);
                 }
             }
-            let group = &self.shared.config.application_id;
-            if self.shared.config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
+            let group = &self.wiring.config.application_id;
+            if self.wiring.config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
                 // Outputs, changelog writes and input offsets: one transaction.
                 self.collector
                     .commit_transaction(group, &self.name, &offsets)?;
             } else {
                 // The backend makes the appends durable before the offsets.
                 self.collector.flush()?;
-                self.shared
+                self.wiring
                     .backend
                     .commit_offsets(group, &self.name, &offsets)?;
             }
@@ -869,11 +893,11 @@ impl StreamThread {
                     task.purgeable_offsets(&mut self.purge);
                     task.committed(&self.collector)?;
                     task.stores
-                        .maybe_checkpoint(&self.shared.state_dir, delta, false)?;
+                        .maybe_checkpoint(&self.wiring.state_dir, delta, false)?;
                     self.snapshot.positions(&task.stores);
                 }
             }
-            let metrics = &self.shared.thread_metrics[self.index];
+            let metrics = &self.metrics.threads[self.index];
             metrics.commits.fetch_add(1, Ordering::Relaxed);
             metrics.commit.record(started.elapsed());
         }
@@ -916,13 +940,13 @@ impl StreamThread {
     fn maybe_purge(&mut self, now: Instant) {
         if self.purge.is_empty()
             || now.saturating_duration_since(self.last_purge)
-                < self.shared.config.repartition_purge_interval
+                < self.wiring.config.repartition_purge_interval
         {
             return;
         }
         self.last_purge = now;
         for (tp, offset) in self.purge.drain() {
-            if let Err(e) = self.shared.backend.delete_records(&tp, offset) {
+            if let Err(e) = self.wiring.backend.delete_records(&tp, offset) {
                 tracing::warn!(thread = %self.name, topic_partition = %tp, offset, error = %e, "could not purge a repartition topic up to its committed offset; the next purge tries again");
             }
         }
@@ -934,7 +958,7 @@ impl StreamThread {
         let running: Vec<TaskId> = self.tasks.keys().copied().collect();
         for id in running {
             if let Some(task) = self.tasks.remove(&id) {
-                self.shared.registry.task_stopped(id);
+                self.metrics.registry.task_stopped(id);
                 self.core.task_stopped(id, &task.input_partitions());
                 result = result.and(self.release(task.into_stores(), clean));
             }
