@@ -467,7 +467,7 @@ pub(crate) fn run_global_thread(
     let mut changed = Vec::new();
     let mut everything = true;
     loop {
-        // Read before the stop flag, as a stream thread does (thread.rs).
+        // Read before the stop flag, as a stream thread does (thread/mod.rs).
         let woken = backend.wake_count();
         if lifecycle.is_shutting_down() {
             break;
