@@ -234,7 +234,7 @@ pub mod errors {
     //! ([`ExceptionHandlerRef`], [`HandlerResponse`]) and the dead-letter queue's headers, and what
     //! to do when a stream thread dies ([`StreamThreadExceptionResponse`]).
 
-    pub use crate::engine::shared::StreamThreadExceptionResponse;
+    pub use crate::app::threads::StreamThreadExceptionResponse;
     pub use crate::types::error::{BackendErrorKind, Error, Result, SerdeError, StoreError};
     pub use crate::types::handlers::{
         DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse,

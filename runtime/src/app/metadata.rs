@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 
 use riffle_record::{TopicPartition, partition_for_key};
 
-use crate::engine::shared::AppShared;
+use crate::engine::instance::InstanceWiring;
 use crate::serdes::SerdeRef;
 use crate::types::error::{Error, Result};
 pub(crate) use crate::types::host::{HostInfo, StreamsMetadata};
@@ -42,13 +42,14 @@ pub struct KeyQueryMetadata {
 /// answering queries): cheap to clone, valid while the application runs.
 #[derive(Clone)]
 pub struct MetadataHandle {
-    pub(crate) shared: std::sync::Arc<AppShared>,
+    /// The topology, the group, its coordinator and the backend are all a lookup reads.
+    pub(crate) wiring: std::sync::Arc<InstanceWiring>,
 }
 
 impl std::fmt::Debug for MetadataHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetadataHandle")
-            .field("application_id", &self.shared.group.application_id)
+            .field("application_id", &self.wiring.group.application_id)
             .finish()
     }
 }
@@ -63,18 +64,18 @@ impl MetadataHandle {
     ) -> Result<KeyQueryMetadata> {
         let mut bytes = Vec::new();
         key_serde.serialize(key, &mut bytes);
-        key_query_metadata(&self.shared, store, &bytes)
+        key_query_metadata(&self.wiring, store, &bytes)
     }
 
     /// As [`crate::StreamsApp::metadata_for_all_streams_clients`].
     pub fn metadata_for_all_streams_clients(&self) -> Result<Vec<StreamsMetadata>> {
-        all_instances(&self.shared)
+        all_instances(&self.wiring)
     }
 }
 
 /// The topics a store's task reads (its sub-topology's sources, repartition topics included).
-fn store_sources<'a>(shared: &'a AppShared, store: &str) -> Result<Vec<&'a str>> {
-    let topology = &shared.topology;
+fn store_sources<'a>(wiring: &'a InstanceWiring, store: &str) -> Result<Vec<&'a str>> {
+    let topology = &wiring.topology;
     let invalid = |reason: &str| Error::InvalidStateStore {
         store: store.to_owned(),
         reason: reason.to_owned(),
@@ -89,7 +90,7 @@ fn store_sources<'a>(shared: &'a AppShared, store: &str) -> Result<Vec<&'a str>>
         .iter()
         .position(|s| s.stores.contains(&index))
         .ok_or_else(|| invalid("no processor uses it"))?;
-    let info = shared
+    let info = wiring
         .group
         .subtopologies
         .iter()
@@ -106,21 +107,21 @@ fn store_sources<'a>(shared: &'a AppShared, store: &str) -> Result<Vec<&'a str>>
 /// Every instance the group knows, this one included: from the coordinator's latest answer,
 /// else (the embedded log: every task is here) this instance with every partition of the
 /// topology's sources, if it has an `application_server`.
-pub(crate) fn all_instances(shared: &AppShared) -> Result<Vec<StreamsMetadata>> {
-    if let Some(endpoints) = shared.coordinator.endpoints() {
+pub(crate) fn all_instances(wiring: &InstanceWiring) -> Result<Vec<StreamsMetadata>> {
+    if let Some(endpoints) = wiring.coordinator.endpoints() {
         return Ok(endpoints);
     }
-    let Some(host) = shared.group.user_endpoint.clone() else {
+    let Some(host) = wiring.group.user_endpoint.clone() else {
         return Ok(Vec::new());
     };
     let mut active = BTreeSet::new();
-    for sub in &shared.group.subtopologies {
+    for sub in &wiring.group.subtopologies {
         for topic in sub
             .source_topics
             .iter()
             .chain(&sub.repartition_source_topics)
         {
-            let partitions = shared.backend.partitions(topic)?.unwrap_or(0);
+            let partitions = wiring.backend.partitions(topic)?.unwrap_or(0);
             active.extend((0..partitions).map(|p| TopicPartition::new(topic.as_str(), p)));
         }
     }
@@ -129,14 +130,14 @@ pub(crate) fn all_instances(shared: &AppShared) -> Result<Vec<StreamsMetadata>> 
 
 /// Where the key serialized as `key` of store `store` lives.
 pub(crate) fn key_query_metadata(
-    shared: &AppShared,
+    wiring: &InstanceWiring,
     store: &str,
     key: &[u8],
 ) -> Result<KeyQueryMetadata> {
-    let sources = store_sources(shared, store)?;
+    let sources = store_sources(wiring, store)?;
     let mut partitions = None;
     for topic in &sources {
-        if let Some(n) = shared.backend.partitions(topic)? {
+        if let Some(n) = wiring.backend.partitions(topic)? {
             partitions = Some(partitions.map_or(n, |m: u32| m.max(n)));
         }
     }
@@ -156,7 +157,7 @@ pub(crate) fn key_query_metadata(
         standby_hosts: BTreeSet::new(),
         partition,
     };
-    for instance in all_instances(shared)? {
+    for instance in all_instances(wiring)? {
         if holds(&instance.active_partitions) {
             meta.active_host = Some(instance.host_info.clone());
         }

@@ -1,16 +1,24 @@
-//! The application: resolves a topology against a backend, starts the stream threads, and
-//! stops them.
+//! The application: [`StreamsApp`], Kafka Streams' `KafkaStreams` — built from a topology
+//! against a backend (`build`), started, observed (metrics, interactive queries, key metadata,
+//! idleness) and stopped; its threads are started, joined and replaced in `threads`.
+//!
+//! The app holds every part of the instance (`engine`'s: the wiring, the lifecycle, the metrics,
+//! the query inboxes, the global tables; its own: the threads' supervision) and hands each
+//! consumer only the parts it uses: a [`ShutdownHandle`] the lifecycle and the backend, a
+//! [`MetadataHandle`] the wiring, a store view the wiring, the query inboxes and the lifecycle,
+//! the metrics endpoint the metrics and the backend.
 
+mod build;
 pub(crate) mod metadata;
 pub(crate) mod producer;
 pub(crate) mod query;
+pub(crate) mod threads;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use riffle_state_dir::StateDirectory;
-
+pub(crate) use crate::app::build::{add_dead_letter_queue, resolve_topics};
 use crate::app::metadata::KeyQueryMetadata;
 use crate::app::metadata::MetadataHandle;
 use crate::app::metadata::StreamsMetadata;
@@ -18,28 +26,27 @@ use crate::app::metadata::all_instances;
 use crate::app::query::QueryableStoreType;
 use crate::app::query::StoreQueryParameters;
 use crate::app::query::ViewSource;
-use crate::backend::group::{GroupInfo, SubtopologyInfo};
-use crate::backend::{Backend, TopicKind};
-use crate::config::{ProcessingGuarantee, StreamsConfig};
+use crate::app::threads::{
+    StreamThreadExceptionResponse, Supervision, spawn_stream_thread, start_global_thread,
+};
+use crate::backend::Backend;
+use crate::backend::group::GroupInfo;
+use crate::config::StreamsConfig;
 use crate::engine::global::GlobalState;
-use crate::engine::global::run_global_thread;
-use crate::engine::metrics::Registry;
+use crate::engine::lifecycle::Lifecycle;
 use crate::engine::metrics::ThreadMetrics;
-use crate::engine::shared::{AppShared, StreamThreadExceptionResponse};
-use crate::engine::thread::StreamThread;
-use crate::processor::collector::TopicTable;
+use crate::engine::thread::ThreadParts;
 use crate::serdes::SerdeRef;
-use crate::state::StoreDatabase;
-use crate::telemetry;
 use crate::telemetry::Metric;
-use crate::telemetry::MetricsServer;
-use crate::topology::{TopicRef, Topology, changelog_topic};
+use crate::telemetry::{MetricsReader, MetricsServer};
+use crate::topology::Topology;
 use crate::types::error::{Error, Result};
 
 /// A handle that asks a running application to stop (e.g. from a Ctrl-C handler).
 #[derive(Clone)]
 pub struct ShutdownHandle {
-    shared: Arc<AppShared>,
+    lifecycle: Arc<Lifecycle>,
+    backend: Arc<dyn Backend>,
 }
 
 impl std::fmt::Debug for ShutdownHandle {
@@ -51,8 +58,7 @@ impl std::fmt::Debug for ShutdownHandle {
 impl ShutdownHandle {
     /// Asks every stream thread to commit and stop.
     pub fn shutdown(&self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.backend.wake_waiters();
+        self.lifecycle.shut_down(&*self.backend);
     }
 }
 
@@ -68,7 +74,10 @@ pub struct RunSummary {
 
 /// A running (or ready) riffle application: Kafka Streams' `KafkaStreams`.
 pub struct StreamsApp {
-    shared: Arc<AppShared>,
+    /// The instance's parts, as every stream thread is given them.
+    parts: ThreadParts,
+    /// The threads' handles, the exception handler, the replacements.
+    supervision: Arc<Supervision>,
     /// The global tables, until `start` hands them to the global thread.
     global_state: Option<GlobalState>,
     started: Option<Instant>,
@@ -78,7 +87,7 @@ pub struct StreamsApp {
 impl std::fmt::Debug for StreamsApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamsApp")
-            .field("application_id", &self.shared.config.application_id)
+            .field("application_id", &self.parts.wiring.config.application_id)
             .finish()
     }
 }
@@ -91,74 +100,10 @@ impl StreamsApp {
         config: StreamsConfig,
         backend: Arc<dyn Backend>,
     ) -> Result<StreamsApp> {
-        config.validate()?;
-        if topology.nodes.is_empty() {
-            return Err(Error::Topology(
-                "the topology has no nodes; add a source".into(),
-            ));
-        }
-        if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce
-            && !backend.supports_exactly_once()
-        {
-            return Err(Error::Config(
-                "processing_guarantee exactly_once: this backend cannot commit atomically; use at_least_once".into(),
-            ));
-        }
-        let app_id = config.application_id.clone();
-        let (mut topics, subtopologies) = resolve_topics(&topology, &app_id, &*backend)?;
-        add_dead_letter_queue(&mut topics, &config, &*backend)?;
-        let state_dir = StateDirectory::open(&config.state_dir, &app_id)?;
-        let store_db = open_store_database(&topology, &config, &state_dir)?;
-        let group = GroupInfo {
-            application_id: app_id.clone(),
-            process_id: state_dir.process_id().to_owned(),
-            subtopologies,
-            user_endpoint: config
-                .application_server
-                .as_deref()
-                .map(str::parse)
-                .transpose()?,
-            processing_guarantee: config.processing_guarantee,
-        };
-        let coordinator = backend.group_coordinator(&group)?;
-        let global_state = GlobalState::open(
-            &topology,
-            &*backend,
-            store_db.as_ref(),
-            config.deserialization_exception_handler.clone(),
-        )?;
-        let threads = config.num_stream_threads;
-        let shared = Arc::new(AppShared {
-            coordinator,
-            group,
-            config,
-            topology,
-            backend,
-            topics: Arc::new(topics),
-            state_dir,
-            store_db,
-            shutdown: AtomicBool::new(false),
-            records_processed: AtomicU64::new(0),
-            idle_versions: (0..threads).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            globals: global_state.stores().to_vec(),
-            global_idle: AtomicU64::new(u64::MAX),
-            global_records_restored: AtomicU64::new(0),
-            thread_metrics: (0..threads)
-                .map(|_| Arc::new(ThreadMetrics::default()))
-                .collect(),
-            handles: Mutex::new(Vec::new()),
-            handler: Mutex::new(Arc::new(|_: &Error| {
-                StreamThreadExceptionResponse::ShutdownClient
-            })),
-            thread_numbers: AtomicUsize::new(0),
-            threads_replaced: AtomicU64::new(0),
-            last_failed_record: Mutex::new(None),
-            registry: Registry::default(),
-            queries: (0..threads).map(|_| Mutex::new(Vec::new())).collect(),
-            query_pending: (0..threads).map(|_| AtomicBool::new(false)).collect(),
-        });
+        let (parts, global_state) = build::build(topology, config, backend)?;
         Ok(StreamsApp {
-            shared,
+            parts,
+            supervision: Arc::new(Supervision::new()),
             global_state: Some(global_state),
             started: None,
             metrics_server: None,
@@ -171,12 +116,7 @@ impl StreamsApp {
         &mut self,
         handler: impl Fn(&Error) -> StreamThreadExceptionResponse + Send + Sync + 'static,
     ) -> Result<()> {
-        let mut slot = self
-            .shared
-            .handler
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *slot = Arc::new(handler);
+        self.supervision.set_handler(Arc::new(handler));
         Ok(())
     }
 
@@ -188,20 +128,30 @@ impl StreamsApp {
             ));
         }
         self.started = Some(Instant::now());
-        if let Some(addr) = &self.shared.config.metrics_http_addr {
-            self.metrics_server = Some(MetricsServer::start(addr, self.shared.clone())?);
+        let wiring = &self.parts.wiring;
+        if let Some(addr) = &wiring.config.metrics_http_addr {
+            self.metrics_server = Some(MetricsServer::start(
+                addr,
+                &wiring.config.application_id,
+                self.metrics_reader(),
+            )?);
         }
         if let Some(state) = self.global_state.take().filter(|s| !s.is_empty()) {
-            start_global_thread(&self.shared, state)?;
+            start_global_thread(&self.parts, &self.supervision, state)?;
         }
-        let count = self.shared.config.num_stream_threads;
-        let names: Vec<String> = (0..count).map(|_| next_thread_name(&self.shared)).collect();
+        let count = wiring.config.num_stream_threads;
+        let names: Vec<String> = (0..count)
+            .map(|_| {
+                self.supervision
+                    .next_thread_name(&wiring.config.application_id)
+            })
+            .collect();
         for name in &names {
-            self.shared.coordinator.register(name);
+            wiring.coordinator.register(name);
         }
-        self.shared.backend.wake_waiters();
+        wiring.backend.wake_waiters();
         for (slot, name) in names.into_iter().enumerate() {
-            spawn_stream_thread(&self.shared, slot, name)?;
+            spawn_stream_thread(&self.parts, &self.supervision, slot, name)?;
         }
         Ok(())
     }
@@ -213,7 +163,18 @@ impl StreamsApp {
     /// restoration (`stream-state-updater-metrics`) and riffle's offset-sum snapshot counters.
     /// Records lag asks the backend for each input's end offset.
     pub fn metrics(&self) -> Vec<Metric> {
-        telemetry::collect(&self.shared)
+        self.metrics_reader().collect()
+    }
+
+    /// What telemetry reads the metrics from: the metric sources, and the backend for the
+    /// inputs' end offsets.
+    fn metrics_reader(&self) -> MetricsReader {
+        let wiring = &self.parts.wiring;
+        MetricsReader {
+            metrics: self.parts.metrics.clone(),
+            backend: wiring.backend.clone(),
+            recording_level: wiring.config.metrics_recording_level,
+        }
     }
 
     /// A read-only view of the store `params` names, over every task of this instance (Kafka
@@ -229,7 +190,12 @@ impl StreamsApp {
         &self,
         params: StoreQueryParameters<T>,
     ) -> Result<T::Store> {
-        T::view(&ViewSource(self.shared.clone()), &params.name)
+        let source = ViewSource {
+            wiring: self.parts.wiring.clone(),
+            queries: self.parts.queries.clone(),
+            lifecycle: self.parts.lifecycle.clone(),
+        };
+        T::view(&source, &params.name)
     }
 
     /// Where `key` of store `store` lives (Kafka Streams' `queryMetadataForKey`): its
@@ -252,7 +218,7 @@ impl StreamsApp {
     /// The two metadata calls for another thread ([`crate::query::MetadataHandle`]).
     pub fn metadata_handle(&self) -> MetadataHandle {
         MetadataHandle {
-            shared: self.shared.clone(),
+            wiring: self.parts.wiring.clone(),
         }
     }
 
@@ -260,7 +226,7 @@ impl StreamsApp {
     /// partitions of its active and standby tasks (Kafka Streams'
     /// `metadataForAllStreamsClients`).
     pub fn metadata_for_all_streams_clients(&self) -> Result<Vec<StreamsMetadata>> {
-        all_instances(&self.shared)
+        all_instances(&self.parts.wiring)
     }
 
     /// Where the Prometheus endpoint listens (`metrics_http_addr`), once started.
@@ -271,57 +237,52 @@ impl StreamsApp {
     /// A handle that stops the application from another thread.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle {
-            shared: self.shared.clone(),
+            lifecycle: self.parts.lifecycle.clone(),
+            backend: self.parts.wiring.backend.clone(),
         }
     }
 
     /// The group as the coordinator was told about it: topology, process id.
     pub fn group_info(&self) -> &GroupInfo {
-        &self.shared.group
+        &self.parts.wiring.group
     }
 
     /// Stream threads replaced after they died.
     pub fn threads_replaced(&self) -> u64 {
-        self.shared.threads_replaced.load(Ordering::Relaxed)
+        self.supervision.threads_replaced()
     }
 
     /// Changelog records restored into stores so far, by all threads (the global thread's
     /// restore of the global tables included).
     pub fn records_restored(&self) -> u64 {
-        self.shared
-            .thread_metrics
+        self.parts
+            .metrics
+            .threads
             .iter()
             .map(|m| m.records_restored.load(Ordering::Relaxed))
             .sum::<u64>()
-            + self.shared.global_records_restored.load(Ordering::Relaxed)
+            + self.parts.globals.records_restored()
     }
 
     /// Records processed so far by all threads.
     pub fn records_processed(&self) -> u64 {
-        self.shared.records_processed.load(Ordering::Relaxed)
+        self.parts.metrics.records_processed.load(Ordering::Relaxed)
     }
 
     /// The counters of each stream thread.
     pub fn thread_metrics(&self) -> Vec<Arc<ThreadMetrics>> {
-        self.shared.thread_metrics.clone()
+        self.parts.metrics.threads.clone()
     }
 
     /// Whether the application was asked to stop, or stopped on an error.
     pub fn is_shutting_down(&self) -> bool {
-        self.shared.shutdown.load(Ordering::Acquire)
+        self.parts.lifecycle.is_shutting_down()
     }
 
     /// Whether every thread is caught up with every input and has committed.
     pub fn is_idle(&self) -> bool {
-        let current = self.shared.backend.data_version();
-        let global_idle = self.shared.globals.is_empty()
-            || self.shared.global_idle.load(Ordering::Acquire) == current;
-        global_idle
-            && self
-                .shared
-                .idle_versions
-                .iter()
-                .all(|v| v.load(Ordering::Acquire) == current)
+        let current = self.parts.wiring.backend.data_version();
+        self.parts.globals.idle_at(current) && self.parts.lifecycle.threads_idle_at(current)
     }
 
     /// Starts (if needed), runs until every input is drained and committed, then closes.
@@ -352,11 +313,14 @@ impl StreamsApp {
         if let Some(mut server) = self.metrics_server.take() {
             server.stop();
         }
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.backend.wake_waiters();
+        self.parts.lifecycle.shut_down(&*self.parts.wiring.backend);
         // Panics are caught inside the threads, so a join error cannot happen; the first
         // thread error is the application's.
-        let first_error = join_all(&self.shared).into_iter().find_map(Result::err);
+        let first_error = self
+            .supervision
+            .join_all()
+            .into_iter()
+            .find_map(Result::err);
         if let Some(e) = first_error {
             return Err(e);
         }
@@ -369,379 +333,7 @@ impl StreamsApp {
 
 impl Drop for StreamsApp {
     fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.backend.wake_waiters();
-        join_all(&self.shared);
+        self.parts.lifecycle.shut_down(&*self.parts.wiring.backend);
+        self.supervision.join_all();
     }
-}
-
-/// Joins every stream thread, replacements included, until none is left.
-fn join_all(shared: &AppShared) -> Vec<Result<()>> {
-    let mut results = Vec::new();
-    loop {
-        let handles: Vec<_> = shared
-            .handles
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain(..)
-            .collect();
-        if handles.is_empty() {
-            return results;
-        }
-        // A dying thread may add its replacement while we join: look again after each batch.
-        for handle in handles {
-            let name = handle.thread().name().unwrap_or("stream thread").to_owned();
-            results.push(handle.join().unwrap_or_else(|_| {
-                Err(Error::ThreadPanicked {
-                    thread: name,
-                    message: "panicked outside the loop".into(),
-                })
-            }));
-        }
-    }
-}
-
-/// Starts `<application_id>-GlobalStreamThread` and waits until it restored the global stores
-/// (its error, if it could not). A global thread that fails later stops the application, as
-/// Kafka Streams' does; its error is what `close` returns.
-fn start_global_thread(shared: &Arc<AppShared>, state: GlobalState) -> Result<()> {
-    let (restored, outcome) = std::sync::mpsc::channel();
-    let owned = shared.clone();
-    let name = format!("{}-GlobalStreamThread", shared.config.application_id);
-    let handle = std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(move || {
-            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_global_thread(owned.clone(), state, restored)
-            }));
-            let result = match run {
-                Ok(result) => result,
-                Err(_) => Err(Error::ThreadPanicked {
-                    thread: name,
-                    message: "the global thread panicked".into(),
-                }),
-            };
-            if let Err(e) = &result {
-                tracing::error!(error = %e, "the global thread failed; stopping the application");
-                owned.shutdown.store(true, Ordering::Release);
-                owned.backend.wake_waiters();
-            }
-            result
-        })
-        .map_err(|e| Error::IllegalState(format!("cannot spawn the global thread: {e}")))?;
-    shared
-        .handles
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(handle);
-    match outcome.recv() {
-        Ok(restored) => restored,
-        Err(_) => Err(Error::IllegalState(
-            "the global thread stopped before it restored the global stores".into(),
-        )),
-    }
-}
-
-fn next_thread_name(shared: &AppShared) -> String {
-    let n = shared.thread_numbers.fetch_add(1, Ordering::Relaxed) + 1;
-    format!("{}-StreamThread-{n}", shared.config.application_id)
-}
-
-fn spawn_stream_thread(shared: &Arc<AppShared>, slot: usize, name: String) -> Result<()> {
-    let owned = shared.clone();
-    let thread_name = name.clone();
-    let handle = std::thread::Builder::new()
-        .name(name)
-        .spawn(move || run_stream_thread(owned, slot, thread_name))
-        .map_err(|e| Error::IllegalState(format!("cannot spawn a stream thread: {e}")))?;
-    shared
-        .handles
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(handle);
-    Ok(())
-}
-
-/// A stream thread's whole life: run; if it dies, free what it held and ask the handler.
-fn run_stream_thread(shared: Arc<AppShared>, slot: usize, name: String) -> Result<()> {
-    // Built on its own thread: a task's processor nodes never cross threads.
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        StreamThread::new(slot, name.clone(), shared.clone()).run()
-    }));
-    let error = match outcome {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(e)) => e,
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Error::ThreadPanicked {
-                thread: name.clone(),
-                message,
-            }
-        }
-    };
-    // The thread's tasks and stores were dropped while unwinding; release its claims so the
-    // live threads can take them.
-    for task in shared.group.tasks() {
-        shared.state_dir.unlock_task(task, &name);
-    }
-    shared.coordinator.leave(&name);
-    shared.backend.wake_waiters();
-    let handler = shared
-        .handler
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    let response = handler(&error);
-    // A record that killed a thread kills its replacement too (a deterministic failure under
-    // a fail handler): the second time, the application stops instead of looping.
-    let same_record = {
-        let mut last = shared
-            .last_failed_record
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let location = error
-            .record_location()
-            .map(|(t, p, o)| (t.to_owned(), p, o));
-        let again = location.is_some() && *last == location;
-        if location.is_some() {
-            *last = location;
-        }
-        again
-    };
-    if same_record && response == StreamThreadExceptionResponse::ReplaceThread {
-        tracing::error!(thread = %name, error = %error, "a replaced stream thread failed on the same record again; shutting the application down instead of replacing it");
-    }
-    if response == StreamThreadExceptionResponse::ReplaceThread
-        && !same_record
-        && !shared.shutdown.load(Ordering::Acquire)
-    {
-        tracing::error!(thread = %name, error = %error, "stream thread died; replacing it");
-        shared.threads_replaced.fetch_add(1, Ordering::Relaxed);
-        let replacement = next_thread_name(&shared);
-        shared.coordinator.register(&replacement);
-        shared.backend.wake_waiters();
-        spawn_stream_thread(&shared, slot, replacement)?;
-        return Ok(());
-    }
-    tracing::error!(thread = %name, error = %error, "stream thread died; shutting the application down");
-    shared.shutdown.store(true, Ordering::Release);
-    shared.backend.wake_waiters();
-    Err(error)
-}
-
-/// Puts the dead-letter queue among the application's topics, creating it (one partition) if
-/// it is missing.
-pub(crate) fn add_dead_letter_queue(
-    topics: &mut TopicTable,
-    config: &StreamsConfig,
-    backend: &dyn Backend,
-) -> Result<()> {
-    let Some(name) = &config.errors_dead_letter_queue_topic_name else {
-        return Ok(());
-    };
-    let partitions = match backend.partitions(name)? {
-        Some(p) => p,
-        None => {
-            tracing::info!(topic = %name, "creating the dead-letter queue");
-            backend.create_topic(name, 1, TopicKind::User)?;
-            1
-        }
-    };
-    topics.insert(name, partitions);
-    Ok(())
-}
-
-/// Checks that what a join reads on either side is co-partitioned: the user topics above both
-/// sides must have one partition count (else an error naming two that differ), and a
-/// repartition topic among them gets that count (Kafka Streams' co-partition groups). Returns
-/// those repartition topics' counts.
-fn copartition(
-    topology: &Topology,
-    backend: &dyn Backend,
-) -> Result<std::collections::BTreeMap<TopicRef, u32>> {
-    let mut forced = std::collections::BTreeMap::new();
-    for &(a, b) in &topology.copartitioned {
-        let mut group = topology.upstream_topics(a);
-        group.extend(topology.upstream_topics(b));
-        let mut external = Vec::new();
-        for topic in &group {
-            if let TopicRef::External(name) = topic
-                && let Some(n) = backend.partitions(name)?
-            {
-                external.push((name, n));
-            }
-        }
-        let Some(&(first, n)) = external.first() else {
-            continue;
-        };
-        if let Some(&(other, m)) = external.iter().find(|(_, m)| *m != n) {
-            return Err(Error::Topology(format!(
-                "{first} has {n} partitions and {other} has {m}, but they are joined: \
-                 joined topics must be co-partitioned (the same number of partitions)"
-            )));
-        }
-        for topic in group {
-            if let TopicRef::Repartition(_) = topic {
-                forced.insert(topic, n);
-            }
-        }
-    }
-    Ok(forced)
-}
-
-/// Resolves partition counts: source topics must exist; a sub-topology has as many tasks as its
-/// widest source; a repartition topic has as many partitions as the sub-topology writing it;
-/// changelogs as many as their sub-topology. Creates internal topics and missing sink topics.
-pub(crate) fn resolve_topics(
-    topology: &Topology,
-    app_id: &str,
-    backend: &dyn Backend,
-) -> Result<(TopicTable, Vec<SubtopologyInfo>)> {
-    let subs = &topology.subtopologies;
-    let forced = copartition(topology, backend)?;
-    let mut counts: Vec<Option<u32>> = vec![None; subs.len()];
-    let writer_of = |topic: &TopicRef| subs.iter().position(|s| s.sink_topics.contains(topic));
-    for _ in 0..=subs.len() {
-        for (i, sub) in subs.iter().enumerate() {
-            if counts[i].is_some() {
-                continue;
-            }
-            let mut max = Some(0u32);
-            for topic in &sub.source_topics {
-                let n = match topic {
-                    TopicRef::External(name) => match backend.partitions(name)? {
-                        Some(n) => Some(n),
-                        None => {
-                            return Err(Error::MissingSourceTopic {
-                                topic: name.clone(),
-                            });
-                        }
-                    },
-                    TopicRef::Repartition(_) => match forced.get(topic) {
-                        Some(&n) => Some(n),
-                        None => writer_of(topic).and_then(|w| counts[w]),
-                    },
-                };
-                max = match (max, n) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    _ => None,
-                };
-            }
-            counts[i] = max;
-        }
-    }
-    let mut table = TopicTable::default();
-    let mut infos = Vec::new();
-    for (i, sub) in subs.iter().enumerate() {
-        let n = counts[i].filter(|&n| n > 0).ok_or_else(|| {
-            Error::Topology(format!(
-                "cannot resolve the partition count of sub-topology {}",
-                sub.id
-            ))
-        })?;
-        for topic in &sub.source_topics {
-            let name = topic.resolve(app_id);
-            if let TopicRef::Repartition(_) = topic {
-                backend.create_topic(&name, n, TopicKind::Repartition)?;
-            }
-            let partitions = backend.partitions(&name)?.unwrap_or(n);
-            table.insert(&name, partitions);
-        }
-        for topic in &sub.sink_topics {
-            let name = topic.resolve(app_id);
-            let partitions = match backend.partitions(&name)? {
-                Some(p) => p,
-                None => {
-                    let kind = match topic {
-                        TopicRef::Repartition(_) => TopicKind::Repartition,
-                        TopicRef::External(_) => TopicKind::User,
-                    };
-                    let p = match topic {
-                        TopicRef::Repartition(_) => writer_of(topic)
-                            .and_then(|_| subs.iter().position(|s| s.source_topics.contains(topic)))
-                            .and_then(|reader| counts[reader])
-                            .unwrap_or(n),
-                        TopicRef::External(_) => n,
-                    };
-                    tracing::info!(topic = %name, partitions = p, "creating topic");
-                    backend.create_topic(&name, p, kind)?;
-                    p
-                }
-            };
-            table.insert(&name, partitions);
-        }
-        for &s in &sub.stores {
-            let store = &topology.stores[s];
-            if store.logged && store.source_topic.is_none() {
-                let name = changelog_topic(app_id, &store.name);
-                let kind = match store.kind.retention_ms() {
-                    Some(retention_ms) => TopicKind::WindowedChangelog { retention_ms },
-                    None => TopicKind::Changelog,
-                };
-                backend.create_topic(&name, n, kind)?;
-                table.insert(&name, n);
-            }
-        }
-        let names = |f: fn(&TopicRef) -> bool, topics: &[TopicRef]| -> Vec<String> {
-            topics
-                .iter()
-                .filter(|t| f(t))
-                .map(|t| t.resolve(app_id))
-                .collect()
-        };
-        let external = |t: &TopicRef| matches!(t, TopicRef::External(_));
-        let repartition = |t: &TopicRef| matches!(t, TopicRef::Repartition(_));
-        infos.push(SubtopologyInfo {
-            id: sub.id,
-            source_topics: names(external, &sub.source_topics),
-            repartition_source_topics: names(repartition, &sub.source_topics),
-            repartition_sink_topics: names(repartition, &sub.sink_topics),
-            changelog_topics: sub
-                .stores
-                .iter()
-                .filter(|&&s| topology.stores[s].has_changelog_topic())
-                .map(|&s| changelog_topic(app_id, &topology.stores[s].name))
-                .collect(),
-            windowed_changelog_retention_ms: sub
-                .stores
-                .iter()
-                .filter(|&&s| topology.stores[s].has_changelog_topic())
-                .filter_map(|&s| {
-                    let store = &topology.stores[s];
-                    let retention = store.kind.retention_ms()?;
-                    Some((changelog_topic(app_id, &store.name), retention))
-                })
-                .collect(),
-            partitions: n,
-        });
-    }
-    Ok((table, infos))
-}
-
-/// Opens the database of every persistent store in `<app dir>/stores/` if the topology has any
-/// persistent store, and deletes the stores of tasks whose directory is gone (deleted by hand,
-/// or by a cleanup that stopped between the two).
-fn open_store_database(
-    topology: &Topology,
-    config: &StreamsConfig,
-    state_dir: &StateDirectory,
-) -> Result<Option<Arc<StoreDatabase>>> {
-    if !topology.stores.iter().any(|s| s.persistent)
-        && !topology.globals.iter().any(|g| g.persistent)
-    {
-        return Ok(None);
-    }
-    let db = StoreDatabase::open(&state_dir.app_dir().join("stores"), config.memory_budget())?;
-    let dirs: std::collections::HashSet<_> = state_dir.list_task_dirs()?.into_iter().collect();
-    for task in db.tasks() {
-        if !dirs.contains(&task) {
-            tracing::info!(%task, "deleting the stores of a task whose directory is gone");
-            db.delete_task(task)?;
-        }
-    }
-    Ok(Some(db))
 }

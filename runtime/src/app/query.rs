@@ -13,16 +13,17 @@
 //! `range`, `all` and count.
 
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-pub(crate) use crate::engine::query::{QueryAnswer, QueryOp, StoreQuery};
-use crate::engine::shared::AppShared;
+use crate::backend::Backend;
+use crate::engine::instance::InstanceWiring;
+use crate::engine::lifecycle::Lifecycle;
+pub(crate) use crate::engine::query::{QueryAnswer, QueryInbox, QueryOp, StoreQuery};
 use crate::processor::StoreSerdes;
 use crate::serdes::SerdeRef;
 use crate::state::{SegmentedKind, decode_entry, encode_key, key_bounds};
-use crate::topology::{StoreDef, StoreKind};
+use crate::topology::{StoreDef, StoreKind, Topology};
 use crate::types::error::{Error, Result};
 use crate::types::window::{Window, Windowed};
 
@@ -96,9 +97,15 @@ pub trait QueryableStoreType: sealed::Sealed {
     fn view(app: &ViewSource, name: &str) -> Result<Self::Store>;
 }
 
-/// What a view is made from: the application's shared state, opaque outside riffle.
+/// What a view is made from, opaque outside riffle: the topology (for the store's definition),
+/// the stream threads' query inboxes, whether the application runs, and the backend (to wake the
+/// threads).
 #[doc(hidden)]
-pub struct ViewSource(pub(crate) Arc<AppShared>);
+pub struct ViewSource {
+    pub(crate) wiring: Arc<InstanceWiring>,
+    pub(crate) queries: Arc<QueryInbox>,
+    pub(crate) lifecycle: Arc<Lifecycle>,
+}
 
 impl<K, V> sealed::Sealed for KeyValueStoreType<K, V> {}
 impl<K, V> sealed::Sealed for WindowStoreType<K, V> {}
@@ -107,12 +114,11 @@ impl<K, V> sealed::Sealed for SessionStoreType<K, V> {}
 impl<K: 'static, V: 'static> QueryableStoreType for KeyValueStoreType<K, V> {
     type Store = ReadOnlyKeyValueStore<K, V>;
     fn view(app: &ViewSource, name: &str) -> Result<Self::Store> {
-        let shared = &app.0;
-        let (_, serdes) = find::<K, V>(shared, name, "a key-value", |k| {
+        let (_, serdes) = find::<K, V>(&app.wiring.topology, name, "a key-value", |k| {
             matches!(k, StoreKind::KeyValue)
         })?;
         Ok(ReadOnlyKeyValueStore {
-            asker: Asker::new(shared, name),
+            asker: Asker::new(app, name),
             key_serde: serdes.key.clone(),
             value_serde: serdes.value.clone(),
         })
@@ -122,15 +128,14 @@ impl<K: 'static, V: 'static> QueryableStoreType for KeyValueStoreType<K, V> {
 impl<K: 'static, V: 'static> QueryableStoreType for WindowStoreType<K, V> {
     type Store = ReadOnlyWindowStore<K, V>;
     fn view(app: &ViewSource, name: &str) -> Result<Self::Store> {
-        let shared = &app.0;
-        let (def, serdes) = find::<K, V>(shared, name, "a window", |k| {
+        let (def, serdes) = find::<K, V>(&app.wiring.topology, name, "a window", |k| {
             matches!(k, StoreKind::Window { .. })
         })?;
         let StoreKind::Window { window_ms, .. } = def.kind else {
             unreachable!("find checked the kind");
         };
         Ok(ReadOnlyWindowStore {
-            asker: Asker::new(shared, name),
+            asker: Asker::new(app, name),
             key_serde: serdes.key.clone(),
             value_serde: serdes.value.clone(),
             window_ms,
@@ -141,12 +146,11 @@ impl<K: 'static, V: 'static> QueryableStoreType for WindowStoreType<K, V> {
 impl<K: 'static, V: 'static> QueryableStoreType for SessionStoreType<K, V> {
     type Store = ReadOnlySessionStore<K, V>;
     fn view(app: &ViewSource, name: &str) -> Result<Self::Store> {
-        let shared = &app.0;
-        let (_, serdes) = find::<K, V>(shared, name, "a session", |k| {
+        let (_, serdes) = find::<K, V>(&app.wiring.topology, name, "a session", |k| {
             matches!(k, StoreKind::Session { .. })
         })?;
         Ok(ReadOnlySessionStore {
-            asker: Asker::new(shared, name),
+            asker: Asker::new(app, name),
             key_serde: serdes.key.clone(),
             value_serde: serdes.value.clone(),
         })
@@ -163,7 +167,7 @@ fn kind_name(kind: &StoreKind) -> &'static str {
 
 /// The store `name` of the topology, if it is of the kind `want` accepts and holds `K` and `V`.
 fn find<'a, K: 'static, V: 'static>(
-    shared: &'a AppShared,
+    topology: &'a Topology,
     name: &str,
     wanted: &str,
     want: impl Fn(&StoreKind) -> bool,
@@ -172,7 +176,7 @@ fn find<'a, K: 'static, V: 'static>(
         store: name.to_owned(),
         reason,
     };
-    let Some(def) = shared.topology.stores.iter().find(|s| s.name == name) else {
+    let Some(def) = topology.stores.iter().find(|s| s.name == name) else {
         return Err(invalid("the topology has no store of that name".into()));
     };
     if !want(&def.kind) {
@@ -197,14 +201,18 @@ fn find<'a, K: 'static, V: 'static>(
 
 /// Puts queries to the stream threads for one store's view.
 struct Asker {
-    shared: Arc<AppShared>,
+    queries: Arc<QueryInbox>,
+    lifecycle: Arc<Lifecycle>,
+    backend: Arc<dyn Backend>,
     name: String,
 }
 
 impl Asker {
-    fn new(shared: &Arc<AppShared>, name: &str) -> Self {
+    fn new(source: &ViewSource, name: &str) -> Self {
         Asker {
-            shared: shared.clone(),
+            queries: source.queries.clone(),
+            lifecycle: source.lifecycle.clone(),
+            backend: source.wiring.backend.clone(),
             name: name.to_owned(),
         }
     }
@@ -224,28 +232,26 @@ impl Asker {
 
     /// Puts `op` in every stream thread's queue, wakes them, and waits for every answer.
     fn ask(&self, op: QueryOp) -> Result<(Vec<QueryAnswer>, usize)> {
-        let shared = &*self.shared;
-        if shared.shutdown.load(Ordering::Acquire) {
+        if self.lifecycle.is_shutting_down() {
             return Err(self.invalid("the application is not running".into()));
         }
         let (tx, rx) = mpsc::channel();
-        let threads = shared.queries.len();
-        for (slot, queue) in shared.queries.iter().enumerate() {
-            queue
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(StoreQuery {
+        let threads = self.queries.slots();
+        for slot in 0..threads {
+            self.queries.post(
+                slot,
+                StoreQuery {
                     store: self.name.clone(),
                     op: op.clone(),
                     reply: tx.clone(),
-                });
-            shared.query_pending[slot].store(true, Ordering::Release);
+                },
+            );
         }
         drop(tx);
         let deadline = Instant::now() + QUERY_TIMEOUT;
         let mut answers = Vec::with_capacity(threads);
         while answers.len() < threads {
-            shared.backend.wake_waiters();
+            self.backend.wake_waiters();
             match rx.recv_timeout(Duration::from_millis(20)) {
                 Ok(answer) => answers.push(answer?),
                 Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}

@@ -19,16 +19,21 @@
 //! one). The global thread and the test driver both drive it; the thread loop only adds
 //! waiting. A round touches only the partitions the backend named as changed and those whose
 //! last fetch found records, when the backend can name them (docs/design.md §3).
+//!
+//! [`GlobalTables`] is what the rest of the instance sees of them: the stores, which the stream
+//! threads' tasks read, and what the global thread reports (the data version it was last idle
+//! at, the records it restored), which the application reads.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use riffle_record::TopicPartition;
 use riffle_state_dir::TaskId;
 
 use crate::backend::Backend;
-use crate::engine::shared::AppShared;
+use crate::engine::instance::InstanceWiring;
+use crate::engine::lifecycle::Lifecycle;
 pub(crate) use crate::state::global::{CheckFn, GlobalStore};
 use crate::state::{
     BytesStore, InMemoryKeyValueStore, PersistentKeyValueStore, StoreDatabase, StorePosition,
@@ -42,6 +47,41 @@ const WRITE_CHUNK: usize = 1_024;
 
 /// The task id an exception handler is given for a global table's record (Kafka's `-1_-1`).
 pub(crate) const GLOBAL_TASK: TaskId = TaskId::new(u32::MAX, u32::MAX);
+
+/// An instance's global tables as the rest of it sees them: their stores, and what the global
+/// thread reports.
+#[derive(Debug)]
+pub(crate) struct GlobalTables {
+    /// The global tables' stores, by the topology's index.
+    pub(crate) stores: Vec<Arc<GlobalStore>>,
+    /// The global thread's idle version (as a stream thread's, [`Lifecycle::set_idle`];
+    /// `u64::MAX` while busy).
+    idle: AtomicU64,
+    /// Records the global thread read restoring the global stores at start.
+    records_restored: AtomicU64,
+}
+
+impl GlobalTables {
+    /// `stores`, their thread not started yet.
+    pub(crate) fn new(stores: Vec<Arc<GlobalStore>>) -> GlobalTables {
+        GlobalTables {
+            stores,
+            idle: AtomicU64::new(u64::MAX),
+            records_restored: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether there are no global tables, or the global thread was last idle at data version
+    /// `version`.
+    pub(crate) fn idle_at(&self, version: u64) -> bool {
+        self.stores.is_empty() || self.idle.load(Ordering::Acquire) == version
+    }
+
+    /// Records the global thread read restoring the global stores.
+    pub(crate) fn records_restored(&self) -> u64 {
+        self.records_restored.load(Ordering::Relaxed)
+    }
+}
 
 /// One partition of a global topic: its store, and the next offset to read.
 struct Partition {
@@ -399,20 +439,20 @@ fn start_offsets(
 /// The global thread's life: restore every global store (reported on `restored`), then follow
 /// the topics until the application stops, waiting for new data when a round read nothing.
 pub(crate) fn run_global_thread(
-    shared: Arc<AppShared>,
+    wiring: &InstanceWiring,
+    lifecycle: &Lifecycle,
+    tables: &GlobalTables,
     mut state: GlobalState,
     restored: std::sync::mpsc::Sender<Result<()>>,
 ) -> Result<()> {
-    let backend = shared.backend.clone();
-    let max_bytes = shared.config.fetch_max_bytes;
+    let backend = wiring.backend.clone();
+    let max_bytes = wiring.config.fetch_max_bytes;
     let started = std::time::Instant::now();
     let mut seen = backend.data_version();
-    match state.restore(&*backend, max_bytes, &shared.shutdown) {
+    match state.restore(&*backend, max_bytes, lifecycle.stop_flag()) {
         Ok(records) => {
             tracing::info!(records, elapsed = ?started.elapsed(), "restored the global stores");
-            shared
-                .global_records_restored
-                .store(records, Ordering::Relaxed);
+            tables.records_restored.store(records, Ordering::Relaxed);
             let _ = restored.send(Ok(()));
         }
         Err(e) => {
@@ -427,9 +467,9 @@ pub(crate) fn run_global_thread(
     let mut changed = Vec::new();
     let mut everything = true;
     loop {
-        // Read before the stop flag, as a stream thread does (thread.rs).
+        // Read before the stop flag, as a stream thread does (thread/mod.rs).
         let woken = backend.wake_count();
-        if shared.shutdown.load(Ordering::Acquire) {
+        if lifecycle.is_shutting_down() {
             break;
         }
         changed.clear();
@@ -443,10 +483,10 @@ pub(crate) fn run_global_thread(
         let read = state.catch_up(&*backend, which, max_bytes)?;
         seen = now;
         if read == 0 {
-            shared.global_idle.store(now, Ordering::Release);
-            backend.wait_for_data(now, woken, shared.config.poll);
+            tables.idle.store(now, Ordering::Release);
+            backend.wait_for_data(now, woken, wiring.config.poll);
         } else {
-            shared.global_idle.store(u64::MAX, Ordering::Release);
+            tables.idle.store(u64::MAX, Ordering::Release);
         }
     }
     state.flush()

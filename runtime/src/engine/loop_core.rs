@@ -5,7 +5,7 @@
 //! versions and changed partitions, fetch and process results, cache bytes, the coordinator's
 //! generation) and `now` as arguments, and never reads a clock, a file or a socket — so every
 //! rule below is reachable from a table-driven unit test with a fake clock. The thread
-//! (`thread.rs`) owns the tasks and executes the decisions.
+//! (`thread/`) owns the tasks and executes the decisions.
 //!
 //! [`AssignmentPlan`] is the other pure half: what a new assignment means for the tasks a thread
 //! owns (revoke, close a restoring task, drop or promote a standby, start), computed before any

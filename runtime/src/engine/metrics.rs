@@ -1,4 +1,7 @@
-//! The counters of a stream thread, readable from any thread while it runs.
+//! The counters of a stream thread, readable from any thread while it runs, and an instance's
+//! metric sources ([`InstanceMetrics`]: every thread's counters, the task and store registry,
+//! the records processed), which the stream threads write and `telemetry` and the application
+//! read.
 //!
 //! Writes are relaxed atomic adds on the thread's own slot: no lock and no allocation on the
 //! record path. Readers get plain numbers through the getters.
@@ -280,6 +283,31 @@ impl Registry {
     pub(crate) fn task_stopped(&self, task: TaskId) {
         lock(&self.tasks).remove(&task);
         lock(&self.stores).retain(|(t, _), _| *t != task);
+    }
+}
+
+/// What an application instance's metrics are read from: each stream thread slot's counters,
+/// the running tasks' and stores' counters, and the records every thread processed.
+#[derive(Debug)]
+pub(crate) struct InstanceMetrics {
+    /// By thread slot; a replacement thread takes over its slot's counters.
+    pub(crate) threads: Vec<Arc<ThreadMetrics>>,
+    /// The tasks' and stores' metrics.
+    pub(crate) registry: Registry,
+    /// Records processed by all threads.
+    pub(crate) records_processed: AtomicU64,
+}
+
+impl InstanceMetrics {
+    /// Zeroed counters for `threads` stream thread slots.
+    pub(crate) fn new(threads: usize) -> InstanceMetrics {
+        InstanceMetrics {
+            threads: (0..threads)
+                .map(|_| Arc::new(ThreadMetrics::default()))
+                .collect(),
+            registry: Registry::default(),
+            records_processed: AtomicU64::new(0),
+        }
     }
 }
 

@@ -8,6 +8,10 @@
 //! and cache counters, commit and flush latencies) or per punctuation; a reader sums the
 //! atomics. Registering a task or a store (a mutex over a map) happens when the task starts
 //! and ends.
+//!
+//! Telemetry owns the reading and the export: a [`MetricsReader`] is what it is given of an
+//! instance — the metric sources the threads write (`InstanceMetrics`), the backend for the
+//! inputs' end offsets, and the recording level — and [`MetricsServer`] serves one over HTTP.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -21,9 +25,9 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use riffle_state_dir::TaskId;
 
+use crate::backend::Backend;
 use crate::config::RecordingLevel;
-use crate::engine::metrics::{StoreEntry, TaskMetrics, lock};
-use crate::engine::shared::AppShared;
+use crate::engine::metrics::{InstanceMetrics, StoreEntry, TaskMetrics, lock};
 use crate::types::error::{Error, Result};
 
 /// One metric's current value, as [`crate::StreamsApp::metrics`] reads it: Kafka Streams'
@@ -63,12 +67,33 @@ impl Metric {
     }
 }
 
-/// Every metric of the application now. Records lag asks the backend for each input
-/// partition's end offset.
-pub(crate) fn collect(shared: &AppShared) -> Vec<Metric> {
+/// What an instance's metrics are read from.
+#[derive(Clone)]
+pub(crate) struct MetricsReader {
+    /// What the stream threads count.
+    pub(crate) metrics: Arc<InstanceMetrics>,
+    /// Asked for each input partition's end offset (records lag).
+    pub(crate) backend: Arc<dyn Backend>,
+    /// Store latencies are read at `DEBUG` only.
+    pub(crate) recording_level: RecordingLevel,
+}
+
+impl MetricsReader {
+    /// Every metric of the application now. Records lag asks the backend for each input
+    /// partition's end offset.
+    pub(crate) fn collect(&self) -> Vec<Metric> {
+        collect(&self.metrics, &*self.backend, self.recording_level)
+    }
+}
+
+fn collect(
+    metrics: &InstanceMetrics,
+    backend: &dyn Backend,
+    recording_level: RecordingLevel,
+) -> Vec<Metric> {
     let mut out = Vec::new();
     const THREAD: &str = "stream-thread-metrics";
-    for m in &shared.thread_metrics {
+    for m in &metrics.threads {
         let name = m.name();
         if name.is_empty() {
             continue;
@@ -152,7 +177,7 @@ pub(crate) fn collect(shared: &AppShared) -> Vec<Metric> {
         ));
     }
     const TASK: &str = "stream-task-metrics";
-    let tasks: Vec<(TaskId, Arc<TaskMetrics>)> = lock(&shared.registry.tasks)
+    let tasks: Vec<(TaskId, Arc<TaskMetrics>)> = lock(&metrics.registry.tasks)
         .iter()
         .map(|(k, v)| (*k, v.clone()))
         .collect();
@@ -172,7 +197,7 @@ pub(crate) fn collect(shared: &AppShared) -> Vec<Metric> {
             m.dropped.load(Ordering::Relaxed) as f64,
         ));
         for (tp, consumed) in &m.consumed {
-            let Ok(end) = shared.backend.end_offset(tp) else {
+            let Ok(end) = backend.end_offset(tp) else {
                 continue;
             };
             let lag = end.saturating_sub(consumed.load(Ordering::Relaxed));
@@ -190,7 +215,7 @@ pub(crate) fn collect(shared: &AppShared) -> Vec<Metric> {
             ));
         }
     }
-    let stores: Vec<StoreEntry> = lock(&shared.registry.stores)
+    let stores: Vec<StoreEntry> = lock(&metrics.registry.stores)
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
@@ -214,7 +239,7 @@ pub(crate) fn collect(shared: &AppShared) -> Vec<Metric> {
         out.push(Metric::new(STATE, "flush-total", &tags, flushes as f64));
         out.push(Metric::new(STATE, "flush-latency-avg", &tags, avg));
         out.push(Metric::new(STATE, "flush-latency-max", &tags, max));
-        if shared.config.metrics_recording_level >= RecordingLevel::Debug {
+        if recording_level >= RecordingLevel::Debug {
             for (latency, avg_name, max_name) in [
                 (&m.put, "put-latency-avg", "put-latency-max"),
                 (&m.get, "get-latency-avg", "get-latency-max"),
@@ -307,7 +332,12 @@ pub(crate) struct MetricsServer {
 }
 
 impl MetricsServer {
-    pub(crate) fn start(addr: &str, shared: Arc<AppShared>) -> Result<MetricsServer> {
+    /// Serves `reader`'s metrics at `addr`, from a thread named after `application_id`.
+    pub(crate) fn start(
+        addr: &str,
+        application_id: &str,
+        reader: MetricsReader,
+    ) -> Result<MetricsServer> {
         let listener = TcpListener::bind(addr)
             .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: cannot listen: {e}")))?;
         let bound = listener
@@ -318,11 +348,11 @@ impl MetricsServer {
         let server = Arc::new(server);
         let serving = server.clone();
         let handle = std::thread::Builder::new()
-            .name(format!("{}-metrics-http", shared.config.application_id))
+            .name(format!("{application_id}-metrics-http"))
             .spawn(move || {
                 // Ends when `stop` unblocks the server.
                 for request in serving.incoming_requests() {
-                    if let Err(e) = answer(request, &shared) {
+                    if let Err(e) = answer(request, &reader) {
                         tracing::debug!(error = %e, "a metrics request failed");
                     }
                 }
@@ -350,13 +380,13 @@ impl Drop for MetricsServer {
     }
 }
 
-fn answer(request: tiny_http::Request, shared: &AppShared) -> std::io::Result<()> {
+fn answer(request: tiny_http::Request, reader: &MetricsReader) -> std::io::Result<()> {
     let path = request.url().split('?').next().unwrap_or("");
     let (status, body, kind) =
         if *request.method() == tiny_http::Method::Get && (path == "/metrics" || path == "/") {
             (
                 200,
-                encode_prometheus(collect(shared)),
+                encode_prometheus(reader.collect()),
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )
         } else {
