@@ -10,7 +10,7 @@ pub(crate) mod table;
 pub(crate) mod window;
 
 pub use join::foreign_key::TableJoined;
-pub use join::stream_stream::node::{JoinWindows, StreamJoined};
+pub use join::stream_stream::{JoinWindows, StreamJoined};
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
 pub use table::Joined;
 pub use table::global::GlobalKTable;
