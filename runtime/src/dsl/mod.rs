@@ -11,8 +11,8 @@ pub(crate) mod window;
 
 pub use join::foreign_key::TableJoined;
 pub use join::stream_stream::{JoinWindows, StreamJoined};
+pub use join::stream_table::Joined;
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
-pub use table::Joined;
 pub use table::global::GlobalKTable;
 pub use table::grouped::KGroupedTable;
 pub use table::suppress::{BufferConfig, Suppressed};

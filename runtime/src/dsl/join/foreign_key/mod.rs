@@ -14,8 +14,9 @@ use crate::dsl::join::foreign_key::node::{
     ForeignJoinKind, ForeignTableJoin, Response, ResponseJoin, ResponseSink, Subscription,
     SubscriptionJoin, SubscriptionSend, SubscriptionSerde,
 };
+use crate::dsl::join::table_table::node::TableMerge;
 use crate::dsl::table::materialize;
-use crate::dsl::table::node::{Read, TableMerge};
+use crate::dsl::table::node::Read;
 use crate::dsl::{Consumed, KTable, Materialized, StoreType};
 use crate::processor::node::NodeRef;
 use crate::serdes::SerdeRef;
