@@ -1,5 +1,5 @@
-//! Tables in the DSL: [`StreamsBuilder::table`] and the [`KTable`] operations that keep a table
-//! a table. A table's joins are in runtime/src/dsl/join/.
+//! Tables in the DSL: [`KTable`], [`StreamsBuilder::table`] and the operations that keep a
+//! table a table. A table's joins are in runtime/src/dsl/join/.
 
 pub(crate) mod global;
 pub(crate) mod grouped;
@@ -10,16 +10,76 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{Consumed, KTable, Materialized, StoreType};
-use crate::dsl::StreamsBuilder;
 use crate::dsl::table::node::{TableMap, TableStore, TableView};
+use crate::dsl::{Consumed, KStream, Materialized, StoreType, StreamsBuilder};
 use crate::processor::StoreSerdes;
-use crate::processor::node::{FlushRef, NodeRef};
+use crate::processor::node::{FlushRef, NodeRef, Passthrough};
 use crate::serdes::SerdeRef;
 use crate::topology::GraphBuilder;
 use crate::topology::{
     BuiltNode, Erased, NodeFactory, NodeKind, OldValues, StoreDef, TopicRef, TypeSig,
 };
+use crate::types::window::WindowKind;
+
+/// A changelog stream: the latest value per key.
+pub struct KTable<K, V> {
+    pub(crate) graph: Rc<RefCell<GraphBuilder>>,
+    pub(crate) node: usize,
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) value_serde: SerdeRef<V>,
+    /// The windows of a windowed aggregation's table (what `suppress` closes them by).
+    pub(crate) windows: Option<WindowKind>,
+    /// For a windowed table, a key's window end.
+    #[allow(clippy::type_complexity)]
+    pub(crate) window_end: Option<Arc<dyn Fn(&K) -> i64 + Send + Sync>>,
+    /// Where a join finds the table's current value for a key (`None`: a windowed or
+    /// suppressed table, which cannot be joined).
+    pub(crate) view: Option<TableView<K, V>>,
+}
+
+impl<K, V> std::fmt::Debug for KTable<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KTable").field("node", &self.node).finish()
+    }
+}
+
+impl<K, V> KTable<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// The stream of the table's updates.
+    pub fn to_stream(&self) -> KStream<K, V> {
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(Passthrough {
+                forward: ctx.forward::<K, V>(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name("KTABLE-TOSTREAM");
+        let types = Some(TypeSig::of::<K, V>());
+        let node = g.add_node(
+            name,
+            NodeKind::Processor,
+            &[self.node],
+            factory,
+            types,
+            types,
+        );
+        KStream::at(self.graph.clone(), node, false)
+    }
+
+    /// The serde of the table's keys.
+    pub fn key_serde(&self) -> SerdeRef<K> {
+        self.key_serde.clone()
+    }
+
+    /// The serde of the table's values.
+    pub fn value_serde(&self) -> SerdeRef<V> {
+        self.value_serde.clone()
+    }
+}
 
 impl StreamsBuilder {
     /// A table of the records of `topic`: each record is the key's latest value, a record

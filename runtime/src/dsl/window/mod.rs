@@ -9,12 +9,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{KGroupedStream, KTable, Materialized, StoreType};
 use crate::dsl::table::suppress::{BufferTimeFn, SuppressNode, SuppressUntil, Suppressed};
 use crate::dsl::window::node::{
     SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
 };
 use crate::dsl::window::windowed_core::{FoldFn, MergeFn, WindowedCore};
+use crate::dsl::{KGroupedStream, KTable, Materialized, StoreType};
 use crate::processor::StoreSerdes;
 use crate::processor::node::{FlushRef, NodeRef};
 use crate::serdes::{SerdeRef, Serdes};

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::dsl::join::stream_stream::node::{JoinSide, JoinSpec, SideJoiner, SideStores};
 use crate::dsl::join::stream_stream::time::Side;
-use crate::dsl::repartition;
+use crate::dsl::topics::repartition;
 use crate::dsl::{KStream, StoreType};
 use crate::processor::node::NodeRef;
 use crate::serdes::{SerdeRef, Serdes};

@@ -10,8 +10,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dsl::join::stream_table::node::StreamTableJoin;
-use crate::dsl::repartition;
 use crate::dsl::table::node::Read;
+use crate::dsl::topics::repartition;
 use crate::dsl::{KStream, KTable};
 use crate::processor::node::NodeRef;
 use crate::serdes::SerdeRef;
