@@ -245,8 +245,9 @@ where
     }
 
     /// Runs a [`Processor`] made by `supplier` for each task on every record, with the stores
-    /// named in `stores` (added with [`StreamsBuilder::add_state_store`]) connected to it. The
-    /// processor may change keys: a later `group_by_key` repartitions.
+    /// named in `stores` (added with
+    /// [`StreamsBuilder::add_state_store`](crate::StreamsBuilder::add_state_store)) connected
+    /// to it. The processor may change keys: a later `group_by_key` repartitions.
     pub fn process<KOut, VOut, P>(
         &self,
         supplier: impl Fn() -> P + Send + Sync + 'static,
@@ -287,7 +288,7 @@ where
     }
 
     /// The name of the node this stream comes out of, to attach processors to it with the
-    /// low-level [`Topology`] API.
+    /// low-level [`Topology`](crate::Topology) API.
     pub fn node_name(&self) -> String {
         self.graph.borrow().nodes[self.node].name.clone()
     }

@@ -142,12 +142,6 @@ impl<K, VThis, VOther, VR> JoinSide<K, VThis, VOther, VR> {
             Side::Right => (w.after_ms, w.before_ms),
         }
     }
-
-    fn tracker(&self) -> &Arc<TimeTracker> {
-        self.tracker
-            .as_ref()
-            .expect("riffle invariant: a join node processes only after init")
-    }
 }
 
 /// The outer store's key of a record: `timestamp (8 bytes big-endian) ‖ side ‖ key`.
@@ -323,10 +317,16 @@ where
         Ok(())
     }
 
-    /// [`Node::process`] but for restoring the record's timestamp: forwards and store writes
-    /// leave `ctx`'s timestamp at the last forwarded record's.
-    fn join(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: VThis) -> Result<()> {
-        let tracker = Arc::clone(self.tracker());
+    /// [`Node::process`] with the task's tracker lent, but for restoring the record's
+    /// timestamp: forwards and store writes leave `ctx`'s timestamp at the last forwarded
+    /// record's.
+    fn join(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        tracker: &TimeTracker,
+        key: K,
+        value: VThis,
+    ) -> Result<()> {
         let ts = ctx.timestamp;
         tracker.stream_time.fetch_max(ts, Ordering::Relaxed);
         let stream_time = tracker.stream_time.load(Ordering::Relaxed);
@@ -346,7 +346,7 @@ where
             return Ok(());
         }
         if ts == stream_time {
-            self.emit_closed(ctx, &tracker)?;
+            self.emit_closed(ctx, tracker)?;
         }
         let (before, after) = self.bounds();
         let time_from = ts.saturating_sub(before).max(0);
@@ -454,9 +454,15 @@ where
     VR: Clone + 'static,
 {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: VThis) -> Result<()> {
+        // Lent for the record, so the shared tracker costs no reference count per record.
+        let tracker = self
+            .tracker
+            .take()
+            .expect("riffle invariant: a join node processes only after init");
         let timestamp = ctx.timestamp;
-        let result = self.join(ctx, key, value);
+        let result = self.join(ctx, &tracker, key, value);
         ctx.timestamp = timestamp;
+        self.tracker = Some(tracker);
         result
     }
 }
