@@ -246,30 +246,6 @@ impl<'c, KOut, VOut> ProcessorContext<'c, KOut, VOut> {
     pub fn commit(&mut self) {
         self.raw.signals.commit_requested = true;
     }
-
-    /// Counts a record in the `dropped-records` metric.
-    pub(crate) fn record_dropped(&mut self) {
-        self.raw.signals.dropped_records += 1;
-    }
-
-    /// The configured `outer_join_emit_interval`, in ms.
-    pub(crate) fn outer_join_emit_interval_ms(&self) -> i64 {
-        self.raw.signals.outer_join_emit_interval_ms
-    }
-
-    /// The observed time (largest window start written) of the connected window store `name`
-    /// as its task opened it: `i64::MIN` for an empty store.
-    pub(crate) fn window_store_observed_time(&self, name: &str) -> Result<i64> {
-        let Some(store) = self.node.stores.iter().find(|s| s.name == name) else {
-            return Err(self
-                .node
-                .misuse(format!("store {name:?} is not connected to it")));
-        };
-        Ok(self.raw.stores[store.slot]
-            .inner
-            .as_segmented()
-            .map_or(i64::MIN, |s| s.observed_time()))
-    }
 }
 
 /// The context of a [`FixedKeyProcessor`](super::FixedKeyProcessor): a [`ProcessorContext`] whose forwards keep the key.

@@ -145,15 +145,6 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
         self.decode_all(entries)
     }
 
-    /// Removes `key` without reading it first.
-    pub(crate) fn delete_blind(&mut self, key: &K) {
-        let s = &mut *self.scratch;
-        s.key.clear();
-        self.key_serde.serialize(key, &mut s.key);
-        self.store
-            .put(&s.key, None, self.timestamp, &Headers::new());
-    }
-
     /// About how many entries the store holds.
     pub fn approximate_num_entries(&self) -> u64 {
         self.store.approximate_len() as u64

@@ -1,27 +1,23 @@
-//! Global tables in the DSL: [`StreamsBuilder::global_table`] and the stream–global-table
-//! joins ([`KStream::join_global`], [`KStream::left_join_global`]).
+//! Global tables in the DSL: [`StreamsBuilder::global_table`]. A stream joins one through
+//! runtime/src/dsl/join/stream_global/.
 
-use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dsl::StreamsBuilder;
-use crate::dsl::table::node::StreamGlobalJoin;
-use crate::dsl::{Consumed, KStream, Materialized, StoreType};
-use crate::processor::node::NodeRef;
+use crate::dsl::{Consumed, Materialized, StoreType};
 use crate::serdes::SerdeRef;
 use crate::state::global::CheckFn;
-use crate::topology::{BuiltNode, Erased, GlobalDef, NodeFactory};
+use crate::topology::GlobalDef;
 
 /// A table every application instance holds whole, every partition of its topic (Kafka
 /// Streams' `GlobalKTable`): a stream joins it by any key it computes, without
 /// co-partitioning or repartitioning.
 pub struct GlobalKTable<K, V> {
     /// The topology's index of the global table.
-    index: usize,
-    key_serde: SerdeRef<K>,
-    value_serde: SerdeRef<V>,
+    pub(crate) index: usize,
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) value_serde: SerdeRef<V>,
     types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -120,117 +116,5 @@ impl StreamsBuilder {
             value_serde: consumed.value,
             types: PhantomData,
         }
-    }
-}
-
-type GlobalJoinFn<K, V, GV, VR> = Arc<dyn Fn(&K, V, Option<GV>) -> Option<VR> + Send + Sync>;
-
-impl<K, V> KStream<K, V>
-where
-    K: Clone + 'static,
-    V: Clone + 'static,
-{
-    /// Joins each record with the global table's row for the key `key_selector` computes from
-    /// it; a record whose lookup key the table does not hold is dropped (Kafka Streams'
-    /// `KStream.join(GlobalKTable, KeyValueMapper, ValueJoiner)`). The result keeps the
-    /// record's key and timestamp; updates of the global table emit nothing.
-    pub fn join_global<GK, GV, VR>(
-        &self,
-        table: &GlobalKTable<GK, GV>,
-        key_selector: impl Fn(&K, &V) -> GK + Send + Sync + 'static,
-        joiner: impl Fn(V, GV) -> VR + Send + Sync + 'static,
-    ) -> KStream<K, VR>
-    where
-        GK: 'static,
-        GV: 'static,
-        VR: Clone + 'static,
-    {
-        let f: GlobalJoinFn<K, V, GV, VR> = Arc::new(move |_, v, g| g.map(|g| joiner(v, g)));
-        self.join_global_node(table, Arc::new(key_selector), f)
-    }
-
-    /// Joins each record with the global table's row for the key `key_selector` computes from
-    /// it, `None` when the table holds none (Kafka Streams' `KStream.leftJoin(GlobalKTable,
-    /// KeyValueMapper, ValueJoiner)`).
-    pub fn left_join_global<GK, GV, VR>(
-        &self,
-        table: &GlobalKTable<GK, GV>,
-        key_selector: impl Fn(&K, &V) -> GK + Send + Sync + 'static,
-        joiner: impl Fn(V, Option<GV>) -> VR + Send + Sync + 'static,
-    ) -> KStream<K, VR>
-    where
-        GK: 'static,
-        GV: 'static,
-        VR: Clone + 'static,
-    {
-        let f: GlobalJoinFn<K, V, GV, VR> = Arc::new(move |_, v, g| Some(joiner(v, g)));
-        self.join_global_node(table, Arc::new(key_selector), f)
-    }
-
-    /// [`KStream::join_global`] with the joiner given the record's key too (Kafka's
-    /// `ValueJoinerWithKey`).
-    pub fn join_global_with_key<GK, GV, VR>(
-        &self,
-        table: &GlobalKTable<GK, GV>,
-        key_selector: impl Fn(&K, &V) -> GK + Send + Sync + 'static,
-        joiner: impl Fn(&K, V, GV) -> VR + Send + Sync + 'static,
-    ) -> KStream<K, VR>
-    where
-        GK: 'static,
-        GV: 'static,
-        VR: Clone + 'static,
-    {
-        let f: GlobalJoinFn<K, V, GV, VR> = Arc::new(move |k, v, g| g.map(|g| joiner(k, v, g)));
-        self.join_global_node(table, Arc::new(key_selector), f)
-    }
-
-    /// [`KStream::left_join_global`] with the joiner given the record's key too.
-    pub fn left_join_global_with_key<GK, GV, VR>(
-        &self,
-        table: &GlobalKTable<GK, GV>,
-        key_selector: impl Fn(&K, &V) -> GK + Send + Sync + 'static,
-        joiner: impl Fn(&K, V, Option<GV>) -> VR + Send + Sync + 'static,
-    ) -> KStream<K, VR>
-    where
-        GK: 'static,
-        GV: 'static,
-        VR: Clone + 'static,
-    {
-        let f: GlobalJoinFn<K, V, GV, VR> = Arc::new(move |k, v, g| Some(joiner(k, v, g)));
-        self.join_global_node(table, Arc::new(key_selector), f)
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn join_global_node<GK, GV, VR>(
-        &self,
-        table: &GlobalKTable<GK, GV>,
-        key_selector: Arc<dyn Fn(&K, &V) -> GK + Send + Sync>,
-        joiner: GlobalJoinFn<K, V, GV, VR>,
-    ) -> KStream<K, VR>
-    where
-        GK: 'static,
-        GV: 'static,
-        VR: Clone + 'static,
-    {
-        let (index, key_serde, value_serde) = (
-            table.index,
-            table.key_serde.clone(),
-            table.value_serde.clone(),
-        );
-        let factory: NodeFactory = Arc::new(move |ctx| {
-            let node: NodeRef<K, V> = Rc::new(RefCell::new(StreamGlobalJoin {
-                store: ctx.global_store(index),
-                key_selector: key_selector.clone(),
-                key_serde: key_serde.clone(),
-                value_serde: value_serde.clone(),
-                joiner: joiner.clone(),
-                forward: ctx.forward::<K, VR>(),
-            }));
-            BuiltNode::plain(Box::new(node) as Erased)
-        });
-        let mut g = self.graph.borrow_mut();
-        // Kafka Streams names both joins KSTREAM-LEFTJOIN.
-        let node = g.add_processor_node::<K, V, K, VR>("KSTREAM-LEFTJOIN", &[self.node], factory);
-        KStream::at(self.graph.clone(), node, self.repartition_required)
     }
 }

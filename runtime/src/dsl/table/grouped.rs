@@ -7,8 +7,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::dsl::grouped::{FoldFn, aggregate_table};
 use crate::dsl::table::node::{ChangeSerde, TableGroupBy};
-use crate::dsl::{FoldFn, Grouped, KTable, Materialized, aggregate_table, repartition};
+use crate::dsl::topics::repartition;
+use crate::dsl::{Grouped, KTable, Materialized};
 use crate::processor::node::{Change, NodeRef};
 use crate::serdes::{SerdeRef, Serdes};
 use crate::topology::{BuiltNode, Erased, GraphBuilder, NodeFactory, TopicRef};

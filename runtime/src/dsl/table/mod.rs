@@ -1,5 +1,5 @@
-//! Tables in the DSL: [`StreamsBuilder::table`], the [`KTable`] operations that keep a table a
-//! table, and the stream–table joins ([`KStream::join`], [`KStream::left_join`]).
+//! Tables in the DSL: [`KTable`], [`StreamsBuilder::table`] and the operations that keep a
+//! table a table. A table's joins are in runtime/src/dsl/join/.
 
 pub(crate) mod global;
 pub(crate) mod grouped;
@@ -10,40 +10,74 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{Consumed, KStream, KTable, Materialized, StoreType};
-use crate::dsl::StreamsBuilder;
-use crate::dsl::table::node::{Read, StreamTableJoin, TableMap, TableStore, TableView};
+use crate::dsl::table::node::{TableMap, TableStore, TableView};
+use crate::dsl::{Consumed, KStream, Materialized, StoreType, StreamsBuilder};
 use crate::processor::StoreSerdes;
-use crate::processor::node::{FlushRef, NodeRef};
+use crate::processor::node::{FlushRef, NodeRef, Passthrough};
 use crate::serdes::SerdeRef;
 use crate::topology::GraphBuilder;
 use crate::topology::{
     BuiltNode, Erased, NodeFactory, NodeKind, OldValues, StoreDef, TopicRef, TypeSig,
 };
+use crate::types::window::WindowKind;
 
-/// How the stream side of a stream–table join is repartitioned when its key changed upstream:
-/// the serdes of its repartition topic, and the topic's name (Kafka Streams' `Joined`; the
-/// table's values need no serde here, the table has its own).
-pub struct Joined<K, V> {
-    pub(crate) key: SerdeRef<K>,
-    pub(crate) value: SerdeRef<V>,
-    pub(crate) name: Option<String>,
+/// A changelog stream: the latest value per key.
+pub struct KTable<K, V> {
+    pub(crate) graph: Rc<RefCell<GraphBuilder>>,
+    pub(crate) node: usize,
+    pub(crate) key_serde: SerdeRef<K>,
+    pub(crate) value_serde: SerdeRef<V>,
+    /// The windows of a windowed aggregation's table (what `suppress` closes them by).
+    pub(crate) windows: Option<WindowKind>,
+    /// For a windowed table, a key's window end.
+    #[allow(clippy::type_complexity)]
+    pub(crate) window_end: Option<Arc<dyn Fn(&K) -> i64 + Send + Sync>>,
+    /// Where a join finds the table's current value for a key (`None`: a windowed or
+    /// suppressed table, which cannot be joined).
+    pub(crate) view: Option<TableView<K, V>>,
 }
 
-impl<K, V> Joined<K, V> {
-    /// Repartition the stream with these serdes.
-    pub fn with(key: SerdeRef<K>, value: SerdeRef<V>) -> Self {
-        Joined {
-            key,
-            value,
-            name: None,
-        }
+impl<K, V> std::fmt::Debug for KTable<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KTable").field("node", &self.node).finish()
+    }
+}
+
+impl<K, V> KTable<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// The stream of the table's updates.
+    pub fn to_stream(&self) -> KStream<K, V> {
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(Passthrough {
+                forward: ctx.forward::<K, V>(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name("KTABLE-TOSTREAM");
+        let types = Some(TypeSig::of::<K, V>());
+        let node = g.add_node(
+            name,
+            NodeKind::Processor,
+            &[self.node],
+            factory,
+            types,
+            types,
+        );
+        KStream::at(self.graph.clone(), node, false)
     }
 
-    /// Names the repartition topic `<application_id>-<name>-repartition`.
-    pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
+    /// The serde of the table's keys.
+    pub fn key_serde(&self) -> SerdeRef<K> {
+        self.key_serde.clone()
+    }
+
+    /// The serde of the table's values.
+    pub fn value_serde(&self) -> SerdeRef<V> {
+        self.value_serde.clone()
     }
 }
 
@@ -359,142 +393,5 @@ where
         let f: MapFn<K, V, V2> = Arc::new(move |_, v| Some(f(v)));
         let serde = materialized.value_serde.clone().unwrap_or(value_serde);
         self.materialized_node("KTABLE-MAPVALUES", f, materialized, serde)
-    }
-}
-
-type JoinFn<K, V, VT, VR> = Arc<dyn Fn(&K, V, Option<VT>) -> Option<VR> + Send + Sync>;
-
-impl<K, V> KStream<K, V>
-where
-    K: Clone + 'static,
-    V: Clone + 'static,
-{
-    /// Joins each record with the table's current value for its key; a record whose key the
-    /// table does not hold is dropped. Table updates emit nothing (Kafka Streams'
-    /// `KStream.join(KTable, ValueJoiner)`). The stream and the table must be co-partitioned;
-    /// a stream whose key changed upstream needs [`KStream::join_with`].
-    pub fn join<VT, VR>(
-        &self,
-        table: &KTable<K, VT>,
-        joiner: impl Fn(V, VT) -> VR + Send + Sync + 'static,
-    ) -> KStream<K, VR>
-    where
-        VT: Clone + 'static,
-        VR: Clone + 'static,
-    {
-        let f: JoinFn<K, V, VT, VR> = Arc::new(move |_, v, t| t.map(|t| joiner(v, t)));
-        self.join_table("KSTREAM-JOIN", table, f, None)
-    }
-
-    /// Joins each record with the table's current value for its key, `None` when the table
-    /// does not hold it (Kafka Streams' `KStream.leftJoin(KTable, ValueJoiner)`).
-    pub fn left_join<VT, VR>(
-        &self,
-        table: &KTable<K, VT>,
-        joiner: impl Fn(V, Option<VT>) -> VR + Send + Sync + 'static,
-    ) -> KStream<K, VR>
-    where
-        VT: Clone + 'static,
-        VR: Clone + 'static,
-    {
-        let f: JoinFn<K, V, VT, VR> = Arc::new(move |_, v, t| Some(joiner(v, t)));
-        self.join_table("KSTREAM-LEFTJOIN", table, f, None)
-    }
-
-    /// [`KStream::join`] with the joiner given the key too (Kafka's `ValueJoinerWithKey`),
-    /// and, for a stream whose key changed upstream, the serdes of the repartition topic it
-    /// goes through first.
-    pub fn join_with<VT, VR>(
-        &self,
-        table: &KTable<K, VT>,
-        joiner: impl Fn(&K, V, VT) -> VR + Send + Sync + 'static,
-        joined: Joined<K, V>,
-    ) -> KStream<K, VR>
-    where
-        VT: Clone + 'static,
-        VR: Clone + 'static,
-    {
-        let f: JoinFn<K, V, VT, VR> = Arc::new(move |k, v, t| t.map(|t| joiner(k, v, t)));
-        self.join_table("KSTREAM-JOIN", table, f, Some(joined))
-    }
-
-    /// [`KStream::left_join`] with the joiner given the key too, and the serdes of the
-    /// repartition topic for a stream whose key changed upstream.
-    pub fn left_join_with<VT, VR>(
-        &self,
-        table: &KTable<K, VT>,
-        joiner: impl Fn(&K, V, Option<VT>) -> VR + Send + Sync + 'static,
-        joined: Joined<K, V>,
-    ) -> KStream<K, VR>
-    where
-        VT: Clone + 'static,
-        VR: Clone + 'static,
-    {
-        let f: JoinFn<K, V, VT, VR> = Arc::new(move |k, v, t| Some(joiner(k, v, t)));
-        self.join_table("KSTREAM-LEFTJOIN", table, f, Some(joined))
-    }
-
-    fn join_table<VT, VR>(
-        &self,
-        prefix: &str,
-        table: &KTable<K, VT>,
-        joiner: JoinFn<K, V, VT, VR>,
-        joined: Option<Joined<K, V>>,
-    ) -> KStream<K, VR>
-    where
-        VT: Clone + 'static,
-        VR: Clone + 'static,
-    {
-        let mut parent = self.node;
-        if self.repartition_required {
-            match &joined {
-                Some(joined) => {
-                    let topic_name = match &joined.name {
-                        Some(name) => name.clone(),
-                        None => self
-                            .graph
-                            .borrow_mut()
-                            .next_name("KSTREAM-JOIN-REPARTITION"),
-                    };
-                    let topic = TopicRef::repartition(topic_name);
-                    let (key, value) = (joined.key.clone(), joined.value.clone());
-                    parent = super::repartition(&self.graph, self.node, topic, key, value);
-                }
-                None => self.graph.borrow_mut().errors.push(
-                    "a stream whose key changed is joined with a table: it must be \
-                     repartitioned first, so give the repartition topic's serdes with \
-                     join_with or left_join_with and Joined::with"
-                        .into(),
-                ),
-            }
-        }
-        let view = table.view.clone();
-        if view.is_none() {
-            self.graph.borrow_mut().errors.push(
-                "a windowed or suppressed table, or a foreign-key join's result not materialized, \
-                 cannot be joined with a stream (materialize a foreign-key join with \
-                 join_foreign_with or left_join_foreign_with)"
-                    .into(),
-            );
-        }
-        let factory_view = view.clone();
-        let factory: NodeFactory = Arc::new(move |ctx| {
-            let view = factory_view
-                .as_ref()
-                .expect("riffle DSL invariant: a topology with an unjoinable table is not built");
-            let node: NodeRef<K, V> = Rc::new(RefCell::new(StreamTableJoin {
-                table: view.bind(ctx, Read::Latest),
-                joiner: joiner.clone(),
-                forward: ctx.forward::<K, VR>(),
-            }));
-            BuiltNode::plain(Box::new(node) as Erased)
-        });
-        let mut g = self.graph.borrow_mut();
-        let node = g.add_processor_node::<K, V, K, VR>(prefix, &[parent], factory);
-        if let Some(view) = &view {
-            g.nodes[node].stores.extend(&view.stores);
-        }
-        g.copartitioned.push((parent, table.node));
-        KStream::at(self.graph.clone(), node, false)
     }
 }

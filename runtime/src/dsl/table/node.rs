@@ -1,5 +1,6 @@
 //! Table nodes: a table's source and its store, the operations that keep a table a table
-//! (`filter`, `map_values`, materialized or not), and the stream–table join.
+//! (`filter`, `map_values`, materialized or not), a grouped table's re-keying, and the views
+//! joins read a table through (the joins' own nodes are in runtime/src/dsl/join/).
 //!
 //! A table passes its updates down as records and its deletes as tombstones
 //! ([`Node::process_tombstone`]). What a join reads is the table's current value, looked up
@@ -15,7 +16,6 @@ use crate::processor::node::{
 };
 use crate::serdes::Serde;
 use crate::serdes::SerdeRef;
-use crate::state::global::GlobalStore;
 use crate::topology::BuildCtx;
 use crate::types::error::{Error, Result, SerdeError};
 
@@ -264,28 +264,6 @@ impl<K: Clone, V, V2: Clone> Node<K, V> for TableMap<K, V, V2> {
     }
 }
 
-/// A stream–table join: each stream record looks its key up in the table (cache first, then
-/// store) and the joiner's result goes downstream with the stream record's timestamp. Table
-/// updates emit nothing; they only change what later stream records find.
-pub(crate) struct StreamTableJoin<K, V, VT, VR> {
-    pub(crate) table: BoundView<K, VT>,
-    /// The joiner, given the table's value if there is one; `None`: nothing to emit (an
-    /// inner join's miss).
-    #[allow(clippy::type_complexity)]
-    pub(crate) joiner: Arc<dyn Fn(&K, V, Option<VT>) -> Option<VR> + Send + Sync>,
-    pub(crate) forward: Forward<K, VR>,
-}
-
-impl<K: Clone + 'static, V, VT, VR: Clone> Node<K, V> for StreamTableJoin<K, V, VT, VR> {
-    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
-        let row = (self.table)(&key, ctx)?.map(|(row, _)| row);
-        match (self.joiner)(&key, value, row) {
-            Some(joined) => self.forward.send(ctx, key, joined),
-            None => Ok(()),
-        }
-    }
-}
-
 /// A table update's new and old values in one record of a grouped table's repartition topic,
 /// in Kafka Streams' `ChangedSerializer` format, so Kafka's tools and applications read riffle's
 /// topics and the other way round: `{old}{0x00}` (old only), `{new}{0x01}` (new only),
@@ -416,151 +394,6 @@ impl<K: Clone, V, K2: Clone + PartialEq, V2: Clone> Node<K, V> for TableGroupBy<
                     None => Ok(()),
                 }
             }
-        }
-    }
-}
-
-/// How one side of a table–table join treats an update (Kafka Streams' `KTableKTableInnerJoin`,
-/// `…LeftJoin`, `…RightJoin`, `…OuterJoin` processors).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum JoinSide {
-    /// Either side of an inner join: nothing while the other side has no row.
-    Inner,
-    /// The left side of a left join: its rows join whatever the right side has.
-    Left,
-    /// The right side of a left join: nothing while the left side has no row; a right delete
-    /// joins the left row with nothing, not a delete.
-    Right,
-    /// Either side of an outer join: a row joins whatever the other side has.
-    Outer,
-}
-
-/// One side of a table–table join: each update of this side's table is joined with the other
-/// table's current row for the key (read through its view) and sent on with the larger of the
-/// two timestamps; the joined old value goes with it when downstream asked for old values.
-pub(crate) struct TableJoin<K, VT, VO, VR> {
-    pub(crate) side: JoinSide,
-    pub(crate) other: BoundView<K, VO>,
-    /// This side's value and the other side's (the arguments swapped for a join's other side).
-    #[allow(clippy::type_complexity)]
-    pub(crate) joiner: Arc<dyn Fn(Option<VT>, Option<VO>) -> VR + Send + Sync>,
-    pub(crate) forward: Forward<K, VR>,
-    pub(crate) send_old: bool,
-}
-
-impl<K: Clone + 'static, VT, VO: Clone, VR: Clone> Node<K, VT> for TableJoin<K, VT, VO, VR> {
-    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: VT) -> Result<()> {
-        self.process_change(ctx, key, Change::of(Some(value)))
-    }
-
-    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
-        self.process_change(ctx, key, Change::of(None))
-    }
-
-    fn process_change(
-        &mut self,
-        ctx: &mut ProcessingContext<'_>,
-        key: K,
-        change: Change<VT>,
-    ) -> Result<()> {
-        let other = (self.other)(&key, ctx)?;
-        let this_empty = change.new.is_none() && change.old.is_none();
-        let (other, timestamp) = match (self.side, other) {
-            (JoinSide::Inner | JoinSide::Right, None) => return Ok(()),
-            (JoinSide::Left | JoinSide::Outer, None) if this_empty => return Ok(()),
-            (_, None) => (None, ctx.timestamp),
-            (_, Some((row, ts))) => (Some(row), ctx.timestamp.max(ts)),
-        };
-        let j = &self.joiner;
-        // Which of this side's values make a joined row: an inner or left join's only this
-        // side's rows; the right side of a left join's every value, a delete too; an outer
-        // join's any value while either side has a row.
-        let join = |value: Option<VT>| match self.side {
-            JoinSide::Inner | JoinSide::Left => value.map(|v| j(Some(v), other.clone())),
-            JoinSide::Right => Some(j(value, other.clone())),
-            JoinSide::Outer => {
-                (value.is_some() || other.is_some()).then(|| j(value, other.clone()))
-            }
-        };
-        let new = join(change.new);
-        let old = if self.send_old {
-            join(change.old)
-        } else {
-            None
-        };
-        let saved = std::mem::replace(&mut ctx.timestamp, timestamp);
-        let sent = self.forward.send_update(ctx, key, new, old, self.send_old);
-        ctx.timestamp = saved;
-        sent
-    }
-}
-
-/// Where a table–table join's two sides meet (Kafka Streams' `KTableKTableJoinMerger`,
-/// unmaterialized): updates, deletes and, when asked for, old values pass on.
-pub(crate) struct TableMerge<K, V> {
-    pub(crate) forward: Forward<K, V>,
-    pub(crate) send_old: bool,
-}
-
-impl<K: Clone, V: Clone> Node<K, V> for TableMerge<K, V> {
-    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
-        self.forward.send(ctx, key, value)
-    }
-
-    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
-        self.forward.send_tombstone(ctx, key)
-    }
-
-    fn process_change(
-        &mut self,
-        ctx: &mut ProcessingContext<'_>,
-        key: K,
-        change: Change<V>,
-    ) -> Result<()> {
-        self.forward
-            .send_update(ctx, key, change.new, change.old, self.send_old)
-    }
-}
-
-/// A stream–global-table join (Kafka Streams' `KStreamGlobalKTableJoin`): each stream record's
-/// lookup key (`key_selector`) is read from the global store, and the joiner's result goes on
-/// with the stream record's key and timestamp.
-pub(crate) struct StreamGlobalJoin<K, V, GK, GV, VR> {
-    pub(crate) store: Arc<GlobalStore>,
-    #[allow(clippy::type_complexity)]
-    pub(crate) key_selector: Arc<dyn Fn(&K, &V) -> GK + Send + Sync>,
-    pub(crate) key_serde: SerdeRef<GK>,
-    pub(crate) value_serde: SerdeRef<GV>,
-    /// The joiner, given the global table's row if there is one; `None`: nothing to emit.
-    #[allow(clippy::type_complexity)]
-    pub(crate) joiner: Arc<dyn Fn(&K, V, Option<GV>) -> Option<VR> + Send + Sync>,
-    pub(crate) forward: Forward<K, VR>,
-}
-
-impl<K: Clone + 'static, V, GK: 'static, GV: 'static, VR: Clone> Node<K, V>
-    for StreamGlobalJoin<K, V, GK, GV, VR>
-{
-    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
-        let lookup = (self.key_selector)(&key, &value);
-        let scratch = &mut *ctx.scratch;
-        scratch.key.clear();
-        self.key_serde.serialize(&lookup, &mut scratch.key);
-        let row = match self.store.get(&scratch.key, &mut scratch.old)? {
-            Some(_) => match self.value_serde.deserialize(Some(&scratch.old)) {
-                Ok(row) => Some(row),
-                Err(source) => {
-                    return Err(Error::CorruptState {
-                        store: self.store.name.clone(),
-                        task: ctx.task,
-                        source,
-                    });
-                }
-            },
-            None => None,
-        };
-        match (self.joiner)(&key, value, row) {
-            Some(joined) => self.forward.send(ctx, key, joined),
-            None => Ok(()),
         }
     }
 }

@@ -2,18 +2,19 @@
 //! [`TimeWindowedKStream`] (time and sliding windows) or a [`SessionWindowedKStream`], whose
 //! `count`, `reduce` and `aggregate` make a `KTable<Windowed<K>, V>`; and `KTable::suppress`.
 
-pub(crate) mod node;
+mod node;
+mod windowed_core;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{KGroupedStream, KTable, Materialized, StoreType};
 use crate::dsl::table::suppress::{BufferTimeFn, SuppressNode, SuppressUntil, Suppressed};
 use crate::dsl::window::node::{
-    FoldFn, MergeFn, SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
-    WindowedCore,
+    SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
 };
+use crate::dsl::window::windowed_core::{FoldFn, MergeFn, WindowedCore};
+use crate::dsl::{KGroupedStream, KTable, Materialized, StoreType};
 use crate::processor::StoreSerdes;
 use crate::processor::node::{FlushRef, NodeRef};
 use crate::serdes::{SerdeRef, Serdes};

@@ -1,21 +1,26 @@
 //! Foreign-key table joins in the DSL: [`KTable::join_foreign`] and
 //! [`KTable::left_join_foreign`] (Kafka Streams' `KTable.join(KTable, Function, ValueJoiner)`,
 //! KIP-213), and their materialized `*_with`. The protocol's nodes are in
-//! runtime/src/dsl/join/foreign_key/node.rs.
+//! runtime/src/dsl/join/foreign_key/node.rs, its records in
+//! runtime/src/dsl/join/foreign_key/format.rs.
 
-pub(crate) mod node;
+mod format;
+mod node;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::dsl::join::foreign_key::node::ResponseSerde;
-use crate::dsl::join::foreign_key::node::{
-    ForeignJoinKind, ForeignTableJoin, Response, ResponseJoin, ResponseSink, Subscription,
-    SubscriptionJoin, SubscriptionSend, SubscriptionSerde,
+use crate::dsl::join::foreign_key::format::{
+    Response, ResponseSerde, Subscription, SubscriptionSerde,
 };
+use crate::dsl::join::foreign_key::node::{
+    ForeignJoinKind, ForeignTableJoin, ResponseJoin, ResponseSink, SubscriptionJoin,
+    SubscriptionSend,
+};
+use crate::dsl::join::table_table::node::TableMerge;
 use crate::dsl::table::materialize;
-use crate::dsl::table::node::{Read, TableMerge};
+use crate::dsl::table::node::Read;
 use crate::dsl::{Consumed, KTable, Materialized, StoreType};
 use crate::processor::node::NodeRef;
 use crate::serdes::SerdeRef;

@@ -1,22 +1,30 @@
 //! Stream–stream windowed joins in the DSL: [`KStream::join_stream`],
 //! [`KStream::left_join_stream`] and [`KStream::outer_join_stream`] (Kafka Streams'
 //! `KStream.join(KStream, ValueJoiner, JoinWindows, StreamJoined)` and its left and outer
-//! forms). The semantics are in `stream_join.rs`.
+//! forms). What a join is given is in `options.rs` ([`JoinWindows`], [`StreamJoined`]); its
+//! semantics, with the two nodes that run it, in `node.rs`; the times they share, in `time.rs`.
 
-pub(crate) mod node;
+mod node;
+mod options;
+mod time;
 
+pub use options::{JoinWindows, StreamJoined};
+
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::dsl::join::stream_stream::node::{
-    JoinSide, JoinSpec, JoinWindows, Side, SideJoiner, StreamJoined,
-};
-use crate::dsl::repartition;
+use crate::dsl::join::stream_stream::node::{JoinSide, JoinSpec, SideJoiner, SideStores};
+use crate::dsl::join::stream_stream::time::Side;
+use crate::dsl::topics::repartition;
 use crate::dsl::{KStream, StoreType};
+use crate::processor::node::NodeRef;
 use crate::serdes::{SerdeRef, Serdes};
 use crate::state::stores::Stores;
-use crate::topology::GraphBuilder;
-use crate::topology::{StoreDef, TopicRef};
+use crate::topology::{
+    BuiltNode, Erased, GraphBuilder, LifecycleRef, NodeFactory, StoreDef, TopicRef,
+};
 
 /// The joiner of a join as the DSL keeps it: the key, the left value and the right value
 /// (either missing in left and outer joins).
@@ -197,18 +205,33 @@ where
             persistent,
             logging,
         );
+        // The stores first, in Kafka's order (this side's, the other side's, the outer store),
+        // so each side's node knows their topology ids; then each node is connected to all
+        // three, its own first.
+        let this_id = declare(&mut g, left_def);
+        let other_id = declare(&mut g, right_def);
+        let outer_id = outer_store.as_ref().map(|outer| {
+            let supplier = if persistent {
+                Stores::persistent_key_value_store(outer)
+            } else {
+                Stores::in_memory_key_value_store(outer)
+            };
+            let builder =
+                Stores::key_value_store_builder(supplier, Serdes::bytes(), Serdes::bytes());
+            let mut def = builder.into_def();
+            def.logged = logging;
+            declare(&mut g, def)
+        });
         let spec = Arc::new(JoinSpec {
+            processor: this_name.clone(),
             windows,
-            this_store: this_store.clone(),
-            other_store: other_store.clone(),
             outer_store: outer_store.clone(),
             other_outer: right_outer,
             trackers: Arc::default(),
         });
         let other_spec = Arc::new(JoinSpec {
+            processor: other_name.clone(),
             windows,
-            this_store: other_store.clone(),
-            other_store: this_store.clone(),
             outer_store: outer_store.clone(),
             other_outer: left_outer,
             trackers: spec.trackers.clone(),
@@ -226,6 +249,8 @@ where
             spec,
             joiner,
             (key.clone(), value.clone(), other_value.clone()),
+            [this_id, other_id],
+            outer_id,
             left,
         );
         let right_node = side_node(
@@ -235,22 +260,15 @@ where
             other_spec,
             right_joiner,
             (key.clone(), other_value.clone(), value.clone()),
+            [other_id, this_id],
+            outer_id,
             right,
         );
-        g.add_store(left_node, left_def);
-        g.add_store(right_node, right_def);
+        g.nodes[left_node].stores.push(this_id);
+        g.nodes[right_node].stores.push(other_id);
         let mut names = vec![this_store.as_str(), other_store.as_str()];
-        if let Some(outer) = &outer_store {
-            let supplier = if persistent {
-                Stores::persistent_key_value_store(outer)
-            } else {
-                Stores::in_memory_key_value_store(outer)
-            };
-            let builder =
-                Stores::key_value_store_builder(supplier, Serdes::bytes(), Serdes::bytes());
-            let mut def = builder.into_def();
-            def.logged = logging;
-            g.add_store(left_node, def);
+        if let (Some(outer), Some(outer_id)) = (&outer_store, outer_id) {
+            g.nodes[left_node].stores.push(outer_id);
             names.push(outer.as_str());
         }
         for node in [left_node, right_node] {
@@ -266,8 +284,10 @@ where
     }
 }
 
-/// Adds one side's processor below `parent`: `side` and whether it emits its unmatched
-/// records, the join as this side sees it, its joiner and its (key, this, other) serdes.
+/// Adds one side's node below `parent`: `side` and whether it emits its unmatched records, the
+/// join as this side sees it, its joiner, its (key, this, other) serdes, and the topology ids of
+/// its (this, other) window stores and of the outer store.
+#[allow(clippy::too_many_arguments)]
 fn side_node<K, VThis, VOther, VR>(
     g: &mut GraphBuilder,
     name: String,
@@ -275,6 +295,8 @@ fn side_node<K, VThis, VOther, VR>(
     spec: Arc<JoinSpec>,
     joiner: SideJoiner<K, VThis, VOther, VR>,
     serdes: (SerdeRef<K>, SerdeRef<VThis>, SerdeRef<VOther>),
+    [this_store, other_store]: [usize; 2],
+    outer_store: Option<usize>,
     parent: usize,
 ) -> usize
 where
@@ -283,8 +305,35 @@ where
     VOther: Clone + 'static,
     VR: Clone + 'static,
 {
-    let supplier = move || JoinSide::new(side, outer, spec.clone(), joiner.clone(), serdes.clone());
-    g.processor(name, supplier, &[parent])
+    let factory: NodeFactory = Arc::new(move |ctx| {
+        let stores = SideStores {
+            this: ctx.slot_of(this_store),
+            other: ctx.slot_of(other_store),
+            outer: outer_store.map(|s| ctx.slot_of(s)),
+        };
+        let node = Rc::new(RefCell::new(JoinSide::new(
+            (side, outer),
+            spec.clone(),
+            joiner.clone(),
+            serdes.clone(),
+            stores,
+            ctx.forward::<K, VR>(),
+        )));
+        let lifecycle: LifecycleRef = node.clone();
+        let typed: NodeRef<K, VThis> = node;
+        BuiltNode {
+            node: Box::new(typed) as Erased,
+            flush: None,
+            lifecycle: Some(lifecycle),
+        }
+    });
+    g.add_named_processor::<K, VThis, K, VR>(name, &[parent], factory)
+}
+
+/// Adds `def` to the topology's stores, connected to no node yet; returns its id.
+fn declare(g: &mut GraphBuilder, def: StoreDef) -> usize {
+    g.stores.push(def);
+    g.stores.len() - 1
 }
 
 /// A join side's window store: kept `before + after + grace`, keeping duplicates.

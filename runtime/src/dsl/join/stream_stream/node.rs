@@ -1,6 +1,6 @@
-//! Stream–stream windowed joins: [`JoinWindows`], [`StreamJoined`] and the two processors of a
-//! join, one per side (Kafka Streams' `KStreamKStreamJoin`, with the spurious-result fix of
-//! Kafka 3.1+).
+//! The two nodes of a stream–stream windowed join, one per side ([`JoinSide`], Kafka Streams'
+//! `KStreamKStreamJoin`, with the spurious-result fix of Kafka 3.1+), over the join's
+//! [`JoinWindows`].
 //!
 //! Each side keeps its records in its own window store (kept `before + after + grace`, keeping
 //! duplicates, changelogged). A record of one side:
@@ -26,248 +26,41 @@
 //! at most once per `outer_join_emit_interval` of wall-clock time (Kafka's internal
 //! `emit.interval.ms.kstreams.outer.join.spurious.results.fix`, 1 s; 0 checks on every record).
 //!
-//! The stream time and the earliest time in the outer store are shared by the two processors
-//! of a task through a [`TimeTrackers`] registry, and are not kept across restarts (as in Kafka
+//! The stream time and the earliest time in the outer store are shared by the two nodes of a
+//! task through a [`TimeTrackers`] registry, and are not kept across restarts (as in Kafka
 //! Streams: a restarted task starts from the next record's time).
+//!
+//! Each node reads and writes its three stores by their task-local slots, in their bytes, as
+//! the DSL's other windowed operators do: a store keeps the same entries, timestamps and
+//! changelog records the typed store handles of the processor API would write (no headers;
+//! the timestamp of the last record the node forwarded, else the input record's).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
 use riffle_state_dir::TaskId;
 
-use crate::dsl::StoreType;
-use crate::processor::{Processor, ProcessorContext};
+use crate::dsl::join::stream_stream::options::JoinWindows;
+use crate::dsl::join::stream_stream::time::{Side, TimeTracker, TimeTrackers};
+use crate::processor::Lifecycle;
+use crate::processor::node::{Forward, Node, ProcessingContext};
 use crate::serdes::SerdeRef;
+use crate::state::{DecodedEntry, key_bounds, window_entry_key};
 use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
-use crate::types::record::Record;
-
-fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// Which records of two streams join (Kafka Streams' `JoinWindows`): a left record at `t`
-/// joins right records in `[t - before, t + after]`; records may arrive up to `grace` late.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JoinWindows {
-    pub(crate) before_ms: i64,
-    pub(crate) after_ms: i64,
-    pub(crate) grace_ms: i64,
-}
-
-impl JoinWindows {
-    /// Records at most `difference` apart join, either way; records are accepted up to
-    /// `grace` late.
-    pub fn of_time_difference_and_grace(difference: Duration, grace: Duration) -> Self {
-        JoinWindows {
-            before_ms: ms(difference),
-            after_ms: ms(difference),
-            grace_ms: ms(grace),
-        }
-    }
-
-    /// [`JoinWindows::of_time_difference_and_grace`] without grace.
-    pub fn of_time_difference_without_grace(difference: Duration) -> Self {
-        Self::of_time_difference_and_grace(difference, Duration::ZERO)
-    }
-
-    /// A left record at `t` joins right records from `t - before` (the other bound stays).
-    pub fn before(mut self, before: Duration) -> Self {
-        self.before_ms = ms(before);
-        self
-    }
-
-    /// A left record at `t` joins right records up to `t + after` (the other bound stays).
-    pub fn after(mut self, after: Duration) -> Self {
-        self.after_ms = ms(after);
-        self
-    }
-
-    /// The windows' size: `before + after`.
-    pub fn size_ms(&self) -> i64 {
-        self.before_ms.saturating_add(self.after_ms)
-    }
-
-    /// The grace period in ms.
-    pub fn grace_ms(&self) -> i64 {
-        self.grace_ms
-    }
-
-    /// How long each side's store keeps a record: `before + after + grace`.
-    pub(crate) fn retention_ms(&self) -> i64 {
-        self.size_ms().saturating_add(self.grace_ms)
-    }
-
-    /// Whether the windows can hold anything (`before + after >= 0`).
-    pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        if self.size_ms() < 0 {
-            return Err(format!(
-                "join windows before {} ms and after {} ms are empty: before + after must be \
-                 at least 0",
-                self.before_ms, self.after_ms
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The serdes and stores of a stream–stream join (Kafka Streams' `StreamJoined`): the key and
-/// both sides' values are kept in window stores (and repartitioned with these serdes when a
-/// side's key changed upstream).
-pub struct StreamJoined<K, V1, V2> {
-    pub(crate) key: SerdeRef<K>,
-    pub(crate) value: SerdeRef<V1>,
-    pub(crate) other_value: SerdeRef<V2>,
-    pub(crate) store_name: Option<String>,
-    pub(crate) name: Option<String>,
-    pub(crate) store_type: StoreType,
-    pub(crate) logging: bool,
-}
-
-impl<K, V1, V2> StreamJoined<K, V1, V2> {
-    /// The serdes of the key, this stream's values and the other stream's values.
-    pub fn with(key: SerdeRef<K>, value: SerdeRef<V1>, other_value: SerdeRef<V2>) -> Self {
-        StreamJoined {
-            key,
-            value,
-            other_value,
-            store_name: None,
-            name: None,
-            store_type: StoreType::default(),
-            logging: true,
-        }
-    }
-
-    /// Names the stores `<name>-this-join-store` and `<name>-other-join-store` (and, for left
-    /// and outer joins, `<name>-outer-shared-join-store`); by default they are named after the
-    /// join's processors.
-    pub fn with_store_name(mut self, name: impl Into<String>) -> Self {
-        self.store_name = Some(name.into());
-        self
-    }
-
-    /// Names the join's processors (and repartition topics) after `name`.
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Where the stores keep their data (in memory by default).
-    pub fn with_store_type(mut self, store_type: StoreType) -> Self {
-        self.store_type = store_type;
-        self
-    }
-
-    /// No changelogs for the stores (they then start empty after a restart).
-    pub fn without_logging(mut self) -> Self {
-        self.logging = false;
-        self
-    }
-}
-
-/// The side of a join a record came from. In the outer store's keys the right side sorts
-/// first, as in Kafka Streams.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Side {
-    Left,
-    Right,
-}
-
-impl Side {
-    fn byte(self) -> u8 {
-        match self {
-            Side::Left => 1,
-            Side::Right => 0,
-        }
-    }
-
-    fn other(self) -> Side {
-        match self {
-            Side::Left => Side::Right,
-            Side::Right => Side::Left,
-        }
-    }
-}
-
-/// Times shared by the two processors of one join in one task.
-#[derive(Debug)]
-pub(crate) struct TimeTracker {
-    /// The largest timestamp either side has seen (-1 before any).
-    stream_time: AtomicI64,
-    /// The earliest timestamp that may be in the outer store (`i64::MAX`: unknown or none).
-    min_time: AtomicI64,
-    /// The wall-clock time before which the outer store is not scanned again.
-    next_emit: AtomicI64,
-    /// Each side's store's observed time (the largest timestamp put), by `Side::byte`.
-    observed: [AtomicI64; 2],
-    /// Which sides' processors took this tracker at `init`, by `Side::byte`.
-    taken: [std::sync::atomic::AtomicBool; 2],
-}
-
-impl TimeTracker {
-    fn new() -> Self {
-        TimeTracker {
-            stream_time: AtomicI64::new(-1),
-            min_time: AtomicI64::new(i64::MAX),
-            next_emit: AtomicI64::new(i64::MIN),
-            observed: [AtomicI64::new(i64::MIN), AtomicI64::new(i64::MIN)],
-            taken: [
-                std::sync::atomic::AtomicBool::new(false),
-                std::sync::atomic::AtomicBool::new(false),
-            ],
-        }
-    }
-}
-
-/// The time trackers of one join, per task (Kafka Streams' `TimeTrackerSupplier`).
-#[derive(Debug, Default)]
-pub(crate) struct TimeTrackers {
-    by_task: Mutex<HashMap<TaskId, Arc<TimeTracker>>>,
-}
-
-impl TimeTrackers {
-    /// The tracker of `task` for `side`'s processor: the one the other side's processor of
-    /// this instance of the task took, or a new one. A tracker this side already took is
-    /// stale (an instance of the task that did not close, say one whose `init` failed), and is
-    /// replaced.
-    fn take(&self, task: TaskId, side: Side) -> Arc<TimeTracker> {
-        let mut map = self.by_task.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = side.byte() as usize;
-        let tracker = match map.get(&task) {
-            Some(t) if !t.taken[slot].load(Ordering::Relaxed) => t.clone(),
-            _ => {
-                let fresh = Arc::new(TimeTracker::new());
-                map.insert(task, fresh.clone());
-                fresh
-            }
-        };
-        tracker.taken[slot].store(true, Ordering::Relaxed);
-        tracker
-    }
-
-    /// Forgets `task`'s tracker if it is still `tracker`.
-    fn remove(&self, task: TaskId, tracker: &Arc<TimeTracker>) {
-        let mut map = self.by_task.lock().unwrap_or_else(|p| p.into_inner());
-        if map.get(&task).is_some_and(|t| Arc::ptr_eq(t, tracker)) {
-            map.remove(&task);
-        }
-    }
-}
+use crate::types::record::{Headers, RecordMetadata};
 
 /// The joiner of one side: the key, this side's value and the other side's value (either may
 /// be missing in a left or outer join), as that side sees them.
 pub(crate) type SideJoiner<K, VThis, VOther, VR> =
     Arc<dyn Fn(&K, Option<&VThis>, Option<&VOther>) -> VR + Send + Sync>;
 
-/// What both sides' processors share, made once per join.
+/// What both sides' nodes share, made once per join (each side sees it from its own side).
 pub(crate) struct JoinSpec {
+    /// This side's node name, for its log lines.
+    pub(crate) processor: String,
     pub(crate) windows: JoinWindows,
-    pub(crate) this_store: String,
-    pub(crate) other_store: String,
-    /// The outer store, for left and outer joins.
+    /// The outer store's name, for left and outer joins.
     pub(crate) outer_store: Option<String>,
     /// The other side emits its unmatched records too (an outer join): only then may the
     /// outer store hold the other side's records.
@@ -275,31 +68,50 @@ pub(crate) struct JoinSpec {
     pub(crate) trackers: Arc<TimeTrackers>,
 }
 
+/// The task-local slots of a side's stores.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SideStores {
+    /// This side's window store.
+    pub(crate) this: usize,
+    /// The other side's window store.
+    pub(crate) other: usize,
+    /// The outer store, for left and outer joins.
+    pub(crate) outer: Option<usize>,
+}
+
 /// One side of a stream–stream join.
 pub(crate) struct JoinSide<K, VThis, VOther, VR> {
-    pub(crate) side: Side,
+    side: Side,
     /// This side emits its unmatched records (left side of a left join, both of an outer).
-    pub(crate) outer: bool,
-    pub(crate) spec: Arc<JoinSpec>,
-    pub(crate) joiner: SideJoiner<K, VThis, VOther, VR>,
-    pub(crate) key_serde: SerdeRef<K>,
-    pub(crate) this_serde: SerdeRef<VThis>,
-    pub(crate) other_serde: SerdeRef<VOther>,
-    pub(crate) tracker: Option<Arc<TimeTracker>>,
-    /// The task this processor runs in (from `init`).
+    outer: bool,
+    spec: Arc<JoinSpec>,
+    joiner: SideJoiner<K, VThis, VOther, VR>,
+    key_serde: SerdeRef<K>,
+    this_serde: SerdeRef<VThis>,
+    other_serde: SerdeRef<VOther>,
+    stores: SideStores,
+    forward: Forward<K, VR>,
+    tracker: Option<Arc<TimeTracker>>,
+    /// The task this node runs in (from `init`).
     task: Option<TaskId>,
-    /// Reused buffers for the outer store's keys and values.
-    pub(crate) key_buf: Vec<u8>,
-    pub(crate) value_buf: Vec<u8>,
+    /// Reused buffers: the record's key serialized, an entry key, a value, an outer store
+    /// entry's value list, the other side's matches and their entry keys taken apart.
+    raw_key: Vec<u8>,
+    key_buf: Vec<u8>,
+    value_buf: Vec<u8>,
+    list_buf: Vec<u8>,
+    matches: Vec<(i64, VOther)>,
+    decoded: DecodedEntry,
 }
 
 impl<K, VThis, VOther, VR> JoinSide<K, VThis, VOther, VR> {
     pub(crate) fn new(
-        side: Side,
-        outer: bool,
+        (side, outer): (Side, bool),
         spec: Arc<JoinSpec>,
         joiner: SideJoiner<K, VThis, VOther, VR>,
         serdes: (SerdeRef<K>, SerdeRef<VThis>, SerdeRef<VOther>),
+        stores: SideStores,
+        forward: Forward<K, VR>,
     ) -> Self {
         JoinSide {
             side,
@@ -309,10 +121,16 @@ impl<K, VThis, VOther, VR> JoinSide<K, VThis, VOther, VR> {
             key_serde: serdes.0,
             this_serde: serdes.1,
             other_serde: serdes.2,
+            stores,
+            forward,
             tracker: None,
             task: None,
+            raw_key: Vec::new(),
             key_buf: Vec::new(),
             value_buf: Vec::new(),
+            list_buf: Vec::new(),
+            matches: Vec::new(),
+            decoded: DecodedEntry::default(),
         }
     }
 
@@ -323,12 +141,6 @@ impl<K, VThis, VOther, VR> JoinSide<K, VThis, VOther, VR> {
             Side::Left => (w.before_ms, w.after_ms),
             Side::Right => (w.after_ms, w.before_ms),
         }
-    }
-
-    fn tracker(&self) -> &Arc<TimeTracker> {
-        self.tracker
-            .as_ref()
-            .expect("riffle invariant: a join processor processes only after init")
     }
 }
 
@@ -370,6 +182,15 @@ fn parse_outer_key(bytes: &[u8]) -> Option<(i64, Side, &[u8])> {
     Some((ts, side, &bytes[9..]))
 }
 
+/// Where the record being processed came from, for a log line (`None` while punctuating).
+fn record_metadata(ctx: &ProcessingContext<'_>) -> Option<RecordMetadata> {
+    ctx.record.map(|r| RecordMetadata {
+        topic: r.topic_partition().topic.clone(),
+        partition: r.topic_partition().partition,
+        offset: r.offset(),
+    })
+}
+
 impl<K, VThis, VOther, VR> JoinSide<K, VThis, VOther, VR>
 where
     K: Clone + 'static,
@@ -377,12 +198,17 @@ where
     VOther: Clone + 'static,
     VR: Clone + 'static,
 {
-    fn corrupt(&self, task: TaskId, source: SerdeError) -> Error {
+    fn corrupt_in(store: &str, task: TaskId, source: SerdeError) -> Error {
         Error::CorruptState {
-            store: self.spec.outer_store.clone().unwrap_or_default(),
+            store: store.to_owned(),
             task,
             source,
         }
+    }
+
+    fn corrupt(&self, task: TaskId, source: SerdeError) -> Error {
+        let store = self.spec.outer_store.as_deref().unwrap_or_default();
+        Self::corrupt_in(store, task, source)
     }
 
     fn malformed(&self, task: TaskId, reason: String) -> Error {
@@ -394,13 +220,15 @@ where
     }
 
     /// Emits the unmatched records of the outer store whose windows have closed, oldest
-    /// first, and removes them.
-    fn emit_closed(&mut self, ctx: &mut ProcessorContext<'_, K, VR>) -> Result<()> {
-        let spec = Arc::clone(&self.spec);
-        let Some(outer) = spec.outer_store.as_deref() else {
+    /// first, and removes them. Each goes out at its own timestamp, which `ctx` keeps.
+    fn emit_closed(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        tracker: &TimeTracker,
+    ) -> Result<()> {
+        let Some(outer) = self.stores.outer else {
             return Ok(());
         };
-        let tracker = self.tracker().clone();
         let stream_time = tracker.stream_time.load(Ordering::Relaxed);
         let (_, after) = self.bounds();
         let grace = self.spec.windows.grace_ms;
@@ -411,24 +239,24 @@ where
         {
             return Ok(());
         }
-        let now = ctx.current_system_time_ms();
+        let now = ctx.signals.wall_clock_ms;
         if now < tracker.next_emit.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let interval = ctx.outer_join_emit_interval_ms();
+        let interval = ctx.signals.outer_join_emit_interval_ms;
         tracker
             .next_emit
             .store(now.saturating_add(interval), Ordering::Relaxed);
         let mut min = i64::MAX;
-        let entries = ctx.get_state_store::<Bytes, Bytes>(outer)?.all()?;
+        let entries = ctx.stores[outer].scan(None, None)?;
         let (mut left_open, mut right_open) = (false, false);
         let w = self.spec.windows;
-        let headers = ctx.headers().clone();
+        let task = ctx.task;
         let mut emitted = Vec::new();
-        for (key, list) in &entries {
+        for (i, (key, list)) in entries.iter().enumerate() {
             let Some((ts, side, raw_key)) = parse_outer_key(key) else {
                 let reason = format!("a key of {} bytes", key.len());
-                return Err(self.malformed(ctx.task_id(), reason));
+                return Err(self.malformed(task, reason));
             };
             min = ts;
             if left_open && right_open {
@@ -448,9 +276,8 @@ where
             }
             let Some(values) = values_of(list) else {
                 let reason = format!("a malformed value list at timestamp {ts}");
-                return Err(self.malformed(ctx.task_id(), reason));
+                return Err(self.malformed(task, reason));
             };
-            let task = ctx.task_id();
             let k = self
                 .key_serde
                 .deserialize(Some(raw_key))
@@ -477,72 +304,49 @@ where
                     let v = v.map_err(|e| self.corrupt(task, e))?;
                     (self.joiner)(&k, None, Some(&v))
                 };
-                ctx.forward(Record::with_headers_of(
-                    k.clone(),
-                    joined,
-                    ts,
-                    headers.clone(),
-                ))?;
+                ctx.timestamp = ts;
+                self.forward.send(ctx, k.clone(), joined)?;
             }
-            emitted.push(key.clone());
+            emitted.push(i);
         }
         tracker.min_time.store(min, Ordering::Relaxed);
-        let mut store = ctx.get_state_store::<Bytes, Bytes>(outer)?;
-        for key in emitted {
-            store.delete_blind(&key);
+        let no_headers = Headers::new();
+        for i in emitted {
+            ctx.stores[outer].put(&entries[i].0, None, ctx.timestamp, &no_headers);
         }
         Ok(())
     }
-}
 
-impl<K, VThis, VOther, VR> Processor<K, VThis, K, VR> for JoinSide<K, VThis, VOther, VR>
-where
-    K: Clone + 'static,
-    VThis: Clone + 'static,
-    VOther: Clone + 'static,
-    VR: Clone + 'static,
-{
-    fn init(&mut self, ctx: &mut ProcessorContext<'_, K, VR>) -> Result<()> {
-        let tracker = self.spec.trackers.take(ctx.task_id(), self.side);
-        for (side, name) in [
-            (self.side, self.spec.this_store.clone()),
-            (self.side.other(), self.spec.other_store.clone()),
-        ] {
-            let observed = ctx.window_store_observed_time(&name)?;
-            tracker.observed[side.byte() as usize].fetch_max(observed, Ordering::Relaxed);
-        }
-        self.tracker = Some(tracker);
-        self.task = Some(ctx.task_id());
-        Ok(())
-    }
-
-    fn process(
+    /// [`Node::process`] with the task's tracker lent, but for restoring the record's
+    /// timestamp: forwards and store writes leave `ctx`'s timestamp at the last forwarded
+    /// record's.
+    fn join(
         &mut self,
-        ctx: &mut ProcessorContext<'_, K, VR>,
-        record: Record<K, VThis>,
+        ctx: &mut ProcessingContext<'_>,
+        tracker: &TimeTracker,
+        key: K,
+        value: VThis,
     ) -> Result<()> {
-        let tracker = self.tracker().clone();
-        let ts = record.timestamp();
+        let ts = ctx.timestamp;
         tracker.stream_time.fetch_max(ts, Ordering::Relaxed);
         let stream_time = tracker.stream_time.load(Ordering::Relaxed);
-        let null_key = self.key_serde.is_null(record.key());
-        let null_value = self.this_serde.is_null(record.value());
+        let null_key = self.key_serde.is_null(&key);
+        let null_value = self.this_serde.is_null(&value);
         if null_key && self.outer && !null_value {
-            let joined = (self.joiner)(record.key(), Some(record.value()), None);
-            let (key, _, ts, headers) = record.into_parts();
-            return ctx.forward(Record::with_headers_of(key, joined, ts, headers));
+            let joined = (self.joiner)(&key, Some(&value), None);
+            return self.forward.send(ctx, key, joined);
         }
         if null_key || null_value {
             tracing::warn!(
-                processor = ctx.processor_name(),
-                record = ?ctx.record_metadata(),
+                processor = self.spec.processor.as_str(),
+                record = ?record_metadata(ctx),
                 "skipping a record without a key or a value: a stream-stream join cannot join it"
             );
-            ctx.record_dropped();
+            ctx.signals.dropped_records += 1;
             return Ok(());
         }
         if ts == stream_time {
-            self.emit_closed(ctx)?;
+            self.emit_closed(ctx, tracker)?;
         }
         let (before, after) = self.bounds();
         let time_from = ts.saturating_sub(before).max(0);
@@ -551,64 +355,69 @@ where
         let other_side = self.side.other();
         let other_observed = tracker.observed[other_side.byte() as usize].load(Ordering::Relaxed);
         let live_from = other_observed.saturating_sub(retention).saturating_add(1);
-        let matches = if time_to < time_from.max(live_from) {
-            Vec::new()
-        } else {
-            ctx.get_window_store::<K, VOther>(&self.spec.other_store)?
-                .fetch(record.key(), time_from.max(live_from), time_to)?
-        };
-        let spec = Arc::clone(&self.spec);
-        if let Some(outer) = spec.outer_store.as_deref()
+        self.raw_key.clear();
+        self.key_serde.serialize(&key, &mut self.raw_key);
+        // The other side's records of this key in this record's windows, by time.
+        let mut matches = std::mem::take(&mut self.matches);
+        matches.clear();
+        if time_to >= time_from.max(live_from) {
+            let other = self.stores.other;
+            let (lo, hi) = key_bounds(&self.raw_key);
+            let entries =
+                ctx.stores[other].scan_window(&lo, &hi, time_from.max(live_from), time_to)?;
+            for (entry, bytes, _) in entries {
+                ctx.stores[other].decode_entry_into(&entry, &mut self.decoded)?;
+                let value = self
+                    .other_serde
+                    .deserialize(Some(&bytes))
+                    .map_err(|e| Self::corrupt_in(ctx.stores[other].inner.name(), ctx.task, e))?;
+                matches.push((self.decoded.time, value));
+            }
+        }
+        let no_headers = Headers::new();
+        // The matched records of the other side are no longer unmatched.
+        if let Some(outer) = self.stores.outer
             && !matches.is_empty()
         {
-            self.value_buf.clear();
-            self.key_serde.serialize(record.key(), &mut self.value_buf);
-            let mut store = ctx.get_state_store::<Bytes, Bytes>(outer)?;
             let mut last = None;
             for (other_ts, _) in &matches {
                 if last == Some(*other_ts) {
                     continue;
                 }
                 last = Some(*other_ts);
-                outer_key(*other_ts, other_side, &self.value_buf, &mut self.key_buf);
-                let key = Bytes::copy_from_slice(&self.key_buf);
-                if store.get(&key)?.is_some() {
-                    store.delete_blind(&key);
+                outer_key(*other_ts, other_side, &self.raw_key, &mut self.key_buf);
+                if ctx.stores[outer].get_into(&self.key_buf, &mut ctx.scratch.old)? {
+                    ctx.stores[outer].put(&self.key_buf, None, ctx.timestamp, &no_headers);
                 }
             }
         }
-        let headers = record.headers().clone();
-        for (other_ts, other) in &matches {
-            let joined = (self.joiner)(record.key(), Some(record.value()), Some(other));
-            ctx.forward(Record::with_headers_of(
-                record.key().clone(),
-                joined,
-                ts.max(*other_ts),
-                headers.clone(),
-            ))?;
+        let matched = !matches.is_empty();
+        for (other_ts, other) in matches.drain(..) {
+            let joined = (self.joiner)(&key, Some(&value), Some(&other));
+            ctx.timestamp = ts.max(other_ts);
+            self.forward.send(ctx, key.clone(), joined)?;
         }
-        if self.outer && matches.is_empty() {
-            if self.spec.outer_store.is_none() || time_to < stream_time {
-                let joined = (self.joiner)(record.key(), Some(record.value()), None);
-                ctx.forward(Record::with_headers_of(
-                    record.key().clone(),
-                    joined,
-                    ts,
-                    headers.clone(),
-                ))?;
-            } else if let Some(outer) = spec.outer_store.as_deref() {
-                tracker.min_time.fetch_min(ts, Ordering::Relaxed);
-                self.value_buf.clear();
-                self.key_serde.serialize(record.key(), &mut self.value_buf);
-                outer_key(ts, self.side, &self.value_buf, &mut self.key_buf);
-                let key = Bytes::copy_from_slice(&self.key_buf);
-                let mut store = ctx.get_state_store::<Bytes, Bytes>(outer)?;
-                let mut list = store.get(&key)?.map(|b| b.to_vec()).unwrap_or_default();
-                self.value_buf.clear();
-                self.this_serde
-                    .serialize(record.value(), &mut self.value_buf);
-                push_value(&mut list, &self.value_buf);
-                store.put(&key, &Bytes::from(list))?;
+        self.matches = matches;
+        if self.outer && !matched {
+            match self.stores.outer {
+                Some(outer) if time_to >= stream_time => {
+                    tracker.min_time.fetch_min(ts, Ordering::Relaxed);
+                    outer_key(ts, self.side, &self.raw_key, &mut self.key_buf);
+                    let mut list = std::mem::take(&mut self.list_buf);
+                    if !ctx.stores[outer].get_into(&self.key_buf, &mut list)? {
+                        list.clear();
+                    }
+                    self.value_buf.clear();
+                    self.this_serde.serialize(&value, &mut self.value_buf);
+                    push_value(&mut list, &self.value_buf);
+                    ctx.stores[outer].put(&self.key_buf, Some(&list), ctx.timestamp, &no_headers);
+                    self.list_buf = list;
+                }
+                _ => {
+                    let joined = (self.joiner)(&key, Some(&value), None);
+                    ctx.timestamp = ts;
+                    self.forward.send(ctx, key, joined)?;
+                }
             }
         }
         // This record into its own side's store, unless the store's retention is behind it.
@@ -616,12 +425,64 @@ where
         tracker.observed[this].fetch_max(ts, Ordering::Relaxed);
         let observed = tracker.observed[this].load(Ordering::Relaxed);
         if i128::from(ts) > i128::from(observed) - i128::from(retention) {
-            ctx.get_window_store::<K, VThis>(&self.spec.this_store)?
-                .put(record.key(), record.value(), ts)?;
+            let store = &mut ctx.stores[self.stores.this];
+            self.value_buf.clear();
+            self.this_serde.serialize(&value, &mut self.value_buf);
+            // A store keeping duplicates: every put a new entry.
+            let seq = store.next_seq();
+            self.key_buf.clear();
+            window_entry_key(&self.raw_key, ts, seq, &mut self.key_buf);
+            store.put(
+                &self.key_buf,
+                Some(&self.value_buf),
+                ctx.timestamp,
+                &no_headers,
+            );
         } else {
             // Kafka's window store drops it and counts it.
-            ctx.record_dropped();
+            ctx.signals.dropped_records += 1;
         }
+        Ok(())
+    }
+}
+
+impl<K, VThis, VOther, VR> Node<K, VThis> for JoinSide<K, VThis, VOther, VR>
+where
+    K: Clone + 'static,
+    VThis: Clone + 'static,
+    VOther: Clone + 'static,
+    VR: Clone + 'static,
+{
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: VThis) -> Result<()> {
+        // Lent for the record, so the shared tracker costs no reference count per record.
+        let tracker = self
+            .tracker
+            .take()
+            .expect("riffle invariant: a join node processes only after init");
+        let timestamp = ctx.timestamp;
+        let result = self.join(ctx, &tracker, key, value);
+        ctx.timestamp = timestamp;
+        self.tracker = Some(tracker);
+        result
+    }
+}
+
+impl<K, VThis, VOther, VR> Lifecycle for JoinSide<K, VThis, VOther, VR> {
+    fn init(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
+        let tracker = self.spec.trackers.take(ctx.task, self.side);
+        // Each window store's observed time as the task opened it (`i64::MIN`: empty).
+        for (side, slot) in [
+            (self.side, self.stores.this),
+            (self.side.other(), self.stores.other),
+        ] {
+            let observed = ctx.stores[slot]
+                .inner
+                .as_segmented()
+                .map_or(i64::MIN, |s| s.observed_time());
+            tracker.observed[side.byte() as usize].fetch_max(observed, Ordering::Relaxed);
+        }
+        self.tracker = Some(tracker);
+        self.task = Some(ctx.task);
         Ok(())
     }
 
@@ -647,31 +508,6 @@ mod tests {
         outer_key(4, Side::Left, b"z", &mut b);
         assert!(b < a, "an earlier time sorts first");
         assert_eq!(parse_outer_key(&a), Some((5, Side::Left, &b"a"[..])));
-    }
-
-    #[test]
-    fn the_two_sides_of_a_task_share_a_tracker_and_a_stale_one_is_replaced() {
-        let trackers = TimeTrackers::default();
-        let task = TaskId {
-            subtopology: 0,
-            partition: 1,
-        };
-        let left = trackers.take(task, Side::Left);
-        let right = trackers.take(task, Side::Right);
-        assert!(
-            Arc::ptr_eq(&left, &right),
-            "one instance of a task shares one tracker"
-        );
-        left.stream_time.store(99, Ordering::Relaxed);
-        // An instance that never closed (its init failed): the next one starts afresh.
-        let again = trackers.take(task, Side::Right);
-        assert!(!Arc::ptr_eq(&again, &right));
-        assert_eq!(again.stream_time.load(Ordering::Relaxed), -1);
-        // The stale instance closing does not take the new one's tracker away.
-        trackers.remove(task, &left);
-        assert!(Arc::ptr_eq(&trackers.take(task, Side::Left), &again));
-        trackers.remove(task, &again);
-        assert!(trackers.by_task.lock().expect("not poisoned").is_empty());
     }
 
     #[test]

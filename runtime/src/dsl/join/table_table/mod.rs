@@ -1,13 +1,17 @@
-//! Table–table joins: [`KTable::join`], [`KTable::left_join`] and [`KTable::outer_join`], each
-//! also materialized (`*_with`). Kafka Streams' `KTableKTableJoin`: an update of either table
-//! is joined with the other table's current row for its key, and the result is a table.
+//! Table–table joins in the DSL: [`KTable::join`], [`KTable::left_join`] and
+//! [`KTable::outer_join`], each also materialized (`*_with`). Kafka Streams' `KTableKTableJoin`:
+//! an update of either table is joined with the other table's current row for its key, and the
+//! result is a table. The nodes are in `node.rs`.
+
+pub(crate) mod node;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::dsl::join::table_table::node::{JoinSide, TableJoin, TableMerge};
 use crate::dsl::table::materialize;
-use crate::dsl::table::node::{JoinSide, Read, TableJoin, TableMerge, TableView};
+use crate::dsl::table::node::{Read, TableView};
 use crate::dsl::{KTable, Materialized};
 use crate::processor::node::NodeRef;
 use crate::serdes::SerdeRef;

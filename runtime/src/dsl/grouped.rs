@@ -1,0 +1,203 @@
+//! [`KGroupedStream`]: a stream grouped by key, and its aggregations (`count`, `reduce`,
+//! `aggregate`) into a table; [`aggregate_table`] is the node and store behind them, and behind
+//! a grouped table's aggregations too. Its windowed aggregations are in `window/`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::dsl::table::node::TableView;
+use crate::dsl::topics::repartition;
+use crate::dsl::{Grouped, KTable, Materialized, StoreType};
+use crate::processor::StoreSerdes;
+use crate::processor::node::{Aggregate, FlushRef, NodeRef};
+use crate::serdes::{SerdeRef, Serdes};
+use crate::topology::{BuiltNode, GraphBuilder, NodeFactory, OldValues, StoreDef, TopicRef};
+
+/// A stream grouped by key, ready to aggregate.
+pub struct KGroupedStream<K, V> {
+    pub(crate) graph: Rc<RefCell<GraphBuilder>>,
+    pub(crate) node: usize,
+    pub(crate) repartition_required: bool,
+    pub(crate) grouped: Grouped<K, V>,
+}
+
+impl<K, V> std::fmt::Debug for KGroupedStream<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KGroupedStream")
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+pub(crate) type FoldFn<K, V, A> = Arc<dyn Fn(&K, V, Option<A>) -> Option<A> + Send + Sync>;
+
+impl<K, V> KGroupedStream<K, V>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+{
+    /// Counts the records per key.
+    pub fn count(&self) -> KTable<K, i64> {
+        self.count_with(Materialized::new())
+    }
+
+    /// Counts the records per key, in the store `materialized` describes.
+    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<K, i64> {
+        let fold: FoldFn<K, V, i64> =
+            Arc::new(|_, _, old| Some(old.unwrap_or(0).saturating_add(1)));
+        self.fold(materialized, Serdes::i64(), fold)
+    }
+
+    /// Combines the values per key with `reducer`; the first value is the start.
+    pub fn reduce(
+        &self,
+        reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
+        materialized: Materialized<V>,
+    ) -> KTable<K, V> {
+        let fold: FoldFn<K, V, V> = Arc::new(move |_, v, old| {
+            Some(match old {
+                Some(old) => reducer(old, v),
+                None => v,
+            })
+        });
+        let serde = materialized
+            .value_serde
+            .clone()
+            .unwrap_or_else(|| self.grouped.value.clone());
+        self.fold(materialized, serde, fold)
+    }
+
+    /// Folds the values per key into an aggregate that starts at `init()`.
+    pub fn aggregate<A>(
+        &self,
+        init: impl Fn() -> A + Send + Sync + 'static,
+        adder: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
+        materialized: Materialized<A>,
+        aggregate_serde: SerdeRef<A>,
+    ) -> KTable<K, A>
+    where
+        A: Clone + 'static,
+    {
+        let fold: FoldFn<K, V, A> =
+            Arc::new(move |k, v, old| Some(adder(k, v, old.unwrap_or_else(&init))));
+        self.fold(materialized, aggregate_serde, fold)
+    }
+
+    /// The name of an aggregation's store: the given one, else a generated one.
+    pub(crate) fn store_name(&self, name: &Option<String>) -> String {
+        match name {
+            Some(name) => name.clone(),
+            None => self
+                .graph
+                .borrow_mut()
+                .next_name("KSTREAM-AGGREGATE-STATE-STORE"),
+        }
+    }
+
+    /// The node an aggregation reads from: the grouped stream, or, if its key changed, the
+    /// source of a repartition topic named after the grouping (else the store).
+    pub(crate) fn aggregate_parent(&self, store_name: &str) -> usize {
+        if !self.repartition_required {
+            return self.node;
+        }
+        let topic_name = self
+            .grouped
+            .name
+            .clone()
+            .unwrap_or_else(|| store_name.to_owned());
+        let topic = TopicRef::repartition(topic_name);
+        let (key, value) = (self.grouped.key.clone(), self.grouped.value.clone());
+        repartition(&self.graph, self.node, topic, key, value)
+    }
+
+    fn fold<A>(
+        &self,
+        materialized: Materialized<A>,
+        agg_serde: SerdeRef<A>,
+        fold: FoldFn<K, V, A>,
+    ) -> KTable<K, A>
+    where
+        A: Clone + 'static,
+    {
+        let store_name = self.store_name(&materialized.name);
+        let parent = self.aggregate_parent(&store_name);
+        aggregate_table(
+            &self.graph,
+            "KSTREAM-AGGREGATE",
+            parent,
+            store_name,
+            &materialized,
+            self.grouped.key.clone(),
+            agg_serde,
+            fold,
+        )
+    }
+}
+
+/// Adds an aggregation node `<prefix>-<n>` below `parent`, folding what `parent` forwards into
+/// the store `store_name` (named, typed and backed as `materialized` says), and returns its
+/// table: the stream aggregations' and, folding `Change`s, the grouped tables'.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn aggregate_table<K, VIn, A>(
+    graph: &Rc<RefCell<GraphBuilder>>,
+    prefix: &str,
+    parent: usize,
+    store_name: String,
+    materialized: &Materialized<A>,
+    key_serde: SerdeRef<K>,
+    agg_serde: SerdeRef<A>,
+    fold: FoldFn<K, VIn, A>,
+) -> KTable<K, A>
+where
+    K: Clone + 'static,
+    VIn: 'static,
+    A: Clone + 'static,
+{
+    let (table_key_serde, table_value_serde) = (key_serde.clone(), agg_serde.clone());
+    let factory: NodeFactory = Arc::new(move |ctx| {
+        let aggregate = Rc::new(RefCell::new(Aggregate {
+            store: ctx.store_slot(0),
+            key_serde: key_serde.clone(),
+            agg_serde: agg_serde.clone(),
+            fold: fold.clone(),
+            forward: ctx.forward::<K, A>(),
+            send_old: ctx.sends_old_values(),
+        }));
+        let flush: FlushRef = aggregate.clone();
+        let node: NodeRef<K, VIn> = aggregate;
+        BuiltNode {
+            node: Box::new(node),
+            flush: Some(flush),
+            lifecycle: None,
+        }
+    });
+    let mut g = graph.borrow_mut();
+    let node = g.add_processor_node::<K, VIn, K, A>(prefix, &[parent], factory);
+    g.nodes[node].old_values = OldValues::FromStore;
+    let persistent = materialized.store_type == StoreType::Persistent;
+    if g.stores.iter().any(|s| s.name == store_name) {
+        g.errors
+            .push(format!("a store named {store_name:?} already exists"));
+    }
+    let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
+    def.caching = materialized.caching;
+    def.serdes = Some(Arc::new(StoreSerdes {
+        key: table_key_serde.clone(),
+        value: table_value_serde.clone(),
+    }));
+    let store = g.add_store(node, def);
+    KTable {
+        graph: graph.clone(),
+        node,
+        key_serde: table_key_serde.clone(),
+        value_serde: table_value_serde.clone(),
+        windows: None,
+        window_end: None,
+        view: Some(TableView::of_store(
+            store,
+            table_key_serde,
+            table_value_serde,
+        )),
+    }
+}
