@@ -7,7 +7,7 @@
 //! It must never cut anything without holding the partition's OS lock (log/FORMAT.md, *Many
 //! processes*: a batch past the last whole one may be another process's write in flight), and
 //! never cut damage that intact data follows: that is an [`Error::Corrupt`], which only
-//! `riffle log repair` (log/src/repair.rs) cuts.
+//! `riffle log repair` (log/src/repair/) cuts.
 
 use std::path::PathBuf;
 use std::sync::Arc;
