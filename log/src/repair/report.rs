@@ -44,7 +44,7 @@ pub enum CutAction {
     },
 }
 
-/// One thing [`repair`] cut (or would cut, in a dry run).
+/// One thing [`repair`](super::repair) cut (or would cut, in a dry run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RepairCut {
@@ -96,7 +96,7 @@ impl fmt::Display for RepairCut {
     }
 }
 
-/// Everything [`repair`] cut, in order.
+/// Everything [`repair`](super::repair) cut, in order.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct RepairReport {

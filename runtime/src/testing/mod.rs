@@ -1,5 +1,5 @@
-//! [`TopologyTestDriver`]: runs a [`Topology`] in the calling thread, with no stream threads,
-//! no files and no backend to set up (Kafka Streams' `TopologyTestDriver`).
+//! [`TopologyTestDriver`]: runs a [`Topology`](crate::Topology) in the calling thread, with
+//! no stream threads, no files and no backend to set up (Kafka Streams' `TopologyTestDriver`).
 //!
 //! Every topic has one partition, so each sub-topology is one task (`<sub>_0`). A piped record
 //! is appended to its topic in an in-memory log, then the driver does what a stream thread
