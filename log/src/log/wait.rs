@@ -181,8 +181,8 @@ impl Log {
     /// elapses or [`wake_waiters`](Self::wake_waiters) is called; returns the current version.
     /// An append of this process wakes the waiter at once; one of another process as soon as
     /// the change watcher sees the change file written (inotify, in a thread that sleeps in
-    /// the kernel: log/src/wakeup.rs) — or, where inotify cannot start, within
-    /// [`CHANGE_POLL_MIN`]…[`CHANGE_POLL_MAX`] (a backoff of `fstat`s).
+    /// the kernel: log/src/wakeup.rs) — or, where inotify cannot start, within 1…5 ms
+    /// (`CHANGE_POLL_MIN`…`CHANGE_POLL_MAX`, a backoff of `fstat`s).
     /// Nothing wakes a waiter when nothing is appended.
     pub fn wait_for_append(&self, seen: u64, timeout: Duration) -> u64 {
         let deadline = Instant::now().checked_add(timeout);
