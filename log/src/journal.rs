@@ -5,7 +5,7 @@
 //! transaction's commit point; nothing reaches a partition before it.
 //!
 //! This module owns the format and the file; it never touches partitions or offsets (the
-//! transaction code in `txn.rs` does).
+//! transaction code in `txn/` does).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //!
 //! | key | default | what the log does with it |
 //! |---|---|---|
-//! | `cleanup.policy` | `delete` | `delete`: retention below applies; `compact`: the cleaner keeps the latest record per key (`partition/compact.rs`); `compact,delete`: both |
+//! | `cleanup.policy` | `delete` | `delete`: retention below applies; `compact`: the cleaner keeps the latest record per key (`partition/compact/`); `compact,delete`: both |
 //! | `retention.ms` | -1 (no limit; see below) | a sealed segment whose newest record is older than this is deleted; -1: no limit |
 //! | `retention.bytes` | -1 (no limit) | the oldest sealed segments are deleted while the partition stays at least this big without them |
 //! | `delete.retention.ms` | 86400000 (a day) | how long compaction keeps a tombstone after the cleaning that first kept it |

@@ -1,7 +1,7 @@
 //! What a topic's `cleanup.policy` asks for: retention (sealed segments that `retention.ms`
 //! or `retention.bytes` no longer keep are deleted), deleting the records below an offset,
 //! and compaction passes. The partitions do the work (log/src/partition/retention.rs and
-//! log/src/partition/compact.rs); this file picks the topics and partitions and takes their
+//! log/src/partition/compact/); this file picks the topics and partitions and takes their
 //! locks.
 //!
 //! It must never work on a partition without catching up with what other processes did
@@ -86,7 +86,7 @@ impl Log {
 
     /// One compaction pass over every partition of the compacted topics (`cleanup.policy`
     /// `compact` or `compact,delete`) whose dirty share reached `min.cleanable.dirty.ratio`
-    /// (log/src/partition/compact.rs says how). `now_ms` decides which tombstones' delete
+    /// (log/src/partition/compact/ says how). `now_ms` decides which tombstones' delete
     /// horizon has passed. The cleaner thread calls this every
     /// [`LogOptions::compaction_check_interval`]; `throttle` is called after each partition
     /// cleaned with the bytes it read and wrote (the thread sleeps there to keep to

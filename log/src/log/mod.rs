@@ -21,7 +21,7 @@
 //! - `commit.rs`: fsyncing partitions, and the consumer groups' committed offsets;
 //! - `wait.rs`: the append notification: the append counter, and waiting for an append;
 //! - `format.rs`: the `format` file, which says what on-disk format a directory holds;
-//! - transactions are in log/src/txn.rs.
+//! - transactions are in log/src/txn/.
 //!
 //! Its partition surface must never hold the topic map's lock while it takes a partition's: a
 //! partition is reached through its topic's `Arc`, cloned out of the map first.

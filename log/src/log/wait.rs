@@ -189,8 +189,8 @@ impl Log {
     /// elapses or [`wake_waiters`](Self::wake_waiters) is called; returns the current version.
     /// An append of this process wakes the waiter at once; one of another process as soon as
     /// the change watcher sees the change file written (inotify, in a thread that sleeps in
-    /// the kernel: log/src/wakeup.rs) — or, where inotify cannot start, within
-    /// [`CHANGE_POLL_MIN`]…[`CHANGE_POLL_MAX`] (a backoff of `fstat`s).
+    /// the kernel: log/src/wakeup.rs) — or, where inotify cannot start, within 1…5 ms
+    /// (`CHANGE_POLL_MIN`…`CHANGE_POLL_MAX`, a backoff of `fstat`s).
     /// Nothing wakes a waiter when nothing is appended.
     ///
     /// Only wake-ups during the call end it; [`wait_for_append_or_wake`](Self::wait_for_append_or_wake)

@@ -18,7 +18,7 @@
 //! - `retention.rs`: the start offset and its `start` file, retention, deleting records;
 //! - `append.rs`: appends, rolling a segment, fsyncs;
 //! - `fetch.rs`: reads;
-//! - `compact.rs`: compaction.
+//! - `compact/`: compaction.
 //!
 //! This file must never do that work itself: it holds the state the files share, and its
 //! accessors call into them.

@@ -7,7 +7,7 @@
 //! It must never cut anything without holding the partition's OS lock (log/FORMAT.md, *Many
 //! processes*: a batch past the last whole one may be another process's write in flight), and
 //! never cut damage that intact data follows: that is an [`Error::Corrupt`], which only
-//! `riffle log repair` (log/src/repair.rs) cuts.
+//! `riffle log repair` (log/src/repair/) cuts.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use crate::segment::{Segment, gone, parse_segment_file_name, segment_file_name};
 use crate::storage::Storage;
 
 /// A sealed `segment` that reaches `end`, past the next listed segment: a compaction merged
-/// the segments after it into it, which only the `cleaning` file (`partition/compact.rs`) may
+/// the segments after it into it, which only the `cleaning` file (`partition/compact/`) may
 /// say. Returns how many of `later` (the listed bases after it) it covers; they are leftovers
 /// of that swap. Anything else is an [`Error::Corrupt`] (never skipped), or, if a covered
 /// segment is gone since the listing (the swap finished meanwhile), `NotFound`: look again.

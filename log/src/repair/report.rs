@@ -1,0 +1,107 @@
+//! What [`repair`](super::repair) reports: each cut ([`RepairCut`]) — the file, what was done
+//! to it ([`CutAction`]), the offsets and records it held — and the whole [`RepairReport`].
+
+use std::fmt;
+use std::path::PathBuf;
+
+use riffle_record::TopicPartition;
+
+/// What a [`RepairCut`] does to its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CutAction {
+    /// The file is cut to `at` bytes (it had `len`).
+    Truncate {
+        /// The new length.
+        at: u64,
+        /// The old length.
+        len: u64,
+    },
+    /// The file (and a segment's index) is deleted; it had `len` bytes.
+    Delete {
+        /// Its length.
+        len: u64,
+    },
+    /// The file is missing: what it held is lost, and repair records that (a missing last
+    /// segment: the previous segment's seal is dropped; a missing partition: it is recreated
+    /// empty).
+    Missing,
+    /// Bytes `from..to` of the journal are dropped (a damaged record, or a record that cannot
+    /// be replayed).
+    DropBytes {
+        /// First byte dropped.
+        from: u64,
+        /// Byte after the last one dropped.
+        to: u64,
+    },
+    /// The partition's `start` file is rewritten: the start offset moves back to the end
+    /// offset the cuts left (it named records that are gone).
+    MoveStart {
+        /// The start offset it said.
+        from: u64,
+        /// The start offset it says now.
+        to: u64,
+    },
+}
+
+/// One thing [`repair`](super::repair) cut (or would cut, in a dry run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RepairCut {
+    /// The file cut.
+    pub file: PathBuf,
+    /// What is done to it.
+    pub action: CutAction,
+    /// The partition whose offsets are cut (`None` for the journal).
+    pub topic_partition: Option<TopicPartition>,
+    /// The offsets removed from the partition: from `.0` to `.1` (`None`: to an unknown end).
+    pub offsets: Option<(u64, Option<u64>)>,
+    /// Records of intact batches (or transactions, for the journal) among what is cut: what a
+    /// reader could still have read. Damaged bytes hold an unknown number more.
+    pub records: u64,
+    /// Why.
+    pub reason: String,
+}
+
+impl fmt::Display for RepairCut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = self.file.display();
+        match &self.action {
+            CutAction::Truncate { at, len } => {
+                write!(f, "cut {file} at byte {at} (of {len} bytes)")?;
+            }
+            CutAction::Delete { len } => write!(f, "delete {file} ({len} bytes)")?,
+            CutAction::Missing => write!(f, "give up the missing {file}")?,
+            CutAction::DropBytes { from, to } => {
+                write!(f, "drop bytes {from}..{to} of {file}")?;
+            }
+            CutAction::MoveStart { from, to } => {
+                write!(
+                    f,
+                    "move the start offset in {file} from {from} back to {to}"
+                )?;
+            }
+        }
+        match (&self.topic_partition, self.offsets) {
+            (Some(tp), Some((from, Some(to)))) => write!(f, ": offsets {from}..{to} of {tp}")?,
+            (Some(tp), Some((from, None))) => write!(f, ": offsets from {from} on of {tp}")?,
+            _ => {}
+        }
+        let unit = if self.topic_partition.is_some() {
+            "records in intact batches"
+        } else {
+            "intact transactions"
+        };
+        write!(f, ", {} {unit}; {}", self.records, self.reason)
+    }
+}
+
+/// Everything [`repair`](super::repair) cut, in order.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RepairReport {
+    /// The cuts, partition by partition, then the journal's.
+    pub cuts: Vec<RepairCut>,
+    /// Nothing was changed (a dry run).
+    pub dry_run: bool,
+}
