@@ -83,7 +83,7 @@ impl Damage {
     pub(crate) fn to_error(&self) -> Error {
         let follows = match (self.intact_after.first(), self.intact_after.last()) {
             (Some(first), Some(last)) => format!(
-                "; intact data follows it: {} batches from byte {} (offsets {}..{}, {} records),                  so this is not a torn write: offsets {}..{} are damaged and {}..{} cannot be                  read past them",
+                "; intact data follows it: {} batches from byte {} (offsets {}..{}, {} records), so this is not a torn write: offsets {}..{} are damaged and {}..{} cannot be read past them",
                 self.intact_after.len(),
                 first.position,
                 first.base_offset,
@@ -100,7 +100,7 @@ impl Damage {
             path: self.path.clone(),
             position: self.position,
             reason: format!(
-                "{} (offset {} expected there){follows}; `riffle log repair` cuts the damaged                  data explicitly",
+                "{} (offset {} expected there){follows}; `riffle log repair` cuts the damaged data explicitly",
                 self.reason, self.offset
             ),
         }
