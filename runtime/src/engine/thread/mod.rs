@@ -403,9 +403,13 @@ impl StreamThread {
                 !reassigned && !restored && self.restoring.is_empty() && self.waiting.is_empty();
             match self.core.wait(now, settled) {
                 Some(wait) => {
+                    // What the core took changes up to: newer than `version` when an append
+                    // landed between reading it and asking which partitions changed. Idle at
+                    // that version (not `version`, which the thread would never report again
+                    // before its next heartbeat: the wait below does not end for it).
                     let seen = self.core.seen_version().unwrap_or(version);
                     if wait.settled && !self.core.is_dirty() && !self.collector.has_pending() {
-                        self.lifecycle.set_idle(self.index, version);
+                        self.lifecycle.set_idle(self.index, seen);
                     }
                     let timeout = wait.until.saturating_duration_since(now);
                     if !timeout.is_zero() {
