@@ -95,8 +95,9 @@ pub enum Error {
     },
     /// A topic or group name that is not a safe file name.
     #[error(
-        "invalid name {name:?}: names must be 1 to 249 bytes, not `.` or `..`, without `/`, `\\` \
-         or NUL (topic names: only ASCII letters, digits, `.`, `_`, `-`)"
+        "invalid name {name:?}: names must be 1 to 249 bytes for a topic and 1 to 243 for a group \
+         (its offsets file adds 12), not `.` or `..`, without `/`, `\\` or NUL (topic names: \
+         only ASCII letters, digits, `.`, `_`, `-`)"
     )]
     InvalidName {
         /// The rejected name.

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
-use crate::names::validate_name;
+use crate::names::{scratch_name, validate_name};
 use crate::options::LogOptions;
 use crate::partition::{LOCK_FILE, Partition};
 use crate::segment::segment_file_name;
@@ -124,10 +124,13 @@ impl Topic {
             return Ok(existing);
         }
         static STAGINGS: AtomicU64 = AtomicU64::new(0);
-        let staging = staging_root(root).join(format!(
-            "{name}.{}.{}",
-            std::process::id(),
-            STAGINGS.fetch_add(1, Ordering::Relaxed)
+        let staging = staging_root(root).join(scratch_name(
+            name,
+            &format!(
+                "{}.{}",
+                std::process::id(),
+                STAGINGS.fetch_add(1, Ordering::Relaxed)
+            ),
         ));
         let built = Self::stage(storage, &staging, count, config);
         let target = topics_dir(root).join(&**name);

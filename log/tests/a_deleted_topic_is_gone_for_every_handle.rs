@@ -3,7 +3,8 @@
 //! the deleting handle waits out the other's lease, the other's next append fails with
 //! `TopicDeleted` instead of writing into files that are no longer the topic's, and after that
 //! it sees the directory as it is now — no topic, then a topic created again under the name,
-//! empty. The groups' offsets of the topic go with it; other topics and offsets stay.
+//! empty. The groups' offsets of the topic go with it; other topics and offsets stay. A lock
+//! file with garbage in it is corruption naming the file, not a deletion, and changes nothing.
 
 mod common;
 
@@ -90,4 +91,37 @@ fn a_deleted_topic_is_gone_for_every_handle_and_can_be_created_again() {
     let c = Log::open(dir.path(), LogOptions::default()).expect("reopen");
     assert_eq!(c.topics(), [("t".to_owned(), 3), ("u".to_owned(), 1)]);
     assert_eq!(c.committed_offsets("g").expect("offsets"), [(u0, 1)]);
+}
+
+#[test]
+fn a_garbage_lock_file_is_corruption_naming_it_not_a_deleted_topic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tp = TopicPartition::new("input", 0);
+    {
+        let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+        log.create_topic("input", 1).expect("create");
+        log.append(&tp, &mut batch(&["a", "b"])).expect("append");
+    }
+    let lock = dir.path().join("topics/input/0/lock");
+    std::fs::write(&lock, b"this is not a lock record").expect("garbage");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+    let err = log
+        .append(&tp, &mut batch(&["c"]))
+        .expect_err("the garbage is reported");
+    let Error::Corrupt { path, reason, .. } = &err else {
+        panic!("expected Corrupt, got {err}");
+    };
+    assert_eq!(path, &lock);
+    assert!(reason.contains("not a partition lock record"), "{reason}");
+    assert_eq!(
+        read_all(&log, &tp, 0, 1 << 20).len(),
+        2,
+        "nothing lost or added"
+    );
+    drop(log);
+    // Deleted as the error says, the file is recreated by the next writer.
+    std::fs::remove_file(&lock).expect("delete the lock file");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+    log.append(&tp, &mut batch(&["c"])).expect("append");
+    assert_eq!(read_all(&log, &tp, 0, 1 << 20).len(), 3);
 }

@@ -1,6 +1,8 @@
 //! A log written before format 2 (fixtures/format1-log/, a real one) is refused on open, and by
 //! `repair`, with an error naming the directory and the format, and not a byte of it changes; a new log gets the
-//! `format` file, and a `format` file naming another version is refused too.
+//! `format` file, and a `format` file naming another version is refused too. A format 2 log whose
+//! `format` file was deleted is not mistaken for format 1: the error names the missing file and
+//! says how to put it back, and nothing changes until it is.
 
 mod common;
 
@@ -64,4 +66,40 @@ fn a_new_log_is_stamped_format_2_and_another_version_is_refused() {
     std::fs::write(&format, "garbage").expect("write");
     let err = Log::open(dir.path(), LogOptions::default()).expect_err("garbage");
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+}
+
+#[test]
+fn a_deleted_format_file_is_named_as_missing_not_taken_for_format_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+        log.create_topic("t", 1).expect("create");
+        let tp = riffle_log::TopicPartition::new("t", 0);
+        common::append(
+            &log,
+            &tp,
+            riffle_log::Compression::None,
+            &common::simple(5, 0),
+        );
+    }
+    let format = dir.path().join("format");
+    std::fs::remove_file(&format).expect("delete format");
+    let before = snapshot(dir.path());
+    for read_only in [false, true] {
+        let options = LogOptions::default().with_read_only(read_only);
+        let err = Log::open(dir.path(), options).expect_err("the missing file is reported");
+        let Error::Corrupt { path, reason, .. } = &err else {
+            panic!("expected Corrupt, got {err}");
+        };
+        assert_eq!(path, &format);
+        assert!(
+            reason.contains("is missing") && reason.contains("riffle-log format 2"),
+            "{reason}"
+        );
+        assert_eq!(snapshot(dir.path()), before, "read_only = {read_only}");
+    }
+    std::fs::write(&format, "riffle-log format 2\n").expect("write it back");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("opens again");
+    let tp = riffle_log::TopicPartition::new("t", 0);
+    assert_eq!(common::read_all(&log, &tp, 0, 1 << 20).len(), 5);
 }

@@ -148,3 +148,37 @@ fn a_damaged_group_offsets_file_is_an_error_naming_it_and_a_leftover_temp_file_i
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("bad.offsets"), "{err}");
 }
+
+/// The longest names the log takes work on disk, whatever this process's id: a 249-byte topic
+/// is created, written, read back after a reopen and deleted (its staging and deletion
+/// directories add a pid and a counter to its name); a 243-byte group commits and reads back
+/// its offsets (its file adds `.offsets.tmp`); one byte more is refused up front.
+#[test]
+fn the_longest_names_work_on_disk_and_one_byte_more_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topic = "t".repeat(249);
+    let group = "g".repeat(243);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let recs = simple(10, 0);
+    {
+        let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+        log.create_topic(&topic, 1).expect("a 249-byte topic");
+        append(&log, &tp, Compression::None, &recs);
+        log.commit_offsets(&group, &[(tp.clone(), 7)])
+            .expect("a 243-byte group");
+        log.sync().expect("sync");
+        assert!(matches!(
+            log.create_topic(&"t".repeat(250), 1),
+            Err(Error::InvalidName { .. })
+        ));
+        assert!(matches!(
+            log.commit_offsets(&"g".repeat(244), &[(tp.clone(), 1)]),
+            Err(Error::InvalidName { .. })
+        ));
+    }
+    let log = Log::open(dir.path(), LogOptions::default()).expect("reopen");
+    assert_eq!(read_all(&log, &tp, 0, 1 << 20).len(), recs.len());
+    assert_eq!(log.committed_offset(&group, &tp).expect("offset"), Some(7));
+    log.delete_topic(&topic).expect("delete the 249-byte topic");
+    assert_eq!(log.partitions(&topic), None);
+}

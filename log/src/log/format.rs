@@ -15,6 +15,29 @@ pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The `format` file's content.
 const FORMAT_LINE: &str = "riffle-log format 2\n";
 
+/// The batch format a segment's first bytes show.
+#[derive(Debug, PartialEq, Eq)]
+enum Magic {
+    /// Kafka's v2 record batch: magic 2 at byte 16 (format 2).
+    KafkaV2,
+    /// riffle's own format 1 batch: magic 1 at byte 8.
+    RiffleV1,
+}
+
+/// Which batch format the segment at `path` begins with, `None` if neither (or unreadable).
+fn first_batch_magic(path: &Path) -> Option<Magic> {
+    use std::io::Read;
+    let mut head = [0u8; 17];
+    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    if head[16] == 2 {
+        Some(Magic::KafkaV2)
+    } else if head[8] == 1 {
+        Some(Magic::RiffleV1)
+    } else {
+        None
+    }
+}
+
 /// Checks the log directory's `format` file, and writes it into a log that has none and holds
 /// no data yet. A log with data and no `format` file was written before format 2 (its batches
 /// are riffle's own, not Kafka's): it is refused, untouched.
@@ -53,10 +76,32 @@ pub(crate) fn check_format(storage: &dyn Storage, dir: &Path, read_only: bool) -
                 .join(&partition)
                 .join(crate::segment::segment_file_name(0));
             if std::fs::metadata(&first).is_ok_and(|m| m.len() > 0) {
-                return Err(refuse(format!(
-                    "riffle-log format 1 (no `format` file, and {} holds batches)",
-                    first.display()
-                )));
+                return match first_batch_magic(&first) {
+                    // Kafka's v2 batches: this build's format, and the `format` file was lost.
+                    Some(Magic::KafkaV2) => Err(Error::Corrupt {
+                        path,
+                        position: 0,
+                        reason: format!(
+                            "the `format` file is missing, but {} begins with a Kafka v2 record \
+                             batch (this build's format 2), so it was deleted: write it back \
+                             with the one line `riffle-log format 2` (nothing else was changed)",
+                            first.display()
+                        ),
+                    }),
+                    Some(Magic::RiffleV1) => Err(refuse(format!(
+                        "riffle-log format 1 (no `format` file, and {} holds format 1 batches: \
+                         magic 1 at byte 8)",
+                        first.display()
+                    ))),
+                    None => Err(Error::Corrupt {
+                        path: first.clone(),
+                        position: 0,
+                        reason: "the log has no `format` file and this segment begins with \
+                                 neither a Kafka v2 batch (magic 2 at byte 16) nor a format 1 \
+                                 batch (magic 1 at byte 8): which format it holds cannot be told"
+                            .to_owned(),
+                    }),
+                };
             }
         }
     }

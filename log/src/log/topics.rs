@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Log, Topics, lock, poisoned_topics};
 use crate::error::{Error, IoContext, Result};
-use crate::names::validate_name;
+use crate::names::{scratch_name, validate_name};
 use crate::topic::Topic;
 use crate::topic_config::TopicConfig;
 use riffle_record::TopicPartition;
@@ -231,10 +231,13 @@ impl Log {
         }
         static DELETIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let from = shared.root.join("topics").join(topic);
-        let to = shared.root.join("tmp").join(format!(
-            "{topic}.{}.d{}",
-            std::process::id(),
-            DELETIONS.fetch_add(1, Ordering::Relaxed)
+        let to = shared.root.join("tmp").join(scratch_name(
+            topic,
+            &format!(
+                "{}.d{}",
+                std::process::id(),
+                DELETIONS.fetch_add(1, Ordering::Relaxed)
+            ),
         ));
         let tmp = shared.root.join("tmp");
         shared.storage.create_dir_all(&tmp).at(&tmp)?;

@@ -27,6 +27,12 @@ const LOCK_CONTENT_LEN: usize = 16;
 /// The byte of the lock file's content that says the topic was deleted (`Log::delete_topic`).
 const DELETED_AT: usize = 1;
 
+/// Whether a lock file's 16 bytes are what this log writes: the transaction mark and the
+/// deletion mark each 0 or 1, six zero bytes (the base offset is any `u64`).
+fn lock_content_is_valid(content: &[u8; LOCK_CONTENT_LEN]) -> bool {
+    content[0] <= 1 && content[DELETED_AT] <= 1 && content[2..8].iter().all(|&b| b == 0)
+}
+
 /// What [`Partition::lock_for_write`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Locked {
@@ -84,6 +90,23 @@ impl Partition {
         let read = lock.read_exact_at(0, &mut content);
         self.locked = true;
         let (marked, base) = match read {
+            Ok(()) if !lock_content_is_valid(&content) => {
+                self.unlock();
+                return Err(Error::Corrupt {
+                    path: self.dir.join(LOCK_FILE),
+                    position: 0,
+                    reason: format!(
+                        "not a partition lock record (byte 0 a transaction mark, byte 1 a deletion \
+                         mark, each 0 or 1, then six zero bytes and the active segment's base \
+                         offset), found {}; it holds no data: stop every process using the log and \
+                         delete the file, and the next writer recreates it",
+                        content
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<String>()
+                    ),
+                });
+            }
             Ok(()) if content[DELETED_AT] != 0 => {
                 // Deleted under this handle: its files are no longer the topic's.
                 self.unlock();
