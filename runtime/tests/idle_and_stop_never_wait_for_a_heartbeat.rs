@@ -135,8 +135,8 @@ fn started_count(
     config.num_stream_threads = 1;
     config.heartbeat_interval = Duration::from_secs(60);
     let backend_dyn: Arc<dyn Backend> = backend.clone();
-    let mut app = StreamsApp::new(builder.build().expect("topology"), config, backend_dyn)
-        .expect("app");
+    let mut app =
+        StreamsApp::new(builder.build().expect("topology"), config, backend_dyn).expect("app");
     app.start().expect("start");
     common::wait_idle(&app);
     (app, records)
