@@ -44,12 +44,24 @@ pub(crate) fn run(command: LogCommand) -> anyhow::Result<()> {
     let report = repair(&args.log_dir, &options)
         .with_context(|| format!("repairing the log at {}", args.log_dir.display()))?;
     let verb = if args.dry_run { "would " } else { "" };
+    for path in &report.restored {
+        let wrote = if args.dry_run {
+            "would write back"
+        } else {
+            "wrote back"
+        };
+        println!(
+            "{wrote} {}: `riffle-log format 2`, the format its segments hold",
+            path.display()
+        );
+    }
     for cut in &report.cuts {
         println!("{verb}{cut}");
     }
     let records: u64 = report.cuts.iter().map(|c| c.records).sum();
     match (report.cuts.len(), args.dry_run) {
-        (0, _) => println!("nothing to cut: the log is intact"),
+        (0, _) if report.restored.is_empty() => println!("nothing to cut: the log is intact"),
+        (0, _) => println!("nothing to cut"),
         (n, true) => println!(
             "dry run: {n} cuts would remove {records} records of intact batches and \
              transactions (and whatever the damaged bytes held); nothing was changed"

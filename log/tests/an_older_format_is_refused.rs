@@ -2,7 +2,8 @@
 //! `repair`, with an error naming the directory and the format, and not a byte of it changes; a new log gets the
 //! `format` file, and a `format` file naming another version is refused too. A format 2 log whose
 //! `format` file was deleted is not mistaken for format 1: the error names the missing file and
-//! says how to put it back, and nothing changes until it is.
+//! says how to put it back, and nothing changes until it is; `repair` writes it back and says
+//! so (a dry run only says so).
 
 mod common;
 
@@ -102,4 +103,46 @@ fn a_deleted_format_file_is_named_as_missing_not_taken_for_format_1() {
     let log = Log::open(dir.path(), LogOptions::default()).expect("opens again");
     let tp = riffle_log::TopicPartition::new("t", 0);
     assert_eq!(common::read_all(&log, &tp, 0, 1 << 20).len(), 5);
+}
+
+#[test]
+fn repair_writes_back_a_deleted_format_file_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tp = riffle_log::TopicPartition::new("t", 0);
+    {
+        let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+        log.create_topic("t", 1).expect("create");
+        common::append(
+            &log,
+            &tp,
+            riffle_log::Compression::None,
+            &common::simple(5, 0),
+        );
+    }
+    let format = dir.path().join("format");
+    std::fs::remove_file(&format).expect("delete format");
+    let before = snapshot(dir.path());
+    let dry = repair(dir.path(), &RepairOptions::new().with_dry_run(true)).expect("dry run");
+    assert_eq!(dry.restored, vec![format.clone()]);
+    assert!(dry.cuts.is_empty(), "{:?}", dry.cuts);
+    assert_eq!(snapshot(dir.path()), before, "a dry run changes nothing");
+    let done = repair(dir.path(), &RepairOptions::new()).expect("repair");
+    assert_eq!(done.restored, vec![format.clone()]);
+    assert!(done.cuts.is_empty(), "{:?}", done.cuts);
+    assert_eq!(
+        std::fs::read_to_string(&format).expect("written back"),
+        "riffle-log format 2\n"
+    );
+    let log = Log::open(dir.path(), LogOptions::default()).expect("opens");
+    assert_eq!(common::read_all(&log, &tp, 0, 1 << 20).len(), 5);
+    drop(log);
+    // Nothing left to restore.
+    let again = repair(dir.path(), &RepairOptions::new()).expect("repair again");
+    assert!(again.restored.is_empty() && again.cuts.is_empty());
+    // A format 1 log is still refused, not stamped.
+    let old = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixture(), &old.path().join("log"));
+    let err = repair(&old.path().join("log"), &RepairOptions::new()).expect_err("format 1");
+    assert!(matches!(err, Error::UnsupportedFormat { .. }), "{err}");
+    assert!(!old.path().join("log").join("format").exists());
 }

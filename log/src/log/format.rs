@@ -84,7 +84,8 @@ pub(crate) fn check_format(storage: &dyn Storage, dir: &Path, read_only: bool) -
                         reason: format!(
                             "the `format` file is missing, but {} begins with a Kafka v2 record \
                              batch (this build's format 2), so it was deleted: write it back \
-                             with the one line `riffle-log format 2` (nothing else was changed)",
+                             with the one line `riffle-log format 2`, or run `riffle log repair`, which does \
+                             (nothing else was changed)",
                             first.display()
                         ),
                     }),
@@ -122,4 +123,32 @@ pub(crate) fn check_format(storage: &dyn Storage, dir: &Path, read_only: bool) -
         }
     }
     Ok(())
+}
+
+/// For `log repair`: writes back a deleted `format` file when the segments show this build's
+/// format unambiguously (a first batch with Kafka v2's magic), and returns its path; `None`
+/// when the file is there or the log holds no data yet (an open writes it then). With
+/// `dry_run`, writes nothing and returns what it would write. A log of another format, or
+/// whose format cannot be told, is the error [`check_format`] gives.
+pub(crate) fn restore_missing_format(
+    storage: &dyn Storage,
+    dir: &Path,
+    dry_run: bool,
+) -> Result<Option<std::path::PathBuf>> {
+    let path = dir.join("format");
+    if storage.read(&path).at(&path)?.is_some() {
+        return Ok(None);
+    }
+    match check_format(storage, dir, true) {
+        Ok(()) => Ok(None),
+        Err(Error::Corrupt { path: missing, .. }) if missing == path => {
+            if !dry_run {
+                storage
+                    .write_atomic(&path, FORMAT_LINE.as_bytes())
+                    .at(&path)?;
+            }
+            Ok(Some(path))
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -100,8 +100,19 @@ fn read_or_empty(path: &Path) -> Result<Vec<u8>> {
 /// [`Log::open`](crate::Log::open) succeeds afterwards; reports each cut. Nothing intact before
 /// the first damage of a partition is touched. No process may have the log open.
 pub fn repair(dir: &Path, options: &RepairOptions) -> Result<RepairReport> {
-    // A log of another format would look damaged from its first byte: refuse it, cut nothing.
-    crate::log::check_format(&crate::storage::FileStorage, dir, true)?;
+    // A deleted `format` file of a log whose segments show this build's format is written
+    // back (and reported); a log of another format would look damaged from its first byte:
+    // refuse it, cut nothing.
+    let restored =
+        crate::log::restore_missing_format(&crate::storage::FileStorage, dir, options.dry_run)?;
+    crate::log::check_format(&crate::storage::FileStorage, dir, true).or_else(|e| {
+        // In a dry run the restored file is not there to check: it would be.
+        if options.dry_run && restored.is_some() {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
     let topics_dir = dir.join("topics");
     let mut names: Vec<String> = match &options.topic {
         Some(t) => {
@@ -118,6 +129,7 @@ pub fn repair(dir: &Path, options: &RepairOptions) -> Result<RepairReport> {
     let mut report = RepairReport {
         cuts: Vec::new(),
         dry_run: options.dry_run,
+        restored: restored.into_iter().collect(),
     };
     let mut ends = HashMap::new();
     for name in &names {

@@ -104,4 +104,7 @@ pub struct RepairReport {
     pub cuts: Vec<RepairCut>,
     /// Nothing was changed (a dry run).
     pub dry_run: bool,
+    /// Metadata files written back from what the data shows (a deleted `format` file of a
+    /// log whose segments hold this build's batches); in a dry run, what would be.
+    pub restored: Vec<std::path::PathBuf>,
 }
