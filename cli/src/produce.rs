@@ -89,6 +89,37 @@ struct Pending {
 }
 
 impl Pending {
+    /// Adds a record to partition `p`'s batch, appending the batch once it is full; when the
+    /// record starts a batch, the time it is due by the linger.
+    fn push(
+        &mut self,
+        p: usize,
+        timestamp: i64,
+        key: &str,
+        value: &[u8],
+        headers: Option<&str>,
+        linger: Duration,
+    ) -> anyhow::Result<Option<Instant>> {
+        let builder = &mut self.builders[p];
+        let (key, value) = (Some(key.as_bytes()), Some(value));
+        match headers {
+            None => builder.push(timestamp, key, value),
+            Some(headers) => {
+                builder.push_with_headers(timestamp, key, value, header_pairs(headers))
+            }
+        }
+        if builder.size_bytes() >= BATCH_BYTES {
+            self.append(p)?;
+            return Ok(None);
+        }
+        if self.since[p].is_some() {
+            return Ok(None);
+        }
+        let now = Instant::now();
+        self.since[p] = Some(now);
+        Ok(Some(now + linger))
+    }
+
     /// Appends partition `p`'s records, if any.
     fn append(&mut self, p: usize) -> anyhow::Result<()> {
         let builder = &mut self.builders[p];
@@ -220,58 +251,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             Input::Failed(e) => Some(format!("cannot be read ({e})")),
-            Input::Line(raw) => {
-                let line = raw.strip_suffix(b"\r").unwrap_or(&raw);
-                match std::str::from_utf8(line).map_err(|e| format!("not UTF-8 ({e})")) {
-                    Err(problem) => Some(problem),
-                    Ok(line) => match parse_line(line, layout) {
-                        Err(problem) => Some(problem),
-                        Ok(Line {
-                            timestamp,
-                            headers,
-                            key,
-                            value,
-                        }) => {
-                            let decoded = if args.hex_values {
-                                match parse_hex(value) {
-                                    Ok(bytes) => Ok(Some(bytes)),
-                                    Err(problem) => Err(problem),
-                                }
-                            } else {
-                                Ok(None)
-                            };
-                            match decoded {
-                                Err(problem) => Some(problem),
-                                Ok(decoded) => {
-                                    let p = partition_for_key(key.as_bytes(), partitions) as usize;
-                                    let value = decoded.as_deref().unwrap_or(value.as_bytes());
-                                    let (key, value) = (Some(key.as_bytes()), Some(value));
-                                    let timestamp = timestamp.unwrap_or(now);
-                                    let builder = &mut pending.builders[p];
-                                    match headers {
-                                        None => builder.push(timestamp, key, value),
-                                        Some(headers) => builder.push_with_headers(
-                                            timestamp,
-                                            key,
-                                            value,
-                                            header_pairs(headers),
-                                        ),
-                                    }
-                                    written += 1;
-                                    if builder.size_bytes() >= BATCH_BYTES {
-                                        pending.append(p)?;
-                                    } else if pending.since[p].is_none() {
-                                        let at = Instant::now();
-                                        pending.since[p] = Some(at);
-                                        due = Some(due.map_or(at + linger, |d| d.min(at + linger)));
-                                    }
-                                    None
-                                }
-                            }
-                        }
-                    },
+            Input::Line(raw) => match decode_line(&raw, layout, args.hex_values) {
+                Err(problem) => Some(problem),
+                Ok((line, decoded)) => {
+                    let value = decoded.as_deref().unwrap_or(line.value.as_bytes());
+                    let p = partition_for_key(line.key.as_bytes(), partitions) as usize;
+                    let timestamp = line.timestamp.unwrap_or(now);
+                    if let Some(at) =
+                        pending.push(p, timestamp, line.key, value, line.headers, linger)?
+                    {
+                        due = Some(due.map_or(at, |d| d.min(at)));
+                    }
+                    written += 1;
+                    None
                 }
-            }
+            },
         };
         if let Some(problem) = problem {
             // Everything before this line is appended whole and made durable; nothing of it
@@ -294,6 +288,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.topic
     );
     Ok(())
+}
+
+/// A line's fields, and its value's bytes when they are given in hex (`--hex-values`).
+fn decode_line(
+    raw: &[u8],
+    layout: Layout,
+    hex: bool,
+) -> Result<(Line<'_>, Option<Vec<u8>>), String> {
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    let text = std::str::from_utf8(raw).map_err(|e| format!("not UTF-8 ({e})"))?;
+    let line = parse_line(text, layout)?;
+    let decoded = if hex {
+        Some(parse_hex(line.value)?)
+    } else {
+        None
+    };
+    Ok((line, decoded))
 }
 
 /// Reads `input` line by line into `tx` until it ends, fails, or the writer is gone.

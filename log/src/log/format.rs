@@ -125,23 +125,21 @@ pub(crate) fn check_format(storage: &dyn Storage, dir: &Path, read_only: bool) -
     Ok(())
 }
 
-/// For `log repair`: writes back a deleted `format` file when the segments show this build's
-/// format unambiguously (a first batch with Kafka v2's magic), and returns its path; `None`
-/// when the file is there or the log holds no data yet (an open writes it then). With
-/// `dry_run`, writes nothing and returns what it would write. A log of another format, or
-/// whose format cannot be told, is the error [`check_format`] gives.
-pub(crate) fn restore_missing_format(
+/// [`check_format`] for `log repair`: also writes back a deleted `format` file when the
+/// segments show this build's format unambiguously (a first batch with Kafka v2's magic), and
+/// returns its path (with `dry_run`, writes nothing and returns what it would write). A log
+/// of another format, or whose format cannot be told, is the error [`check_format`] gives.
+pub(crate) fn check_or_restore_format(
     storage: &dyn Storage,
     dir: &Path,
     dry_run: bool,
 ) -> Result<Option<std::path::PathBuf>> {
     let path = dir.join("format");
-    if storage.read(&path).at(&path)?.is_some() {
-        return Ok(None);
-    }
     match check_format(storage, dir, true) {
         Ok(()) => Ok(None),
-        Err(Error::Corrupt { path: missing, .. }) if missing == path => {
+        Err(Error::Corrupt { path: named, .. })
+            if named == path && storage.read(&path).at(&path)?.is_none() =>
+        {
             if !dry_run {
                 storage
                     .write_atomic(&path, FORMAT_LINE.as_bytes())

@@ -55,7 +55,7 @@ mod topics;
 mod wait;
 
 pub use cleanup::RetentionReport;
-pub(crate) use format::{check_format, restore_missing_format};
+pub(crate) use format::{check_format, check_or_restore_format};
 use wait::AppendJournal;
 
 /// An embedded, durable, partitioned log. Cheap to clone; all clones share the same log.

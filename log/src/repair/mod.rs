@@ -104,15 +104,7 @@ pub fn repair(dir: &Path, options: &RepairOptions) -> Result<RepairReport> {
     // back (and reported); a log of another format would look damaged from its first byte:
     // refuse it, cut nothing.
     let restored =
-        crate::log::restore_missing_format(&crate::storage::FileStorage, dir, options.dry_run)?;
-    crate::log::check_format(&crate::storage::FileStorage, dir, true).or_else(|e| {
-        // In a dry run the restored file is not there to check: it would be.
-        if options.dry_run && restored.is_some() {
-            Ok(())
-        } else {
-            Err(e)
-        }
-    })?;
+        crate::log::check_or_restore_format(&crate::storage::FileStorage, dir, options.dry_run)?;
     let topics_dir = dir.join("topics");
     let mut names: Vec<String> = match &options.topic {
         Some(t) => {
