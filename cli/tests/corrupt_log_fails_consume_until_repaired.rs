@@ -3,7 +3,8 @@
 //! changes nothing; `riffle log repair` makes the cut, and consume then prints exactly the
 //! records before the damage. The damage reproduced: a deleted middle segment, a sealed
 //! segment cut mid-batch, a deleted last segment, a flipped byte mid-active-segment followed by
-//! intact records, a flipped byte in the middle of the transaction journal.
+//! intact records, a flipped byte in the fsynced last batch (below the recovery point), a
+//! flipped byte in the middle of the transaction journal.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -275,5 +276,37 @@ fn a_flipped_byte_in_the_middle_of_the_transaction_journal() {
     assert_eq!(
         log.committed_offset("app", &input).expect("offset"),
         Some(3)
+    );
+}
+
+#[test]
+fn a_flipped_byte_in_the_fsynced_last_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let segs = build(dir.path());
+    let last = segs.last().expect("segments");
+    let mut bytes = std::fs::read(last).expect("read");
+    let at = bytes.len() - 10;
+    bytes[at] ^= 0x01; // inside the last batch: nothing intact follows it
+    std::fs::write(last, &bytes).expect("write");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let dry = riffle(&["log", "repair", "--log-dir", d, "--dry-run"]);
+    let (dry_out, _) = text(&dry);
+    assert!(
+        dry_out.contains("offsets 990..1000") && dry_out.contains("10 in the damaged batch"),
+        "{dry_out}"
+    );
+    assert!(
+        dry_out.contains("move the recovery point") && dry_out.contains("from 1000 back to 990"),
+        "{dry_out}"
+    );
+    fails_until_repaired(
+        dir.path(),
+        last,
+        &[
+            "below offset 1000 was fsynced",
+            "not a torn write",
+            "offsets 990..1000",
+        ],
+        990,
     );
 }

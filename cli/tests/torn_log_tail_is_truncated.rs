@@ -49,8 +49,8 @@ enum TearKind {
 }
 
 impl Tear {
-    /// Appends one batch of `records` (key, value) to `topic`'s `partition`, to be cut in the
-    /// middle, as a crash mid-write would leave it.
+    /// Appends one batch of `records` (key, value) to `topic`'s `partition` without an fsync,
+    /// to be cut in the middle, as a crash mid-write would leave it.
     fn cut_batch(
         fixture: &Fixture,
         topic: &str,
@@ -67,7 +67,8 @@ impl Tear {
         let offset = log
             .append(&TopicPartition::new(topic, partition), &mut batch)
             .expect("append");
-        log.sync().expect("sync");
+        // Not fsynced: a write a crash cuts short was never made durable (a batch below the
+        // partition's recovery point is corruption, never a torn tail).
         let after = file_len(&segment);
         Tear {
             segment,

@@ -134,6 +134,7 @@ mod repair;
 #[cfg(test)]
 mod retention_crash_tests;
 mod segment;
+mod slots;
 mod storage;
 mod topic;
 mod topic_config;

@@ -44,17 +44,42 @@ pub(crate) struct OffsetStore {
     pub(crate) journal_len: u64,
     /// The encoding buffer, reused by every commit.
     buf: Vec<u8>,
+    /// Groups whose offsets file was ever written, as `txn/lock`'s registry says: a missing
+    /// file of one of them is lost offsets, not "never committed".
+    pub(crate) registered: BTreeSet<String>,
+    /// The lock file length the registry was read at.
+    pub(crate) registry_version: u64,
+    /// Groups whose offsets file this process wrote first (to register, by the holder of the
+    /// transaction lock).
+    created: Vec<String>,
 }
 
 pub(crate) fn group_file(root: &Path, group: &str) -> PathBuf {
     root.join("groups").join(format!("{group}.offsets"))
 }
 
-fn read_file(storage: &Arc<dyn Storage>, root: &Path, group: &str) -> Result<GroupOffsets> {
+/// The group's offsets file; `None` if it does not exist and never did. A file the registry
+/// says was written and that is gone is an [`Error::Corrupt`].
+fn read_file(
+    storage: &Arc<dyn Storage>,
+    root: &Path,
+    group: &str,
+    registered: &BTreeSet<String>,
+) -> Result<Option<GroupOffsets>> {
     let path = group_file(root, group);
     match storage.read(&path).at(&path)? {
-        Some(bytes) => decode(&path, &bytes),
-        None => Ok(GroupOffsets::new()),
+        Some(bytes) => decode(&path, &bytes).map(Some),
+        None if registered.contains(group) => Err(Error::Corrupt {
+            path,
+            position: 0,
+            reason: format!(
+                "group {group:?}'s offsets file is missing, but the group registry in \
+                 txn/lock says it was written: its committed offsets are lost (deleted?), and \
+                 the group would process its input again from auto.offset.reset; `riffle log \
+                 repair` acknowledges the loss explicitly (the group starts with no offsets)"
+            ),
+        }),
+        None => Ok(None),
     }
 }
 
@@ -80,7 +105,7 @@ impl OffsetStore {
             return Ok(Some(*offset));
         }
         if !self.files.contains_key(group) {
-            let offsets = read_file(storage, root, group)?;
+            let offsets = read_file(storage, root, group, &self.registered)?.unwrap_or_default();
             self.files.insert(group.to_owned(), offsets);
         }
         Ok(self.files.get(group).and_then(|g| g.get(tp)).copied())
@@ -101,9 +126,12 @@ impl OffsetStore {
         group: &str,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<()> {
+        let mut created = false;
         if !self.files.contains_key(group) {
-            let read = read_file(storage, root, group)?;
-            self.files.insert(group.to_owned(), read);
+            let read = read_file(storage, root, group, &self.registered)?;
+            created = read.is_none();
+            self.files
+                .insert(group.to_owned(), read.unwrap_or_default());
         }
         let Some(merged) = self.files.get_mut(group) else {
             return Ok(());
@@ -122,7 +150,19 @@ impl OffsetStore {
             self.files.remove(group);
             return Err(e);
         }
+        if (created || !self.registered.contains(group)) && !self.created.iter().any(|g| g == group)
+        {
+            self.created.push(group.to_owned());
+        }
         Ok(())
+    }
+
+    /// The groups whose offsets files were written and that the registry does not have yet:
+    /// the holder of the transaction lock registers them (`TxnGuard::register_groups`).
+    pub(crate) fn take_created(&mut self) -> Vec<String> {
+        let created = std::mem::take(&mut self.created);
+        self.registered.extend(created.iter().cloned());
+        created
     }
 
     /// Every committed offset of `group`: its file's, with the journal's over them.
@@ -133,7 +173,7 @@ impl OffsetStore {
         group: &str,
     ) -> Result<GroupOffsets> {
         if !self.files.contains_key(group) {
-            let read = read_file(storage, root, group)?;
+            let read = read_file(storage, root, group, &self.registered)?.unwrap_or_default();
             self.files.insert(group.to_owned(), read);
         }
         let mut all = self.files.get(group).cloned().unwrap_or_default();
@@ -156,7 +196,7 @@ impl OffsetStore {
         let names = storage.list(&dir).at(&dir)?;
         for group in names.iter().filter_map(|n| n.strip_suffix(".offsets")) {
             if !self.files.contains_key(group) {
-                let read = read_file(storage, root, group)?;
+                let read = read_file(storage, root, group, &self.registered)?.unwrap_or_default();
                 self.files.insert(group.to_owned(), read);
             }
             let Some(offsets) = self.files.get_mut(group) else {

@@ -14,17 +14,26 @@ fn segment(dir: &Path) -> PathBuf {
     dir.join("topics/events/0/00000000000000000000.log")
 }
 
-/// Three batches (offsets 0–2, 3–5, 6–8) then a clean close; returns the log file's length
-/// before and after the last batch.
+/// Three batches (offsets 0–2, 3–5, 6–8), the first two fsynced (the recovery point is 6) and
+/// the last one not (what a crash may tear); returns the log file's length before and after
+/// the last batch.
 fn three_batches(dir: &Path) -> (u64, u64) {
+    three_batches_synced(dir, false)
+}
+
+/// [`three_batches`], the last batch fsynced too if `all_synced` (the recovery point is 9).
+fn three_batches_synced(dir: &Path, all_synced: bool) -> (u64, u64) {
     let log = Log::open(dir, LogOptions::default()).expect("open");
     log.create_topic("events", 1).expect("create");
     let tp = TopicPartition::new("events", 0);
     append(&log, &tp, Compression::None, &simple(3, 0));
     append(&log, &tp, Compression::Lz4, &simple(3, 10));
+    log.sync().expect("sync");
     let before = std::fs::metadata(segment(dir)).expect("meta").len();
     append(&log, &tp, Compression::Zstd, &simple(3, 20));
-    log.sync().expect("sync");
+    if all_synced {
+        log.sync().expect("sync");
+    }
     (before, std::fs::metadata(segment(dir)).expect("meta").len())
 }
 
@@ -119,6 +128,91 @@ fn a_flipped_byte_in_the_last_batch_is_cut() {
         std::fs::write(&path, bytes).expect("write");
         reopen_and_check(copy.path(), 6, before);
     }
+}
+
+/// A last batch that was fsynced (the recovery point is past it) and then damaged — a flipped
+/// byte, or the file cut short — is no torn write: every open, read-only ones included, fails
+/// naming the file, the byte, the offsets and the recovery point, and nothing is cut; `riffle
+/// log repair` cuts it and reports the records of the damaged batch by its header.
+#[test]
+fn a_damaged_last_batch_that_was_fsynced_is_an_error_not_a_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (before, full) = three_batches_synced(dir.path(), true);
+    for damage in ["flip", "cut"] {
+        let copy = tempfile::tempdir().expect("tempdir");
+        copy_dir(dir.path(), copy.path());
+        let path = segment(copy.path());
+        let mut bytes = std::fs::read(&path).expect("read");
+        if damage == "flip" {
+            bytes[full as usize - 10] ^= 0x10;
+        } else {
+            bytes.truncate(full as usize - 10);
+        }
+        std::fs::write(&path, &bytes).expect("write");
+        for options in [
+            LogOptions::default(),
+            LogOptions::default().with_read_only(true),
+        ] {
+            let err = Log::open(copy.path(), options).expect_err("fsynced data was damaged");
+            let text = err.to_string();
+            for words in [
+                "00000000000000000000.log".to_owned(),
+                format!("byte {before}"),
+                "end at offset 6".to_owned(),
+                "below offset 9 was fsynced".to_owned(),
+                "not a torn write".to_owned(),
+                "riffle log repair".to_owned(),
+            ] {
+                assert!(text.contains(&words), "{damage}: {text:?} lacks {words:?}");
+            }
+            assert_eq!(std::fs::read(&path).expect("read"), bytes, "nothing is cut");
+        }
+        // The explicit way out reports the batch it cuts, and the recovery point it lowers.
+        let dry = riffle_log::repair(
+            copy.path(),
+            &riffle_log::RepairOptions::new().with_dry_run(true),
+        )
+        .expect("dry run");
+        let cut = dry
+            .cuts
+            .iter()
+            .find(|c| c.file == path)
+            .expect("the segment is cut");
+        assert_eq!(cut.offsets, Some((6, Some(9))), "{cut}");
+        assert_eq!(cut.damaged_records, Some(3), "{cut}");
+        assert!(
+            dry.cuts.iter().any(|c| matches!(
+                c.action,
+                riffle_log::CutAction::MoveRecoveryPoint { from: 9, to: 6 }
+            )),
+            "{:?}",
+            dry.cuts
+        );
+        riffle_log::repair(copy.path(), &riffle_log::RepairOptions::new()).expect("repair");
+        let log = Log::open(copy.path(), LogOptions::default()).expect("repaired");
+        let tp = TopicPartition::new("events", 0);
+        assert_eq!(read_all(&log, &tp, 0, 1 << 20).len(), 6);
+    }
+}
+
+/// A partition cut exactly at a batch boundary below its recovery point lost fsynced batches:
+/// an error, where it used to look like appends that were never made durable.
+#[test]
+fn an_active_segment_cut_at_a_batch_boundary_below_the_recovery_point_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (before, _) = three_batches_synced(dir.path(), true);
+    let f = OpenOptions::new()
+        .write(true)
+        .open(segment(dir.path()))
+        .expect("open");
+    f.set_len(before).expect("cut");
+    drop(f);
+    let err = Log::open(dir.path(), LogOptions::default()).expect_err("fsynced batch gone");
+    let text = err.to_string();
+    assert!(
+        text.contains("the segment ends there") && text.contains("offsets 6..9"),
+        "{text}"
+    );
 }
 
 /// Kafka's CRC does not cover the base offset: a flipped bit there leaves a whole,

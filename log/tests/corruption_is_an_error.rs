@@ -391,19 +391,85 @@ fn a_torn_journal_tail_is_dropped_and_earlier_transactions_replay() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bounds = three_transactions(dir.path());
     let journal = dir.path().join("txn/journal");
+    // What a writer that died mid-append leaves: part of a record past the committed ones.
+    let mut bytes = std::fs::read(&journal).expect("read");
+    let partial = bytes[bounds[2]..bounds[3] - 5].to_vec();
+    bytes.extend_from_slice(&partial);
+    std::fs::write(&journal, &bytes).expect("write");
+    let log = Log::open(dir.path(), options()).expect("open");
+    let input = TopicPartition::new("in", 0);
+    // The torn record's transaction never committed; the three before it replay.
+    assert_eq!(
+        log.committed_offset("app", &input).expect("offset"),
+        Some(3)
+    );
+}
+
+#[test]
+fn a_committed_journal_record_cut_short_is_an_error_not_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bounds = three_transactions(dir.path());
+    let journal = dir.path().join("txn/journal");
     let file = std::fs::OpenOptions::new()
         .write(true)
         .open(&journal)
         .expect("open");
-    file.set_len(bounds[3] as u64 - 5).expect("tear");
+    file.set_len(bounds[3] as u64 - 5).expect("cut");
     drop(file);
-    let log = Log::open(dir.path(), options()).expect("open");
-    let input = TopicPartition::new("in", 0);
-    // The torn record's transaction is not replayed; the two before it are.
-    assert_eq!(
-        log.committed_offset("app", &input).expect("offset"),
-        Some(2)
+    let message = open_is_corrupt(
+        dir.path(),
+        &journal,
+        &[
+            &format!("holds {} bytes", bounds[3] - 5),
+            &format!("its first {} bytes were committed", bounds[3]),
+            "riffle log repair",
+        ],
     );
+    assert!(!message.contains("never committed"), "{message}");
+}
+
+#[test]
+fn a_flipped_byte_in_the_last_committed_journal_record_is_an_error_not_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bounds = three_transactions(dir.path());
+    let journal = dir.path().join("txn/journal");
+    let mut bytes = std::fs::read(&journal).expect("read");
+    bytes[bounds[3] - 20] ^= 0x01;
+    std::fs::write(&journal, &bytes).expect("write");
+    let message = open_is_corrupt(
+        dir.path(),
+        &journal,
+        &[
+            &format!("record at byte {} does not check out", bounds[2]),
+            &format!("below byte {} was committed", bounds[3]),
+            "not a torn write",
+            "riffle log repair",
+        ],
+    );
+    assert!(!message.contains("never committed"), "{message}");
+}
+
+#[test]
+fn a_deleted_or_emptied_journal_with_committed_transactions_is_an_error() {
+    for how in ["delete", "empty"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bounds = three_transactions(dir.path());
+        let journal = dir.path().join("txn/journal");
+        if how == "delete" {
+            std::fs::remove_file(&journal).expect("rm");
+        } else {
+            std::fs::write(&journal, b"").expect("truncate");
+        }
+        open_is_corrupt(
+            dir.path(),
+            &journal,
+            &[
+                "is missing or empty",
+                &format!("its first {} bytes were committed", bounds[3]),
+                "riffle log repair",
+            ],
+        );
+    }
 }
 
 /// A log of several segments, damaged once (a flipped byte or a truncation) in one file.

@@ -69,7 +69,12 @@ fn a_deleted_middle_segment_cuts_every_later_segment_and_says_how_many_records()
     let (report, offsets) = repair_and_read(dir.path());
     let b1 = base(&segs[1]);
     assert_eq!(offsets, (0..b1).collect::<Vec<_>>());
-    assert_eq!(report.cuts.len(), segs.len() - 2, "{:#?}", report.cuts);
+    // Every deleted segment, then the recovery point (all 40 records were fsynced) moving back.
+    assert_eq!(report.cuts.len(), segs.len() - 1, "{:#?}", report.cuts);
+    assert_eq!(
+        report.cuts.last().map(|c| &c.action),
+        Some(&CutAction::MoveRecoveryPoint { from: 40, to: b1 })
+    );
     for (cut, seg) in report.cuts.iter().zip(&segs[2..]) {
         assert_eq!(&cut.file, seg);
         assert!(matches!(cut.action, CutAction::Delete { .. }));
@@ -101,9 +106,13 @@ fn a_flipped_byte_mid_active_segment_cuts_there_and_counts_the_intact_records_af
     let (report, offsets) = repair_and_read(dir.path());
     let b = base(last);
     assert_eq!(offsets, (0..b).collect::<Vec<_>>());
-    let [cut] = &report.cuts[..] else {
+    let [cut, point] = &report.cuts[..] else {
         panic!("{:#?}", report.cuts)
     };
+    assert_eq!(
+        point.action,
+        CutAction::MoveRecoveryPoint { from: 40, to: b }
+    );
     assert_eq!(
         cut.action,
         CutAction::Truncate {
@@ -127,9 +136,16 @@ fn a_deleted_last_segment_is_reported_missing_and_the_previous_one_becomes_last(
     std::fs::remove_file(last).expect("delete");
     let (report, offsets) = repair_and_read(dir.path());
     assert_eq!(offsets, (0..base(last)).collect::<Vec<_>>());
-    let [cut] = &report.cuts[..] else {
+    let [cut, point] = &report.cuts[..] else {
         panic!("{:#?}", report.cuts)
     };
+    assert_eq!(
+        point.action,
+        CutAction::MoveRecoveryPoint {
+            from: 40,
+            to: base(last)
+        }
+    );
     assert_eq!(cut.action, CutAction::Missing);
     assert_eq!(&cut.file, last);
     assert_eq!(cut.offsets, Some((base(last), None)));

@@ -62,9 +62,14 @@ impl Log {
         // Bumped before the file is written: should this process die in between, the others
         // drop their cached copy rather than write over this one's offsets.
         txn.files_changed()?;
-        let mut groups = lock(&self.shared.groups, &"the group offsets")?;
-        groups.generation = txn.generation();
-        groups.commit(&self.shared.storage, &self.shared.root, group, offsets)
+        let created = {
+            let mut groups = lock(&self.shared.groups, &"the group offsets")?;
+            groups.generation = txn.generation();
+            groups.commit(&self.shared.storage, &self.shared.root, group, offsets)?;
+            groups.take_created()
+        };
+        // After the file is durable: from now on its absence is lost offsets.
+        txn.register_groups(created)
     }
 
     /// Every offset the group committed, by topic-partition (as committed by any process).

@@ -169,6 +169,10 @@ impl Partition {
         if self.read_only {
             return Ok(());
         }
+        // The active segment holds the end offset: once it is fsynced (whoever wrote into it:
+        // an fsync covers the whole file), every record below the end is durable (sealed
+        // segments were fsynced when rolled, or are among the dirty ones here).
+        let active_synced = self.segments.last().is_some_and(|s| s.dirty);
         for segment in self.segments.iter_mut().filter(|s| s.dirty) {
             segment.sync()?;
         }
@@ -183,6 +187,9 @@ impl Partition {
             }
         }
         self.unsynced = false;
+        if active_synced {
+            self.raise_recovery_point(self.next_offset)?;
+        }
         Ok(())
     }
 }

@@ -15,6 +15,8 @@
 //! - `recovery.rs`: opening a partition, catching up with other processes (their appends,
 //!   rolls, deletions and compactions), cutting a torn tail;
 //! - `lock.rs`: the partition's `lock` file: its OS lock, its marks, and leases;
+//! - `recovery_point.rs`: the recovery point (the offset below which records were fsynced),
+//!   kept in the lock file;
 //! - `retention.rs`: the start offset and its `start` file, retention, deleting records;
 //! - `append.rs`: appends, rolling a segment, fsyncs;
 //! - `fetch.rs`: reads;
@@ -40,11 +42,13 @@ mod compact;
 mod fetch;
 mod lock;
 mod recovery;
+mod recovery_point;
 mod retention;
 
 pub use compact::CompactionReport;
 pub(crate) use compact::read_cleaning;
 pub(crate) use lock::{LOCK_FILE, Locked};
+pub(crate) use recovery_point::{read_recovery_point, write_recovery_point};
 pub(crate) use retention::{START_FILE, read_start};
 
 #[derive(Debug)]
@@ -67,6 +71,9 @@ pub(crate) struct Partition {
     dir_dirty: bool,
     /// Sealed segments (by index) whose seal waits for the next directory sync (`Never`).
     unsealed: Vec<usize>,
+    /// The recovery point as this handle last read or wrote it: every record below it was
+    /// fsynced (`recovery_point.rs`).
+    recovery_point: u64,
     /// Plain appends are not yet durable (and not in the transaction journal either). Batches
     /// written by transactions leave it alone: the journal holds them until a checkpoint.
     pub(crate) unsynced: bool,

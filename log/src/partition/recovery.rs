@@ -16,6 +16,7 @@ use std::sync::atomic::AtomicUsize;
 use riffle_record::TopicPartition;
 
 use super::compact::{CLEANED_SUFFIX, CLEANING_FILE};
+use super::recovery_point::{below_recovery_point, read_recovery_point};
 use super::{LOCK_FILE, Partition, START_FILE, read_cleaning, read_start};
 use crate::error::{Error, IoContext, Result};
 use crate::options::LogOptions;
@@ -98,6 +99,10 @@ impl Partition {
         locks_open: Arc<AtomicUsize>,
     ) -> Result<Self> {
         let read_only = options.read_only;
+        // Read before the listing and the reads: every record below it was durable, so in a
+        // segment listed and written before the reads below (another process may be writing
+        // past it right now, but never below it).
+        let recovery_point = read_recovery_point(&*storage, &dir)?;
         let names = storage.list(&dir).at(&dir)?;
         let cleaned_left = names
             .iter()
@@ -169,6 +174,22 @@ impl Partition {
                     if let Some(damage) = active.corruption() {
                         return Err(damage.to_error());
                     }
+                    // Ending below the recovery point is losing fsynced records, unless the
+                    // segment was rolled since the listing (then the catch-up adopts the next).
+                    if active.end_offset < recovery_point
+                        && (active.problem.is_some()
+                            || !storage.exists(&dir.join(segment_file_name(active.end_offset))))
+                    {
+                        return Err(below_recovery_point(
+                            &tp,
+                            &dir,
+                            &segment.path,
+                            active.end_pos,
+                            active.end_offset,
+                            active.problem.as_deref(),
+                            recovery_point,
+                        ));
+                    }
                     scan = Some(active);
                 }
             }
@@ -187,6 +208,7 @@ impl Partition {
             active_end: scan.as_ref().map_or(0, |s| s.end_pos),
             dir_dirty: false,
             unsealed: Vec::new(),
+            recovery_point,
             unsynced: false,
             poisoned: false,
             read_only,
@@ -277,6 +299,17 @@ impl Partition {
             active.refresh_size()?;
             let scan = active.scan(interval)?;
             if scan.problem.is_some() {
+                if scan.end_offset < self.recovery_point {
+                    return Err(below_recovery_point(
+                        &self.tp,
+                        &self.dir,
+                        &active.path,
+                        scan.end_pos,
+                        scan.end_offset,
+                        scan.problem.as_deref(),
+                        self.recovery_point,
+                    ));
+                }
                 // Only a torn tail is cut; damage followed by intact data is an error.
                 active.cut_tail(&scan)?;
             } else {
@@ -345,7 +378,24 @@ impl Partition {
                     if !self.locked {
                         return Ok(()); // perhaps a batch still being written
                     }
-                    // The lock is ours, so its writer is gone: a torn tail.
+                    // The lock is ours, so its writer is gone: a torn tail, unless its records
+                    // were fsynced (the recovery point is past them).
+                    let (path, end_pos) = (active.path.clone(), scan.end_pos);
+                    let point = self.recovery_point()?;
+                    if scan.end_offset < point {
+                        return Err(below_recovery_point(
+                            &self.tp,
+                            &self.dir,
+                            &path,
+                            end_pos,
+                            scan.end_offset,
+                            scan.problem.as_deref(),
+                            point,
+                        ));
+                    }
+                    let Some(active) = self.segments.last_mut() else {
+                        return Ok(());
+                    };
                     active.cut_tail(&scan)?;
                     return Ok(());
                 }

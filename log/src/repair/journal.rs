@@ -7,7 +7,18 @@ use std::path::Path;
 use super::{CutAction, RepairCut, read_or_empty, sync_dir};
 use crate::error::{IoContext, Result};
 use crate::journal;
+use crate::slots;
+use crate::storage::{FileStorage, Storage};
 use riffle_record::TopicPartition;
+
+/// A dropped byte range: from, to, why, and the group and offsets of the intact transaction
+/// it held (`None`: damaged bytes, whose offsets are unknown).
+type Dropped = (
+    u64,
+    u64,
+    String,
+    Option<(String, Vec<(TopicPartition, u64)>)>,
+);
 
 /// Drops the journal's damaged bytes and the records that cannot be replayed onto the
 /// partitions as repaired (`ends`: their end offsets), then rewrites the journal.
@@ -19,13 +30,41 @@ pub(super) fn repair_journal(
 ) -> Result<()> {
     let path = journal::journal_path(dir);
     let bytes = read_or_empty(&path)?;
+    // The journal's committed length as `txn/lock` says: bytes below it were fsynced.
+    let lock = dir.join("txn").join(crate::txn::LOCK_FILE);
+    let claim = {
+        let raw = read_or_empty(&lock)?;
+        let at = crate::txn::CLAIM_AT as usize;
+        slots::decode(
+            &lock,
+            crate::txn::CLAIM_AT,
+            crate::txn::CLAIM_WHAT,
+            raw.get(at..).unwrap_or_default(),
+        )?
+        .map_or(0, |c| c.value)
+    };
+    let len = bytes.len() as u64;
+    let lost = (len < claim).then(|| RepairCut {
+        file: path.clone(),
+        action: CutAction::Missing,
+        topic_partition: None,
+        offsets: None,
+        records: 0,
+        damaged_records: None,
+        reason: format!(
+            "the journal holds {len} bytes, but its first {claim} bytes were committed (txn/lock \
+             says so): bytes {len}..{claim} are gone (deleted or cut), with the group offsets of \
+             the transactions there; the groups go on from the offsets in their files"
+        ),
+    });
     let (mut records, damage) = journal::scan_records(&bytes);
-    let mut dropped: Vec<(u64, u64, String)> = Vec::new();
+    // (from, to, why, the group and offsets a dropped intact transaction had committed)
+    let mut dropped: Vec<Dropped> = Vec::new();
     if let Some(d) = damage {
         let mut at = d.position;
         for &(pos, len) in &d.intact_after {
             if pos > at {
-                dropped.push((at, pos, format!("a damaged record ({})", d.reason)));
+                dropped.push((at, pos, format!("a damaged record ({})", d.reason), None));
             }
             records.push((pos, len));
             at = pos + len;
@@ -36,7 +75,7 @@ pub(super) fn repair_journal(
             } else {
                 "damaged bytes after the last intact record".to_owned()
             };
-            dropped.push((at, bytes.len() as u64, reason));
+            dropped.push((at, bytes.len() as u64, reason, None));
         }
     }
     let mut ends = ends.clone();
@@ -52,6 +91,7 @@ pub(super) fn repair_journal(
                     pos,
                     pos + len,
                     format!("a record that does not parse ({e})"),
+                    None,
                 ));
                 continue;
             }
@@ -88,6 +128,7 @@ pub(super) fn repair_journal(
                     "the transaction of group {:?} cannot be replayed: {why}",
                     txn.group
                 ),
+                Some((txn.group, txn.offsets)),
             )),
             None => {
                 ends = trial;
@@ -95,20 +136,54 @@ pub(super) fn repair_journal(
             }
         }
     }
+    let committed_note = |from: u64| {
+        if from < claim {
+            " — committed (fsynced) bytes, per txn/lock"
+        } else {
+            ""
+        }
+    };
+    cuts.extend(lost);
+    let new_len = kept.len() as u64;
     if dropped.is_empty() {
+        if !dry_run && claim > len {
+            write_claim(&lock, len)?;
+        }
         return Ok(());
     }
     dropped.sort_by_key(|d| d.0);
-    for (from, to, reason) in dropped {
-        let intact = u64::from(reason.starts_with("the transaction"));
+    for (from, to, reason, committed) in dropped {
+        let intact = u64::from(committed.is_some());
         cuts.push(RepairCut {
             file: path.clone(),
             action: CutAction::DropBytes { from, to },
             topic_partition: None,
             offsets: None,
             records: intact,
-            reason,
+            damaged_records: None,
+            reason: format!("{reason}{}", committed_note(from)),
         });
+        // Every group offset the dropped transaction committed is lost with it.
+        let Some((group, offsets)) = committed else {
+            continue;
+        };
+        for (tp, offset) in offsets {
+            cuts.push(RepairCut {
+                file: path.clone(),
+                action: CutAction::LoseCommittedOffset {
+                    group: group.clone(),
+                    offset,
+                },
+                reason: format!(
+                    "only the dropped record at byte {from} held it: group {group:?} goes on \
+                     from the offset of {tp} it committed before"
+                ),
+                topic_partition: Some(tp),
+                offsets: None,
+                records: 0,
+                damaged_records: None,
+            });
+        }
     }
     if !dry_run {
         let tmp = path.with_extension("repair.tmp");
@@ -120,6 +195,20 @@ pub(super) fn repair_journal(
         if let Some(parent) = path.parent() {
             sync_dir(parent)?;
         }
+        if claim > new_len {
+            write_claim(&lock, new_len)?;
+        }
     }
     Ok(())
+}
+
+/// Sets the journal's committed length in `txn/lock` (`lock`) to `len`, after the journal was
+/// cut to it.
+fn write_claim(lock: &Path, len: u64) -> Result<()> {
+    let Some(mut file) = FileStorage.open_existing(lock, true).at(lock)? else {
+        return Ok(());
+    };
+    let at = crate::txn::CLAIM_AT;
+    let current = slots::read(&mut *file, lock, at, crate::txn::CLAIM_WHAT)?;
+    slots::write(&mut *file, lock, at, current, len)
 }

@@ -18,10 +18,12 @@ use crate::error::{Error, IoContext, Result};
 use crate::names::validate_name;
 use riffle_record::TopicPartition;
 
+mod groups;
 mod journal;
 mod partition;
 mod report;
 
+use groups::repair_groups;
 use journal::repair_journal;
 use partition::repair_partition;
 pub use report::{CutAction, RepairCut, RepairReport};
@@ -148,6 +150,7 @@ pub fn repair(dir: &Path, options: &RepairOptions) -> Result<RepairReport> {
     if options.topic.is_none() {
         let _lock = lock_exclusively(&dir.join("txn").join("lock"), "the transaction journal")?;
         repair_journal(dir, &ends, options.dry_run, &mut report.cuts)?;
+        repair_groups(dir, &ends, options.dry_run, &mut report.cuts)?;
     }
     Ok(report)
 }

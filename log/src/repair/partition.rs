@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use super::{CutAction, RepairCut, read_or_empty, remove, sync_dir};
 use crate::error::{Error, IoContext, Result};
-use crate::partition::{START_FILE, read_start};
+use crate::partition::{
+    LOCK_FILE, START_FILE, read_recovery_point, read_start, write_recovery_point,
+};
 use crate::segment::{
     Seal, parse_index, parse_segment_file_name, scan_file_from, segment_file_name,
 };
@@ -99,6 +101,7 @@ pub(super) fn repair_partition(
             topic_partition: Some(tp.clone()),
             offsets: None,
             records: 0,
+            damaged_records: None,
             reason: format!(
                 "the segment lies below the partition's start offset {start} (its records were \
                  deleted; a deletion that did not finish)"
@@ -116,6 +119,7 @@ pub(super) fn repair_partition(
             topic_partition: Some(tp.clone()),
             offsets: Some((start, None)),
             records: 0,
+            damaged_records: None,
             reason: format!(
                 "the partition has no segment; it is recreated empty at its start offset {start}"
             ),
@@ -183,6 +187,7 @@ pub(super) fn repair_partition(
                 topic_partition: Some(tp.clone()),
                 offsets: Some((from, Some(end))),
                 records,
+                damaged_records: None,
                 reason,
             });
             if !dry_run {
@@ -199,6 +204,7 @@ pub(super) fn repair_partition(
                 kept_base = Some(base);
             }
             Some(d) => {
+                let (damaged_records, damaged_end) = damaged_batch(&file.0, d.position, d.offset);
                 cuts.push(RepairCut {
                     file: path.clone(),
                     action: CutAction::Truncate {
@@ -206,8 +212,9 @@ pub(super) fn repair_partition(
                         len,
                     },
                     topic_partition: Some(tp.clone()),
-                    offsets: Some((d.offset, Some(d.known_end()))),
+                    offsets: Some((d.offset, Some(d.known_end().max(damaged_end)))),
                     records: d.records_after(),
+                    damaged_records,
                     reason: format!("damaged at byte {}: {}", d.position, d.reason),
                 });
                 if !dry_run {
@@ -239,6 +246,7 @@ pub(super) fn repair_partition(
                     topic_partition: Some(tp.clone()),
                     offsets: Some((seal.end_offset, None)),
                     records: 0,
+                    damaged_records: None,
                     reason: format!(
                         "{} was rolled at offset {}, but no segment starts there; it becomes the \
                          last segment",
@@ -275,6 +283,7 @@ pub(super) fn repair_partition(
             topic_partition: Some(tp.clone()),
             offsets: Some((expected, Some(start))),
             records: 0,
+            damaged_records: None,
             reason: format!(
                 "the start offset {start} is past the repaired end offset {expected}; it becomes \
                  {expected}"
@@ -286,8 +295,50 @@ pub(super) fn repair_partition(
                 .at(&path)?;
         }
     }
+    let point = read_recovery_point(&FileStorage, dir)?;
+    if expected < point {
+        // Records that had been fsynced are cut (or were missing): the recovery point says so,
+        // and moves back to the new end, or the next open would refuse the partition.
+        let path = dir.join(LOCK_FILE);
+        cuts.push(RepairCut {
+            file: path.clone(),
+            action: CutAction::MoveRecoveryPoint {
+                from: point,
+                to: expected,
+            },
+            topic_partition: Some(tp.clone()),
+            offsets: Some((expected, Some(point))),
+            records: 0,
+            damaged_records: None,
+            reason: format!(
+                "every record below offset {point} had been fsynced, and the partition now ends \
+                 at {expected}: offsets {expected}..{point} were durable and are lost (the cuts \
+                 above, or a segment that was cut short or removed)"
+            ),
+        });
+        if !dry_run {
+            write_recovery_point(&FileStorage, dir, expected)?;
+        }
+    }
     if !dry_run && cut_from.is_some() {
         sync_dir(dir)?;
     }
     Ok(expected)
+}
+
+/// What the header of the damaged batch at `position` of `bytes` (expected at `offset`) says:
+/// its record count and the offset after it, if a header that claims that offset is there
+/// (its checksum fails, or its bytes run past the file's end). `(None, offset)` otherwise.
+fn damaged_batch(bytes: &[u8], position: u64, offset: u64) -> (Option<u64>, u64) {
+    let header = usize::try_from(position)
+        .ok()
+        .and_then(|p| bytes.get(p..))
+        .and_then(|b| riffle_record::BatchHeader::parse(b).ok());
+    match header {
+        Some(h) if h.base_offset == offset => (
+            Some(u64::from(h.record_count)),
+            offset + u64::from(h.last_offset_delta) + 1,
+        ),
+        _ => (None, offset),
+    }
 }

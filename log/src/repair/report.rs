@@ -34,6 +34,32 @@ pub enum CutAction {
         /// Byte after the last one dropped.
         to: u64,
     },
+    /// The partition's recovery point (in its `lock` file) moves back to where the partition
+    /// ends after the cuts: records below it had been fsynced and are gone.
+    MoveRecoveryPoint {
+        /// The recovery point it said.
+        from: u64,
+        /// The recovery point it says now.
+        to: u64,
+    },
+    /// A group's committed offset is moved back to where the partition ends after the cuts
+    /// (it pointed past records that are gone; the group goes on from the new end).
+    MoveCommittedOffset {
+        /// The group.
+        group: String,
+        /// The offset it had committed.
+        from: u64,
+        /// The offset it has now.
+        to: u64,
+    },
+    /// A group's committed offsets held only in dropped journal records are lost: the group
+    /// goes back to the offsets it had committed before them.
+    LoseCommittedOffset {
+        /// The group.
+        group: String,
+        /// The offset the dropped transaction had committed.
+        offset: u64,
+    },
     /// The partition's `start` file is rewritten: the start offset moves back to the end
     /// offset the cuts left (it named records that are gone).
     MoveStart {
@@ -59,6 +85,10 @@ pub struct RepairCut {
     /// Records of intact batches (or transactions, for the journal) among what is cut: what a
     /// reader could still have read. Damaged bytes hold an unknown number more.
     pub records: u64,
+    /// Records the damaged batch at the cut holds by its header (whose checksum fails, so
+    /// the count is what the header says, not what could be read); `None` if no header could
+    /// be read there.
+    pub damaged_records: Option<u64>,
     /// Why.
     pub reason: String,
 }
@@ -74,6 +104,24 @@ impl fmt::Display for RepairCut {
             CutAction::Missing => write!(f, "give up the missing {file}")?,
             CutAction::DropBytes { from, to } => {
                 write!(f, "drop bytes {from}..{to} of {file}")?;
+            }
+            CutAction::MoveRecoveryPoint { from, to } => {
+                write!(
+                    f,
+                    "move the recovery point in {file} from {from} back to {to}"
+                )?;
+            }
+            CutAction::MoveCommittedOffset { group, from, to } => {
+                write!(
+                    f,
+                    "move group {group:?}'s committed offset in {file} from {from} back to {to}"
+                )?;
+            }
+            CutAction::LoseCommittedOffset { group, offset } => {
+                write!(
+                    f,
+                    "lose group {group:?}'s committed offset {offset} held in {file}"
+                )?;
             }
             CutAction::MoveStart { from, to } => {
                 write!(
@@ -92,7 +140,11 @@ impl fmt::Display for RepairCut {
         } else {
             "intact transactions"
         };
-        write!(f, ", {} {unit}; {}", self.records, self.reason)
+        write!(f, ", {} {unit}", self.records)?;
+        if let Some(n) = self.damaged_records {
+            write!(f, " and {n} in the damaged batch (by its header)")?;
+        }
+        write!(f, "; {}", self.reason)
     }
 }
 

@@ -170,6 +170,14 @@ impl Log {
             return Err(e);
         }
 
+        if sync {
+            // The record is durable: from now on the journal's shortening is lost transactions.
+            let len = txn.journal.len();
+            if let Err(e) = txn.claim_journal(len) {
+                tracing::warn!(file = %txn.journal.path.display(), error = %e, "recording the transaction journal's committed length in txn/lock failed (the transaction is committed)");
+            }
+        }
+
         // Committed. Every step from here is redone by recovery if it does not happen now.
         let mut failed = None;
         for &(i, tp, base, count, bytes) in &sealed {

@@ -25,22 +25,80 @@
 //! and the group files; `commit.rs` owns the commit, `recovery.rs` replaying the journal and
 //! checkpointing.
 
+use std::collections::BTreeSet;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal};
 use crate::log::{Log, lock};
+use crate::slots;
 use crate::storage::StorageFile;
 
 mod commit;
 mod recovery;
 
-/// `txn/lock`: bytes 0..8 the generation (bumped whenever a group file is written or the
-/// journal emptied), byte 8 set while a transaction is in flight.
-const LOCK_FILE: &str = "lock";
+/// `txn/lock` (log/FORMAT.md, *Many processes* and *Transaction journal*): bytes 0..8 the
+/// generation (bumped whenever a group file is written or the journal emptied), byte 8 set
+/// while a transaction is in flight; bytes 16..64 the journal's committed length (the slots of
+/// log/src/slots.rs); from byte 64 the group registry. Never fsynced: the committed length and
+/// the registry are lower bounds of what was made durable before they were written.
+pub(crate) const LOCK_FILE: &str = "lock";
 const IN_FLIGHT_AT: u64 = 8;
+/// Where the journal's committed length is kept.
+pub(crate) const CLAIM_AT: u64 = 16;
+pub(crate) const CLAIM_WHAT: &str = "the transaction journal's committed length";
+/// Where the group registry starts: one entry per group whose offsets file was ever written
+/// (u16 name length, the name, CRC32C of both), appended once, after the file was durable.
+pub(crate) const REGISTRY_AT: u64 = CLAIM_AT + slots::SLOTS_LEN as u64;
+
+/// The group registry's entries in `bytes` (the lock file from [`REGISTRY_AT`] on), up to the
+/// first that does not check out (a write torn by a crash: the entries before it stand), and
+/// the byte after the last valid one.
+pub(crate) fn parse_registry(bytes: &[u8]) -> (BTreeSet<String>, u64) {
+    let mut names = BTreeSet::new();
+    let mut at = 0usize;
+    while let Some(len) = bytes.get(at..at + 2) {
+        let n = usize::from(u16::from_be_bytes([len[0], len[1]]));
+        let Some(entry) = bytes.get(at..at + 2 + n) else {
+            break;
+        };
+        let Some(crc) = bytes.get(at + 2 + n..at + 6 + n) else {
+            break;
+        };
+        let name = std::str::from_utf8(&entry[2..]).ok();
+        match name {
+            Some(name)
+                if n > 0
+                    && crc32c::crc32c(entry).to_be_bytes() == [crc[0], crc[1], crc[2], crc[3]] =>
+            {
+                names.insert(name.to_owned());
+                at += 6 + n;
+            }
+            _ => break,
+        }
+    }
+    (names, at as u64)
+}
+
+/// A registry entry for `group`.
+pub(crate) fn registry_entry(group: &str) -> Vec<u8> {
+    let mut entry = Vec::with_capacity(group.len() + 6);
+    entry.extend_from_slice(&(group.len() as u16).to_be_bytes());
+    entry.extend_from_slice(group.as_bytes());
+    let crc = crc32c::crc32c(&entry);
+    entry.extend_from_slice(&crc.to_be_bytes());
+    entry
+}
+
+/// What `txn/lock` says.
+struct LockContent {
+    generation: u64,
+    in_flight: bool,
+    /// The journal's committed length, as its slots hold it.
+    claim: Option<slots::Slotted>,
+}
 
 /// What the transaction lock guards: the journal, and the `txn/lock` handle.
 #[derive(Debug)]
@@ -50,6 +108,14 @@ pub(crate) struct TxnState {
     lock: Option<Box<dyn StorageFile>>,
     /// A handle on the journal for reading other processes' records (and cutting a torn tail).
     reader: Option<Box<dyn StorageFile>>,
+    /// The journal's committed length as `txn/lock` said when the lock was taken.
+    claim: Option<slots::Slotted>,
+    /// The groups `txn/lock` registers (their offsets files were written), and the bytes of
+    /// the lock file parsed for them.
+    pub(crate) registry: BTreeSet<String>,
+    registry_read: u64,
+    /// Where the next registry entry goes (after the last valid one).
+    registry_end: u64,
 }
 
 impl TxnState {
@@ -59,26 +125,54 @@ impl TxnState {
             lock_path: root.join("txn").join(LOCK_FILE),
             lock: None,
             reader: None,
+            claim: None,
+            registry: BTreeSet::new(),
+            registry_read: 0,
+            registry_end: REGISTRY_AT,
         }
     }
 
-    /// `(generation, in flight)` as `txn/lock` says.
-    fn read_lock_file(&mut self) -> Result<(u64, bool)> {
+    /// What `txn/lock` says; reads the group registry again if the file grew.
+    fn read_lock_file(&mut self) -> Result<LockContent> {
+        let nothing = LockContent {
+            generation: 0,
+            in_flight: false,
+            claim: None,
+        };
         let Some(file) = self.lock.as_mut() else {
-            return Ok((0, false));
+            return Ok(nothing);
         };
         let len = file.refresh_len().at(&self.lock_path)?;
-        let mut raw = [0u8; 9];
-        let have = usize::try_from(len).unwrap_or(raw.len()).min(raw.len());
-        if have < 8 {
-            return Ok((0, false));
+        // The registry is read only when the file's length changed (a group was registered).
+        let upto = if len != self.registry_read {
+            len
+        } else {
+            REGISTRY_AT.min(len)
+        };
+        let mut raw = vec![0u8; usize::try_from(upto).unwrap_or(0)];
+        if raw.len() < 8 {
+            return Ok(nothing);
         }
-        file.read_exact_at(0, &mut raw[..have])
-            .at(&self.lock_path)?;
+        file.read_exact_at(0, &mut raw).at(&self.lock_path)?;
         let generation = u64::from_be_bytes([
             raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
         ]);
-        Ok((generation, raw[8] != 0))
+        let in_flight = raw.get(8).is_some_and(|&b| b != 0);
+        let claim = match raw.get(CLAIM_AT as usize..) {
+            Some(bytes) => slots::decode(&self.lock_path, CLAIM_AT, CLAIM_WHAT, bytes)?,
+            None => None,
+        };
+        if len != self.registry_read {
+            let (names, end) = parse_registry(raw.get(REGISTRY_AT as usize..).unwrap_or_default());
+            self.registry = names;
+            self.registry_end = REGISTRY_AT + end;
+            self.registry_read = len;
+        }
+        Ok(LockContent {
+            generation,
+            in_flight,
+            claim,
+        })
     }
 
     fn write_in_flight(&mut self, in_flight: bool) -> Result<()> {
@@ -130,6 +224,54 @@ impl Drop for TxnGuard<'_> {
 }
 
 impl TxnGuard<'_> {
+    /// The journal's committed length as `txn/lock` says (0: none recorded).
+    pub(crate) fn journal_claim(&self) -> u64 {
+        self.state.claim.map_or(0, |c| c.value)
+    }
+
+    /// Records that the journal's first `len` bytes are committed (fsynced): written after the
+    /// fsync, under the exclusive lock, never fsynced itself. Lowered to 0 *before* the
+    /// journal is emptied. On a memory-backed log (no lock file) it does nothing.
+    pub(crate) fn claim_journal(&mut self, len: u64) -> Result<()> {
+        let state = &mut *self.state;
+        let Some(file) = state.lock.as_mut() else {
+            return Ok(());
+        };
+        if state.claim.is_some_and(|c| c.value == len) || (state.claim.is_none() && len == 0) {
+            return Ok(());
+        }
+        slots::write(&mut **file, &state.lock_path, CLAIM_AT, state.claim, len)?;
+        state.claim = slots::read(&mut **file, &state.lock_path, CLAIM_AT, CLAIM_WHAT)?;
+        Ok(())
+    }
+
+    /// Registers `groups` (whose offsets files were just written, durably) in `txn/lock`, so
+    /// that a deleted offsets file is found missing rather than read as "never committed".
+    pub(crate) fn register_groups(&mut self, groups: Vec<String>) -> Result<()> {
+        let state = &mut *self.state;
+        let Some(file) = state.lock.as_mut() else {
+            return Ok(());
+        };
+        for group in groups {
+            if state.registry.contains(&group) {
+                continue;
+            }
+            if file.len() < REGISTRY_AT {
+                // The claim's slots stay empty (zero) until a transaction writes them.
+                let len = file.len();
+                let fill = vec![0u8; usize::try_from(REGISTRY_AT - len).unwrap_or(0)];
+                file.write_at(len, &fill).at(&state.lock_path)?;
+            }
+            let entry = registry_entry(&group);
+            file.write_at(state.registry_end, &entry)
+                .at(&state.lock_path)?;
+            state.registry_end += entry.len() as u64;
+            state.registry_read = file.refresh_len().at(&state.lock_path)?;
+            state.registry.insert(group);
+        }
+        Ok(())
+    }
+
     /// The generation in `txn/lock` as of this guard (with its own bumps).
     pub(crate) fn generation(&self) -> u64 {
         self.generation
@@ -177,8 +319,13 @@ impl Log {
             locked,
             generation: 0,
         };
-        let (generation, in_flight) = guard.read_lock_file()?;
+        let LockContent {
+            generation,
+            in_flight,
+            claim,
+        } = guard.read_lock_file()?;
         guard.generation = generation;
+        guard.claim = claim;
         self.sync_view(&mut guard, exclusive)?;
         if exclusive && in_flight && !shared.options.read_only {
             tracing::warn!(file = %guard.lock_path.display(), "a process died during a transaction; recovering the transaction journal");
@@ -194,6 +341,7 @@ impl Log {
     fn sync_view(&self, txn: &mut TxnGuard<'_>, exclusive: bool) -> Result<()> {
         let shared = &self.shared;
         let generation = txn.generation;
+        let claim = txn.journal_claim();
         let txn: &mut TxnState = txn;
         let mut groups = lock(&shared.groups, &"the group offsets")?;
         if !shared.storage.shared_between_processes() {
@@ -204,15 +352,25 @@ impl Log {
         if groups.generation != generation {
             groups.invalidate(generation);
         }
+        if groups.registry_version != txn.registry_read {
+            groups.registered = txn.registry.clone();
+            groups.registry_version = txn.registry_read;
+        }
         let path = txn.journal.path.clone();
         let writable = !shared.options.read_only;
         if txn.reader.is_none() {
             txn.reader = shared.storage.open_existing(&path, writable).at(&path)?;
         }
         let Some(reader) = txn.reader.as_mut() else {
+            if claim > 0 {
+                return Err(journal_lost(&path, &txn.lock_path, 0, claim));
+            }
             return Ok(());
         };
         let len = reader.refresh_len().at(&path)?;
+        if len < claim {
+            return Err(journal_lost(&path, &txn.lock_path, len, claim));
+        }
         if exclusive && writable {
             // This process appends its next record at the end other processes left.
             txn.journal.refresh(&shared.storage)?;
@@ -235,6 +393,19 @@ impl Log {
             groups.journal_len = len;
             return Ok(());
         };
+        if torn_at < claim {
+            return Err(Error::Corrupt {
+                path: path.clone(),
+                position: torn_at,
+                reason: format!(
+                    "the journal record at byte {torn_at} does not check out ({reason}), but \
+                     every record below byte {claim} was committed (fsynced; {} says so), so \
+                     this is not a torn write: committed transactions are damaged; `riffle log \
+                     repair` drops them explicitly and reports the group offsets lost with them",
+                    txn.lock_path.display()
+                ),
+            });
+        }
         groups.journal_len = torn_at;
         if exclusive && writable {
             let position = torn_at;
@@ -250,5 +421,26 @@ impl Log {
             txn.journal.refresh(&shared.storage)?;
         }
         Ok(())
+    }
+}
+
+/// The error for a journal (`path`) of `len` bytes whose first `claim` bytes were committed, as
+/// `lock` (`txn/lock`) says: it was deleted or cut, and the transactions there with it.
+fn journal_lost(path: &Path, lock: &Path, len: u64, claim: u64) -> Error {
+    let what = if len == 0 {
+        "is missing or empty".to_owned()
+    } else {
+        format!("holds {len} bytes")
+    };
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        position: len,
+        reason: format!(
+            "the transaction journal {what}, but its first {claim} bytes were committed \
+             (fsynced; {} says so): it was deleted or cut, and the committed transactions there \
+             (their group offsets, not yet in the groups' files) are lost; `riffle log repair` \
+             acknowledges the loss explicitly (the groups go on from the offsets in their files)",
+            lock.display()
+        ),
     }
 }

@@ -50,7 +50,15 @@ impl Log {
             let generation = txn.generation;
             lock(&shared.groups, &"the group offsets")?.generation = generation;
         }
-        lock(&shared.groups, &"the group offsets")?.flush_pending(&shared.storage, &shared.root)?;
+        let created = {
+            let mut groups = lock(&shared.groups, &"the group offsets")?;
+            groups.flush_pending(&shared.storage, &shared.root)?;
+            groups.take_created()
+        };
+        txn.register_groups(created)?;
+        // Lowered before the journal is emptied: a crash in between leaves a claim the journal
+        // still meets.
+        txn.claim_journal(0)?;
         txn.journal.clear(&shared.storage)?;
         lock(&shared.groups, &"the group offsets")?.journal_cleared();
         Ok(())

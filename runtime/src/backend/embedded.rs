@@ -124,6 +124,9 @@ impl Backend for EmbeddedBackend {
     fn wake_count(&self) -> u64 {
         self.log.wake_count()
     }
+    fn position_past_end_is_lost_data(&self) -> bool {
+        true
+    }
     fn supports_exactly_once(&self) -> bool {
         true
     }

@@ -139,6 +139,13 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// The coordinator of the application's group (joined by each stream thread).
     fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>>;
+    /// Whether a position past a partition's end means lost records rather than a partition
+    /// that legitimately became shorter: true on the embedded log, which never truncates below
+    /// a committed offset (Kafka may, after an unclean leader election, and its consumers then
+    /// follow `auto.offset.reset`).
+    fn position_past_end_is_lost_data(&self) -> bool {
+        false
+    }
     /// Whether [`Backend::commit_transaction`] is available (`processing_guarantee =
     /// exactly_once` needs it).
     fn supports_exactly_once(&self) -> bool {

@@ -209,6 +209,29 @@ pub enum Error {
         /// No committed offset, or which offset is out of which range.
         reason: String,
     },
+    /// A source partition's position is past the partition's end on a backend that never
+    /// loses records below a committed offset (the embedded log fsyncs a partition before the
+    /// offsets that point past its records): records the group had processed are gone, and
+    /// `auto_offset_reset` (for offsets never committed, or deleted by retention or
+    /// `delete_records`) would process the partition again silently.
+    #[error(
+        "group {group:?}'s position in {topic}-{partition} is offset {offset}, past the \
+         partition's end {end}: records the group had processed are gone (the log lost data it \
+         had made durable); auto_offset_reset does not apply. `riffle log repair` reports the \
+         loss and moves the group's offset back to the end explicitly"
+    )]
+    OffsetPastEnd {
+        /// The group (the application id).
+        group: String,
+        /// The source topic.
+        topic: String,
+        /// Its partition.
+        partition: u32,
+        /// The committed (or reached) offset.
+        offset: u64,
+        /// The partition's end offset.
+        end: u64,
+    },
     /// The application's code panicked on a record (a DSL function or a processor).
     #[error("panicked: {message}")]
     Panicked {

@@ -57,6 +57,19 @@ impl StreamTask {
                 config.auto_offset_reset
             };
             let committed = match backend.committed_offset(application_id, &tp)? {
+                Some(offset) if backend.position_past_end_is_lost_data() => {
+                    let end = backend.end_offset(&tp)?;
+                    if offset > end {
+                        return Err(Error::OffsetPastEnd {
+                            group: application_id.to_owned(),
+                            topic: tp.topic.to_string(),
+                            partition: tp.partition,
+                            offset,
+                            end,
+                        });
+                    }
+                    offset
+                }
                 Some(offset) => offset,
                 // A fetch below the partition's start resets to it.
                 None if reset == AutoOffsetReset::Earliest => 0,

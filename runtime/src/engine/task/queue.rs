@@ -41,11 +41,22 @@ impl PartitionQueue {
     /// The fetch position is out of the partition's range (the records there were deleted, or
     /// the partition was recreated shorter): `auto_offset_reset` moves it to the partition's
     /// start or end, dropping what was buffered, with a warning naming the partition and both
-    /// offsets; under `none` the task fails.
-    pub(super) fn reset_position(&mut self, backend: &dyn Backend) -> Result<()> {
+    /// offsets; under `none` the task fails. Past the end on a backend that never loses records
+    /// below a committed offset (the embedded log), it is lost data: [`Error::OffsetPastEnd`]
+    /// naming `group`.
+    pub(super) fn reset_position(&mut self, backend: &dyn Backend, group: &str) -> Result<()> {
         let start = backend.start_offset(&self.tp)?;
         let end = backend.end_offset(&self.tp)?;
         let from = self.fetch_position;
+        if from > end && backend.position_past_end_is_lost_data() {
+            return Err(Error::OffsetPastEnd {
+                group: group.to_owned(),
+                topic: self.tp.topic.to_string(),
+                partition: self.tp.partition,
+                offset: from,
+                end,
+            });
+        }
         let to = match self.reset {
             AutoOffsetReset::Earliest => start,
             AutoOffsetReset::Latest => end,
@@ -122,7 +133,7 @@ impl StreamTask {
         }
         let batches = match backend.fetch(&input.tp, input.fetch_position, max_bytes) {
             Err(e) if e.is_offset_out_of_range() => {
-                input.reset_position(backend)?;
+                input.reset_position(backend, &self.signals.application_id)?;
                 self.offsets_moved = true;
                 backend.fetch(&input.tp, input.fetch_position, max_bytes)?
             }
