@@ -260,7 +260,9 @@ pub struct StreamsConfig {
     pub metrics_recording_level: RecordingLevel,
     /// Where this instance answers interactive queries, `host:port` (`application.server`):
     /// told to the group so that [`crate::StreamsApp::query_metadata_for_key`] on any
-    /// instance names the one holding a key. riffle does not serve queries itself. `None`, the
+    /// instance names the one holding a key. riffle answers no queries itself; an application
+    /// can, from a route of the instance's HTTP server ([`crate::StreamsApp::add_http_route`],
+    /// [`crate::StreamsApp::add_http_listener`] for this address). `None`, the
     /// default: this instance is not named.
     pub application_server: Option<String>,
     /// How often, in wall-clock time, a stream–stream left or outer join looks for unmatched

@@ -1,5 +1,5 @@
 //! The instance's one HTTP server: what a request and an answer are to a route
-//! ([`HttpRequest`], [`HttpResponse`]), the routes by path prefix ([`Routes`]), and the server
+//! ([`HttpRequest`], [`HttpResponse`]), the routes by path prefix (`Routes`), and the server
 //! that answers them on every address it listens at (`server.rs`).
 //!
 //! An application adds routes with [`crate::StreamsApp::add_http_route`]; telemetry adds
