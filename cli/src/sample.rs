@@ -21,8 +21,11 @@ use riffle_log::{Log, LogOptions, TopicPartition};
 mod click_through;
 mod enrich;
 mod kafka;
+mod serve;
 mod window_model;
 mod windowed;
+
+pub(crate) use serve::{bind_serve, serve_counts};
 
 pub use click_through::ClickThroughArgs;
 pub use enrich::EnrichArgs;
@@ -95,7 +98,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_parser = crate::duration::parse_duration_ms, default_value = "5s")]
     pub(crate) progress_every: i64,
     /// Serve the application's metrics for Prometheus at http://HOST:PORT/metrics while it
-    /// runs (`metrics_http_addr`).
+    /// runs (`metrics_http_addr`: the instance's HTTP server, which also answers --serve's
+    /// queries there).
     #[arg(long, value_name = "HOST:PORT")]
     pub(crate) metrics_addr: Option<String>,
     /// The embedded log the application runs on, if it does: the progress lines report its
@@ -182,6 +186,8 @@ pub struct CountArgs {
     /// `application_server`) from the running application's store (an interactive query over
     /// every local task): the key's count, 404 if it has none; on Kafka, a 307 redirect to the
     /// instance that counts the key when another one does; 503 while the store migrates.
+    /// The instance's one HTTP server answers it, and /metrics, at HOST:PORT and at
+    /// --metrics-addr if that names another address.
     #[arg(long, value_name = "HOST:PORT")]
     serve: Option<String>,
 }
@@ -290,138 +296,18 @@ fn group_by_key_count(mut args: CountArgs) -> anyhow::Result<()> {
         .map(|addr| bind_serve(addr, &mut config))
         .transpose()?;
     let total_input: u64 = input_size(&log, &input)?;
-    let app = StreamsApp::new(
+    let mut app = StreamsApp::new(
         topology_with(&input, &output, args.store, args.repartition)?,
         config,
         EmbeddedBackend::new(log.clone()).shared(),
     )?;
     if let Some(listener) = listener {
-        serve_counts(&app, listener)?;
+        serve_counts(&mut app, listener)?;
     }
     let (summary, elapsed, interrupted) =
         run_with_progress(app, total_input, StreamsApp::is_idle, args.follow.clone())?;
     let counts = latest_counts(&EmbeddedBackend::new(log.clone()), &output)?;
     report(&summary, elapsed, interrupted, &counts, expected.as_ref())
-}
-
-/// `--serve ADDR`: listens at `addr` before the application exists, so that the address it
-/// got (port 0 picks one) becomes the application's `application_server`.
-pub(crate) fn bind_serve(
-    addr: &str,
-    config: &mut StreamsConfig,
-) -> anyhow::Result<std::net::TcpListener> {
-    let listener = std::net::TcpListener::bind(addr)
-        .with_context(|| format!("--serve {addr}: cannot listen"))?;
-    let bound = listener.local_addr()?;
-    if bound.ip().is_unspecified() {
-        anyhow::bail!(
-            "--serve {addr}: other instances cannot reach {}; name the address they reach this one at",
-            bound.ip()
-        );
-    }
-    config.application_server = Some(bound.to_string());
-    Ok(listener)
-}
-
-/// What a key keeps unencoded in a `/counts/<key>` URL: RFC 3986's unreserved characters.
-const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-/// `--serve`: answers `GET /counts/<key>` (the key percent-decoded, as UTF-8) on `listener` (from [`bind_serve`]) on a thread of
-/// its own, for as long as this process runs: from `app`'s store `counts` (an interactive
-/// query over every local task) when this instance runs the key's task; else a redirect
-/// (307) to the instance that does, as the group names it; 503 while no instance is known to
-/// have it (a rebalance) or the store migrates.
-pub(crate) fn serve_counts(
-    app: &StreamsApp,
-    listener: std::net::TcpListener,
-) -> anyhow::Result<()> {
-    let store = app.store(riffle::query::StoreQueryParameters::from_name_and_type(
-        "counts",
-        riffle::query::QueryableStoreTypes::key_value::<String, i64>(),
-    ))?;
-    let bound = listener.local_addr()?;
-    let me: riffle::query::HostInfo = bound.to_string().parse()?;
-    println!("serving counts at http://{bound}/counts/<key>");
-    let route = app.metadata_handle();
-    // tiny_http blocks in accept (nothing polls); the server lives as long as this process.
-    let server = tiny_http::Server::from_listener(listener, None)
-        .map_err(|e| anyhow::anyhow!("--serve {bound}: {e}"))?;
-    std::thread::Builder::new()
-        .name("sample-serve".into())
-        .spawn(move || {
-            let serde = riffle::Serdes::string();
-            for request in server.incoming_requests() {
-                let target = request.url().to_owned();
-                // A request another instance sent here is answered here, never sent on.
-                let (path, redirected) = match target.split_once('?') {
-                    Some((path, query)) => (path, query.split('&').any(|q| q == "redirected")),
-                    None => (target.as_str(), false),
-                };
-                let mut location = None;
-                let key = path.strip_prefix("/counts/").map(|raw| {
-                    percent_encoding::percent_decode_str(raw)
-                        .decode_utf8()
-                        .map(std::borrow::Cow::into_owned)
-                });
-                let (status, body) = match key {
-                    Some(Err(_)) => (
-                        400,
-                        "the key is not UTF-8 once percent-decoded\n".to_owned(),
-                    ),
-                    Some(Ok(key)) if *request.method() == tiny_http::Method::Get => {
-                        match route.query_metadata_for_key("counts", &key, &serde) {
-                            Ok(meta) => match meta.active_host {
-                                Some(host) if host != me && !redirected => {
-                                    let encoded =
-                                        percent_encoding::utf8_percent_encode(&key, PATH_SEGMENT);
-                                    let url = format!("http://{host}/counts/{encoded}?redirected");
-                                    let body = format!(
-                                        "{key} is counted by the instance at {host} (partition {}): {url}\n",
-                                        meta.partition
-                                    );
-                                    location = Some(url);
-                                    (307, body)
-                                }
-                                _ => match store.get(&key) {
-                                    Ok(Some(count)) => (200, format!("{count}\n")),
-                                    Ok(None) if meta.active_host.is_none() => (
-                                        503,
-                                        format!(
-                                            "no instance is known to run partition {} of {key} now (rebalancing?)\n",
-                                            meta.partition
-                                        ),
-                                    ),
-                                    Ok(None) => (404, format!("no count for {key}\n")),
-                                    Err(e) => (503, format!("{e}\n")),
-                                },
-                            },
-                            Err(e) => (503, format!("{e}\n")),
-                        }
-                    }
-                    _ => (404, "GET /counts/<key>\n".to_owned()),
-                };
-                let mut response = tiny_http::Response::from_string(body).with_status_code(status);
-                let headers = [("Content-Type", Some("text/plain".to_owned())), ("Location", location)];
-                for (name, value) in headers {
-                    // Every value is ASCII (the key is percent-encoded in the URL); one tiny_http
-                    // refused would be left out, and the body names the URL anyway.
-                    let value = value.unwrap_or_default();
-                    if value.is_empty() {
-                        continue;
-                    }
-                    if let Ok(h) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-                        response = response.with_header(h);
-                    }
-                }
-                let _ = request.respond(response);
-            }
-        })
-        .context("starting the --serve thread")?;
-    Ok(())
 }
 
 /// Runs `app` with a progress bar over `total` records until `finished` (or Ctrl-C); returns

@@ -4,8 +4,9 @@
 //! equal to a model of everything appended. SIGTERM ends it the same way. With
 //! `--metrics-addr`, Prometheus' text at `/metrics` counts what it processed; with `--serve`,
 //! `GET /counts/<key>` answers each key's count from the running application's store
-//! (the key percent-decoded), and 200 idle clients with half-sent requests hold up neither
-//! a query nor a scrape.
+//! (the key percent-decoded); one server answers both paths at both addresses; and 200 idle
+//! clients with half-sent requests delay neither a query nor a scrape by more than 100 ms, nor
+//! cost the sample a thread each.
 
 use std::io::{BufRead, BufReader};
 use std::process::Command;
@@ -53,6 +54,28 @@ fn http_get(addr: &str, path: &str) -> String {
 
 fn scrape(addr: &str) -> String {
     http_get(addr, "/metrics")
+}
+
+/// The median time of five `GET path`s from `addr`, each on a new connection, and the last
+/// response.
+fn timed_get(addr: &str, path: &str) -> (Duration, String) {
+    let mut response = String::new();
+    let mut times: Vec<Duration> = (0..5)
+        .map(|_| {
+            let started = Instant::now();
+            response = http_get(addr, path);
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[2], response)
+}
+
+/// Threads of process `pid` now.
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("/proc/<pid>/task")
+        .count()
 }
 
 /// The sum of every sample of `family`.
@@ -148,6 +171,19 @@ fn follow_and_stop(signal: &str) {
         response.ends_with(&format!("\r\n\r\n{count}\n")),
         "{key} as {encoded}: {response}"
     );
+    // One server: each address answers both paths.
+    let response = http_get(&addr, &format!("/counts/{key}"));
+    assert!(
+        response.ends_with(&format!("\r\n\r\n{count}\n")),
+        "/counts at the metrics address: {response}"
+    );
+    assert!(
+        scrape(&serve).contains("kafka_streams_stream_thread_metrics_process_total"),
+        "/metrics at the --serve address"
+    );
+    let (query_alone, _) = timed_get(&serve, &format!("/counts/{key}"));
+    let (scrape_alone, _) = timed_get(&addr, "/metrics");
+    let threads_alone = threads_of(sample.id());
     // 200 clients that connect and send half a request do not hold up the others.
     let idle: Vec<std::net::TcpStream> = (0..200)
         .map(|i| {
@@ -158,21 +194,27 @@ fn follow_and_stop(signal: &str) {
             s
         })
         .collect();
-    let started = Instant::now();
-    let response = http_get(&serve, &format!("/counts/{key}"));
-    let query = started.elapsed();
+    let (query, response) = timed_get(&serve, &format!("/counts/{key}"));
     assert!(
         response.ends_with(&format!("\r\n\r\n{count}\n")),
         "{response}"
     );
-    let started = Instant::now();
-    let body = scrape(&addr);
-    let metrics = started.elapsed();
+    let (metrics, body) = timed_get(&addr, "/metrics");
     assert!(body.contains("kafka_streams_stream_thread_metrics_process_total"));
-    println!("with 200 idle clients: a count query took {query:?}, a scrape {metrics:?}");
+    let threads_idle = threads_of(sample.id());
+    println!(
+        "a count query took {query_alone:?} alone, {query:?} with 200 idle clients; a scrape \
+         {scrape_alone:?}, {metrics:?}; the sample's threads: {threads_alone}, {threads_idle}"
+    );
+    let bound = Duration::from_millis(100);
     assert!(
-        query < Duration::from_secs(2) && metrics < Duration::from_secs(2),
-        "held up by idle clients: query {query:?}, scrape {metrics:?}"
+        query < query_alone + bound && metrics < scrape_alone + bound,
+        "held up by idle clients: query {query_alone:?} → {query:?}, scrape {scrape_alone:?} → \
+         {metrics:?}"
+    );
+    assert!(
+        threads_idle < threads_alone + 10,
+        "idle clients cost threads: {threads_alone} → {threads_idle}"
     );
     drop(idle);
     let pid = sample.id().to_string();

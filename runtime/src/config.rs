@@ -242,16 +242,27 @@ pub struct StreamsConfig {
     /// Where a source partition without a committed offset, or with one out of its range,
     /// starts (`auto.offset.reset`): earliest (the default), latest or none.
     pub auto_offset_reset: AutoOffsetReset,
-    /// Serve the metrics in Prometheus' format at `http://<addr>/metrics` while the
-    /// application runs (`host:port`; port 0 picks one, see
-    /// [`crate::StreamsApp::metrics_addr`]). `None`, the default: no endpoint.
+    /// Where the instance's HTTP server listens while the application runs (`host:port`;
+    /// port 0 picks one, see [`crate::StreamsApp::metrics_addr`]): the metrics in Prometheus'
+    /// format at `/metrics`, and the routes the application adds
+    /// ([`crate::StreamsApp::add_http_route`]). `None`, the default: the server listens only
+    /// where the application asks ([`crate::StreamsApp::add_http_listener`]), and does not
+    /// run if it asks nowhere.
     pub metrics_http_addr: Option<String>,
+    /// How long a client of the HTTP server may take to send a complete request head,
+    /// counted from when it connects or was last answered on a kept-alive connection; then it
+    /// is disconnected (`riffle.http.header.read.timeout.ms`; Kafka Streams serves no HTTP).
+    /// A client that sends half a request, or keeps a connection open and sends nothing,
+    /// holds it no longer. 10 s by default; not zero.
+    pub http_header_read_timeout: Duration,
     /// Which metrics are recorded (`metrics.recording.level`): `INFO` (the default) or
     /// `DEBUG`, which also times every store read and write.
     pub metrics_recording_level: RecordingLevel,
     /// Where this instance answers interactive queries, `host:port` (`application.server`):
     /// told to the group so that [`crate::StreamsApp::query_metadata_for_key`] on any
-    /// instance names the one holding a key. riffle does not serve queries itself. `None`, the
+    /// instance names the one holding a key. riffle answers no queries itself; an application
+    /// can, from a route of the instance's HTTP server ([`crate::StreamsApp::add_http_route`],
+    /// [`crate::StreamsApp::add_http_listener`] for this address). `None`, the
     /// default: this instance is not named.
     pub application_server: Option<String>,
     /// How often, in wall-clock time, a stream–stream left or outer join looks for unmatched
@@ -298,6 +309,7 @@ impl StreamsConfig {
             errors_dead_letter_queue_topic_name: None,
             auto_offset_reset: AutoOffsetReset::Earliest,
             metrics_http_addr: None,
+            http_header_read_timeout: Duration::from_secs(10),
             metrics_recording_level: RecordingLevel::Info,
             application_server: None,
         }
@@ -317,7 +329,8 @@ impl StreamsConfig {
     /// Sets one option by its name: Kafka's dotted name (`num.stream.threads`) or riffle's
     /// underscored one (`num_stream_threads`). Durations are given in milliseconds under
     /// their Kafka names (`commit.interval.ms`, `poll.ms`, `heartbeat.interval.ms`,
-    /// `task.offset.interval.ms`, `state.cleanup.delay.ms`).
+    /// `task.offset.interval.ms`, `state.cleanup.delay.ms`) and riffle's own
+    /// (`riffle.http.header.read.timeout.ms`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
         fn parse<T: FromStr>(name: &str, value: &str) -> Result<T> {
             value
@@ -373,6 +386,9 @@ impl StreamsConfig {
             "metrics_http_addr" => {
                 self.metrics_http_addr = (!value.is_empty()).then(|| value.to_owned())
             }
+            "riffle_http_header_read_timeout_ms" | "http_header_read_timeout_ms" => {
+                self.http_header_read_timeout = millis(name, value)?
+            }
             "metrics_recording_level" => self.metrics_recording_level = value.parse()?,
             "application_server" => {
                 self.application_server = (!value.is_empty()).then(|| value.to_owned())
@@ -411,6 +427,13 @@ impl StreamsConfig {
         if self.num_stream_threads == 0 {
             return Err(Error::Config(
                 "num_stream_threads must be at least 1".into(),
+            ));
+        }
+        if self.http_header_read_timeout.is_zero() {
+            return Err(Error::Config(
+                "riffle.http.header.read.timeout.ms must be above 0: every client would be \
+                 disconnected before it could ask anything"
+                    .into(),
             ));
         }
         if self.max_request_size < 1024 {
@@ -490,12 +513,16 @@ mod tests {
         c.set("state_cleanup_delay_ms", "5").unwrap();
         c.set("fetch.strategy", "scan-all").unwrap();
         c.set("idle.wakeup", "every-poll").unwrap();
+        c.set("riffle.http.header.read.timeout.ms", "250").unwrap();
         assert_eq!(c.poll, Duration::from_millis(7));
         assert_eq!(c.heartbeat_interval, Duration::from_millis(300));
         assert_eq!(c.task_offset_interval, Duration::from_secs(1));
         assert_eq!(c.state_cleanup_delay, Duration::from_millis(5));
         assert_eq!(c.fetch_strategy, FetchStrategy::ScanAll);
         assert_eq!(c.idle_wakeup, IdleWakeup::EveryPoll);
+        assert_eq!(c.http_header_read_timeout, Duration::from_millis(250));
+        c.set("http_header_read_timeout_ms", "0").unwrap();
+        assert!(c.validate().is_err(), "a zero header timeout is refused");
         let err = c.set("poll.ms", "soon").unwrap_err().to_string();
         assert!(err.contains("poll.ms") && err.contains("soon"), "{err}");
         assert!(c.set("no.such.option", "1").is_err());

@@ -149,7 +149,8 @@
 //! - [`Topology`]: the built graph and Kafka's low-level API.
 //! - [`query`]: interactive queries over every local task and which instance holds a key;
 //!   [`metrics`]: every metric under Kafka Streams' names; [`producer`]: typed records into
-//!   either backend.
+//!   either backend; [`http`]: the requests and answers of the routes an application adds to
+//!   the instance's HTTP server ([`StreamsApp::add_http_route`]).
 //! - [`testing`]: [`TopologyTestDriver`], a topology run in the calling thread for tests.
 //! - [`backend`]: what a backend implements; [`prelude`]: a glob import of the common names.
 //!
@@ -177,7 +178,9 @@ mod topology;
 pub mod dsl;
 // Tasks, restoration, the offset-sum snapshot, the stream and global threads:
 mod engine;
-// Metrics under Kafka Streams' names, Prometheus' endpoint:
+// The instance's one HTTP server: requests, answers, routes by path prefix:
+pub mod http;
+// Metrics under Kafka Streams' names, Prometheus' `/metrics` route:
 mod telemetry;
 // `StreamsApp`, interactive queries, metadata, the producer:
 mod app;
@@ -186,7 +189,7 @@ mod app;
 pub mod testing;
 
 // The root: what an application author needs most. Everything public is also in its group
-// below (`dsl`, `processor`, `state`, `config`, `backend`, `testing` are the layers' own
+// below (`dsl`, `processor`, `state`, `config`, `backend`, `http`, `testing` are the layers' own
 // modules; the rest gather items from several layers).
 pub use app::{RunSummary, ShutdownHandle, StreamsApp};
 #[cfg(feature = "embedded")]

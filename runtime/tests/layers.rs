@@ -26,6 +26,7 @@ const LAYERS: &[&str] = &[
     "topology",
     "dsl",
     "engine",
+    "http",
     "telemetry",
     "app",
     "testing",

@@ -91,13 +91,13 @@ pub(super) fn group_by_key_count(args: CountArgs, servers: &str) -> anyhow::Resu
         .map(|addr| super::bind_serve(addr, &mut config))
         .transpose()?;
     let remaining = remaining_input(&backend, &application_id, &input)?;
-    let app = StreamsApp::new(
+    let mut app = StreamsApp::new(
         topology(&input, &output, args.store)?,
         config,
         backend.shared(),
     )?;
     if let Some(listener) = listener {
-        super::serve_counts(&app, listener)?;
+        super::serve_counts(&mut app, listener)?;
     }
     let (summary, elapsed, interrupted) = super::run_with_progress(
         app,

@@ -3,10 +3,10 @@
 //! idleness) and stopped; its threads are started, joined and replaced in `threads`.
 //!
 //! The app holds every part of the instance (`engine`'s: the wiring, the lifecycle, the metrics,
-//! the query inboxes, the global tables; its own: the threads' supervision) and hands each
-//! consumer only the parts it uses: a [`ShutdownHandle`] the lifecycle and the backend, a
-//! [`MetadataHandle`] the wiring, a store view the wiring, the query inboxes and the lifecycle,
-//! the metrics endpoint the metrics and the backend.
+//! the query inboxes, the global tables; its own: the threads' supervision and the HTTP server)
+//! and hands each consumer only the parts it uses: a [`ShutdownHandle`] the lifecycle and the
+//! backend, a [`MetadataHandle`] the wiring, a store view the wiring, the query inboxes and the
+//! lifecycle, the `/metrics` route the metrics and the backend.
 
 mod build;
 pub(crate) mod metadata;
@@ -14,6 +14,7 @@ pub(crate) mod producer;
 pub(crate) mod query;
 pub(crate) mod threads;
 
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -36,9 +37,10 @@ use crate::engine::global::GlobalState;
 use crate::engine::lifecycle::Lifecycle;
 use crate::engine::metrics::ThreadMetrics;
 use crate::engine::thread::ThreadParts;
+use crate::http::{HttpOptions, HttpRequest, HttpResponse, HttpServer, Routes};
 use crate::serdes::SerdeRef;
 use crate::telemetry::Metric;
-use crate::telemetry::{MetricsReader, MetricsServer};
+use crate::telemetry::{METRICS_PATH, MetricsReader, metrics_route};
 use crate::topology::Topology;
 use crate::types::error::{Error, Result};
 
@@ -81,8 +83,19 @@ pub struct StreamsApp {
     /// The global tables, until `start` hands them to the global thread.
     global_state: Option<GlobalState>,
     started: Option<Instant>,
-    metrics_server: Option<MetricsServer>,
+    /// The routes the application added, until `start` hands them to the server.
+    http_routes: Routes,
+    /// The listeners the application added, until `start` hands them to the server.
+    http_listeners: Vec<TcpListener>,
+    /// The HTTP server, once started, if it listens anywhere.
+    http_server: Option<HttpServer>,
+    /// Where `metrics_http_addr` listens, once started.
+    metrics_addr: Option<SocketAddr>,
 }
+
+/// How many handlers of the HTTP server run at once: scrapes and the application's routes
+/// (which may wait on the stream threads, up to a query's 10 s) share them.
+const HTTP_HANDLER_THREADS: usize = 4;
 
 impl std::fmt::Debug for StreamsApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -106,7 +119,10 @@ impl StreamsApp {
             supervision: Arc::new(Supervision::new()),
             global_state: Some(global_state),
             started: None,
-            metrics_server: None,
+            http_routes: Routes::default(),
+            http_listeners: Vec::new(),
+            http_server: None,
+            metrics_addr: None,
         })
     }
 
@@ -128,14 +144,8 @@ impl StreamsApp {
             ));
         }
         self.started = Some(Instant::now());
+        self.start_http()?;
         let wiring = &self.parts.wiring;
-        if let Some(addr) = &wiring.config.metrics_http_addr {
-            self.metrics_server = Some(MetricsServer::start(
-                addr,
-                &wiring.config.application_id,
-                self.metrics_reader(),
-            )?);
-        }
         if let Some(state) = self.global_state.take().filter(|s| !s.is_empty()) {
             start_global_thread(&self.parts, &self.supervision, state)?;
         }
@@ -153,6 +163,86 @@ impl StreamsApp {
         for (slot, name) in names.into_iter().enumerate() {
             spawn_stream_thread(&self.parts, &self.supervision, slot, name)?;
         }
+        Ok(())
+    }
+
+    /// Adds a route to the instance's HTTP server, before [`StreamsApp::start`]: `handler`
+    /// answers the requests whose path is under `prefix` (`/counts/` takes `/counts/<key>`;
+    /// `/status` takes `/status` and `/status/…`; the longest prefix wins), whatever their
+    /// method. The server listens at `metrics_http_addr` and at every listener added with
+    /// [`StreamsApp::add_http_listener`], and answers `/metrics` itself. A handler may block
+    /// (an interactive query waits for the stream threads): the server runs it on one of its
+    /// few handler threads, never on the one that serves the connections. A prefix not
+    /// starting with `/`, one already taken (`/metrics` is), or a call after `start` is an
+    /// error.
+    pub fn add_http_route(
+        &mut self,
+        prefix: &str,
+        handler: impl Fn(&HttpRequest) -> HttpResponse + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.refuse_once_started("an HTTP route")?;
+        if prefix == METRICS_PATH {
+            return Err(Error::Config(format!(
+                "HTTP route {prefix:?}: the metrics' route"
+            )));
+        }
+        self.http_routes.add(prefix, Arc::new(handler))
+    }
+
+    /// Has the instance's HTTP server also listen on `listener`, before
+    /// [`StreamsApp::start`]; for an address the application needs to know before the
+    /// application exists (its `application_server`, when port 0 picked the port). Every
+    /// address the server listens at answers every route and `/metrics`.
+    pub fn add_http_listener(&mut self, listener: TcpListener) -> Result<()> {
+        self.refuse_once_started("an HTTP listener")?;
+        self.http_listeners.push(listener);
+        Ok(())
+    }
+
+    fn refuse_once_started(&self, what: &str) -> Result<()> {
+        match self.started {
+            Some(_) => Err(Error::IllegalState(format!(
+                "{what} is added before the application starts"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts the HTTP server if it listens anywhere: at `metrics_http_addr`, and on the
+    /// listeners the application added.
+    fn start_http(&mut self) -> Result<()> {
+        let config = &self.parts.wiring.config;
+        let mut listeners = Vec::new();
+        if let Some(addr) = &config.metrics_http_addr {
+            listeners.push(TcpListener::bind(addr).map_err(|e| {
+                Error::Config(format!("metrics_http_addr {addr}: cannot listen: {e}"))
+            })?);
+        }
+        let metrics_listens = !listeners.is_empty();
+        listeners.append(&mut self.http_listeners);
+        if listeners.is_empty() {
+            if !self.http_routes.is_empty() {
+                return Err(Error::Config(format!(
+                    "HTTP routes {:?} were added, but the server listens nowhere: set \
+                     metrics_http_addr or add a listener",
+                    self.http_routes
+                )));
+            }
+            return Ok(());
+        }
+        let mut routes = std::mem::take(&mut self.http_routes);
+        routes.add(METRICS_PATH, metrics_route(self.metrics_reader()))?;
+        let options = HttpOptions {
+            header_read_timeout: config.http_header_read_timeout,
+            handler_threads: HTTP_HANDLER_THREADS,
+        };
+        let server = HttpServer::start(&config.application_id, listeners, routes, options)
+            .map_err(|e| Error::Config(format!("starting the HTTP server: {e}")))?;
+        if metrics_listens {
+            self.metrics_addr = server.addrs().first().copied();
+        }
+        tracing::info!(addrs = ?server.addrs(), "serving HTTP, Prometheus' metrics at /metrics");
+        self.http_server = Some(server);
         Ok(())
     }
 
@@ -229,9 +319,18 @@ impl StreamsApp {
         all_instances(&self.parts.wiring)
     }
 
-    /// Where the Prometheus endpoint listens (`metrics_http_addr`), once started.
-    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
-        self.metrics_server.as_ref().map(|s| s.addr)
+    /// Where the HTTP server listens for `metrics_http_addr` (Prometheus' `/metrics`, and the
+    /// application's routes), once started.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// Every address the HTTP server listens at, once started: `metrics_http_addr`'s first,
+    /// then the listeners the application added. Empty when it does not run.
+    pub fn http_addrs(&self) -> Vec<SocketAddr> {
+        self.http_server
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.addrs().to_vec())
     }
 
     /// A handle that stops the application from another thread.
@@ -310,7 +409,7 @@ impl StreamsApp {
 
     /// Commits and stops every thread. Returns the first error a thread met.
     pub fn close(mut self) -> Result<RunSummary> {
-        if let Some(mut server) = self.metrics_server.take() {
+        if let Some(mut server) = self.http_server.take() {
             server.stop();
         }
         self.parts.lifecycle.shut_down(&*self.parts.wiring.backend);

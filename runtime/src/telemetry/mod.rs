@@ -1,7 +1,7 @@
 //! An application's metrics under Kafka Streams' names — threads, tasks, record caches and
 //! stores, restoration, and riffle's offset-sum snapshot counters — read in process
-//! ([`crate::StreamsApp::metrics`]) and exported in Prometheus' text format over HTTP when
-//! `metrics_http_addr` is set.
+//! ([`crate::StreamsApp::metrics`]) and exported in Prometheus' text format at `/metrics` on
+//! the instance's HTTP server.
 //!
 //! Nothing here is touched per record. The stream threads keep plain counters and publish them
 //! into relaxed atomics once per loop iteration (records processed, fetches), per commit (store
@@ -11,13 +11,12 @@
 //!
 //! Telemetry owns the reading and the export: a [`MetricsReader`] is what it is given of an
 //! instance — the metric sources the threads write (`InstanceMetrics`), the backend for the
-//! inputs' end offsets, and the recording level — and [`MetricsServer`] serves one over HTTP.
+//! inputs' end offsets, and the recording level — and [`metrics_route`] answers Prometheus'
+//! scrapes from one, as a route of the HTTP server (runtime/src/http/).
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -28,7 +27,10 @@ use riffle_state_dir::TaskId;
 use crate::backend::Backend;
 use crate::config::RecordingLevel;
 use crate::engine::metrics::{InstanceMetrics, StoreEntry, TaskMetrics, lock};
-use crate::types::error::{Error, Result};
+use crate::http::{HttpHandler, HttpRequest, HttpResponse};
+
+/// Where Prometheus scrapes.
+pub(crate) const METRICS_PATH: &str = "/metrics";
 
 /// One metric's current value, as [`crate::StreamsApp::metrics`] reads it: Kafka Streams'
 /// group (`stream-thread-metrics`, …) and name (`process-total`, …), its tags (`thread-id`,
@@ -323,80 +325,22 @@ pub(crate) fn encode_prometheus(metrics: Vec<Metric>) -> String {
     out
 }
 
-/// The `/metrics` endpoint: Prometheus' text format over HTTP (tiny_http: a blocking server
-/// with no async runtime; its accept thread blocks, and stopping it wakes it, so nothing polls).
-pub(crate) struct MetricsServer {
-    pub(crate) addr: SocketAddr,
-    server: Arc<tiny_http::Server>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl MetricsServer {
-    /// Serves `reader`'s metrics at `addr`, from a thread named after `application_id`.
-    pub(crate) fn start(
-        addr: &str,
-        application_id: &str,
-        reader: MetricsReader,
-    ) -> Result<MetricsServer> {
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: cannot listen: {e}")))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: {e}")))?;
-        let server = tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| Error::Config(format!("metrics_http_addr {addr}: {e}")))?;
-        let server = Arc::new(server);
-        let serving = server.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("{application_id}-metrics-http"))
-            .spawn(move || {
-                // Ends when `stop` unblocks the server.
-                for request in serving.incoming_requests() {
-                    if let Err(e) = answer(request, &reader) {
-                        tracing::debug!(error = %e, "a metrics request failed");
-                    }
-                }
-            })
-            .map_err(|e| Error::Config(format!("starting the metrics endpoint: {e}")))?;
-        tracing::info!(addr = %bound, "serving Prometheus metrics at /metrics");
-        Ok(MetricsServer {
-            addr: bound,
-            server,
-            handle: Some(handle),
-        })
-    }
-
-    pub(crate) fn stop(&mut self) {
-        self.server.unblock();
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
+/// The `/metrics` route of the instance's HTTP server: Prometheus' text format, read from
+/// `reader` at each scrape (records lag asks the backend, so it runs on the server's handler
+/// threads). Only `GET` and `HEAD` of `/metrics` itself; other methods are 405.
+pub(crate) fn metrics_route(reader: MetricsReader) -> HttpHandler {
+    Arc::new(move |request: &HttpRequest| {
+        if request.path() != METRICS_PATH {
+            return HttpResponse::text(404, format!("not found: GET {METRICS_PATH}\n"));
         }
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn answer(request: tiny_http::Request, reader: &MetricsReader) -> std::io::Result<()> {
-    let path = request.url().split('?').next().unwrap_or("");
-    let (status, body, kind) =
-        if *request.method() == tiny_http::Method::Get && (path == "/metrics" || path == "/") {
-            (
-                200,
-                encode_prometheus(reader.collect()),
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )
-        } else {
-            (404, "not found: GET /metrics\n".to_owned(), "text/plain")
-        };
-    let content_type = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
-        .map_err(|()| std::io::Error::other("a bad Content-Type header"))?;
-    request.respond(
-        tiny_http::Response::from_string(body)
-            .with_status_code(status)
-            .with_header(content_type),
-    )
+        if !request.is_read() {
+            return HttpResponse::text(405, format!("{METRICS_PATH} answers GET\n"))
+                .with_header("Allow", "GET, HEAD");
+        }
+        HttpResponse::new(
+            200,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            encode_prometheus(reader.collect()),
+        )
+    })
 }
