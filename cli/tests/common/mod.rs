@@ -50,6 +50,18 @@ impl Fixture {
         }
     }
 
+    /// A fixture whose log lives in `log_dir` (a file system of a test's choosing), its state
+    /// in a temporary directory.
+    pub(crate) fn with_log_dir(log_dir: PathBuf) -> Fixture {
+        let root = tempfile::tempdir().expect("tempdir");
+        let state_dir = root.path().join("state");
+        Fixture {
+            _root: root,
+            log_dir,
+            state_dir,
+        }
+    }
+
     /// The directory of task `task` (`"0_1"`) in the state directory.
     pub(crate) fn task_dir(&self, task: &str) -> PathBuf {
         self.state_dir.join(APP).join(task)

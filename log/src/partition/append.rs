@@ -123,7 +123,12 @@ impl Partition {
             });
         };
         if let Err((e, restored)) = active.append(bytes, base + count - 1, interval) {
-            self.poisoned = !restored;
+            if !restored {
+                self.poisoned = Some(format!(
+                    "a write failed ({e}) and could not be cut back off the segment; reopening \
+                     the log cuts it as a torn tail"
+                ));
+            }
             return Err(e);
         }
         self.next_offset = base + count;

@@ -77,8 +77,8 @@ pub(crate) struct Partition {
     /// Plain appends are not yet durable (and not in the transaction journal either). Batches
     /// written by transactions leave it alone: the journal holds them until a checkpoint.
     pub(crate) unsynced: bool,
-    /// A failed write could not be rolled back: refuse work until reopened.
-    poisoned: bool,
+    /// A failed write could not be rolled back: refuse work until reopened. Holds what failed.
+    poisoned: Option<String>,
     read_only: bool,
     /// The open `lock` file (see the module docs), if kept open.
     lock: Option<Box<dyn StorageFile>>,
@@ -142,9 +142,9 @@ impl Partition {
     }
 
     fn check_poisoned(&self) -> Result<()> {
-        if self.poisoned {
+        if let Some(cause) = &self.poisoned {
             return Err(Error::Poisoned {
-                what: self.tp.to_string(),
+                what: format!("{} ({cause})", self.tp),
             });
         }
         Ok(())
@@ -153,6 +153,10 @@ impl Partition {
     /// Refuses all work until the log is reopened: a transaction committed in the journal could
     /// not be written here, and only recovery (replaying the journal) can put it in place.
     pub(crate) fn poison(&mut self) {
-        self.poisoned = true;
+        self.poisoned.get_or_insert_with(|| {
+            "a committed transaction's batch could not be written here; reopening the log \
+             replays it from the transaction journal"
+                .to_owned()
+        });
     }
 }

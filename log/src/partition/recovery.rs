@@ -210,7 +210,7 @@ impl Partition {
             unsealed: Vec::new(),
             recovery_point,
             unsynced: false,
-            poisoned: false,
+            poisoned: None,
             read_only,
             lock: None,
             locked: false,

@@ -328,7 +328,7 @@ impl Log {
         guard.claim = claim;
         self.sync_view(&mut guard, exclusive)?;
         if exclusive && in_flight && !shared.options.read_only {
-            tracing::warn!(file = %guard.lock_path.display(), "a process died during a transaction; recovering the transaction journal");
+            tracing::warn!(file = %guard.lock_path.display(), "a transaction did not finish (its process died, or it stopped on a failed write such as a full disk); recovering the transaction journal");
             self.replay_journal(&guard)?;
             guard.write_in_flight(false)?;
         }
