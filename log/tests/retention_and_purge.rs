@@ -344,6 +344,19 @@ fn the_start_offset_survives_a_reopen_and_a_read_only_open() {
     assert!(ro.delete_records(&tp(0), 4).is_err());
     assert_eq!(
         std::fs::read_to_string(partition_dir(tmp.path(), 0).join("start")).expect("start file"),
-        "3\n"
+        format!("3 {:08x}\n", crc32c::crc32c(b"3"))
     );
+    // A damaged start offset is an error naming the file, never another start offset; the
+    // checksum-less form of older logs is read as it was.
+    drop((log, ro));
+    let start = partition_dir(tmp.path(), 0).join("start");
+    for damaged in ["2 1b1e2e9e\n", "3 00000000\n", "3\n\n", "x\n", "3 8\n"] {
+        std::fs::write(&start, damaged).expect("damage");
+        let err = Log::open(tmp.path(), options())
+            .and_then(|log| log.start_offset(&tp(0)))
+            .expect_err(damaged);
+        assert!(err.to_string().contains("start"), "{err}");
+    }
+    std::fs::write(&start, "3\n").expect("an older log's start");
+    assert_eq!(open(tmp.path()).start_offset(&tp(0)).expect("start"), 3);
 }

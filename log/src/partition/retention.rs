@@ -22,15 +22,44 @@ pub(crate) fn read_start(storage: &dyn Storage, dir: &std::path::Path) -> Result
     let Some(bytes) = storage.read(&path).at(&path)? else {
         return Ok(0);
     };
-    std::str::from_utf8(&bytes)
-        .ok()
-        .and_then(|s| s.strip_suffix('\n'))
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| Error::Corrupt {
-            path,
-            position: 0,
-            reason: "expected the start offset, a decimal number and a newline".to_owned(),
-        })
+    decode_start(&bytes).ok_or_else(|| Error::Corrupt {
+        path,
+        position: 0,
+        reason: format!(
+            "expected the start offset (a decimal number, a space, the CRC32C of that number in \
+             8 hex digits, a newline), found {:?}; the start offset says which records were \
+             deleted, so a damaged one is not guessed",
+            String::from_utf8_lossy(&bytes)
+        ),
+    })
+}
+
+/// The content of a `start` file for `offset`: the offset in decimal, a space, the CRC32C of
+/// those digits in 8 lowercase hex digits, a newline (log/FORMAT.md, *Start offset*).
+pub(crate) fn encode_start(offset: u64) -> Vec<u8> {
+    let digits = offset.to_string();
+    format!("{digits} {:08x}\n", crc32c::crc32c(digits.as_bytes())).into_bytes()
+}
+
+/// The offset in a `start` file's content; `None` if it is not one [`encode_start`] writes (or
+/// the checksum-less `N\n` of logs written before the checksum).
+fn decode_start(bytes: &[u8]) -> Option<u64> {
+    let line = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
+    let (digits, crc) = match line.split_once(' ') {
+        Some((digits, crc)) => (digits, Some(crc)),
+        None => (line, None),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if let Some(crc) = crc
+        && (crc.len() != 8
+            || u32::from_str_radix(crc, 16).ok()? != crc32c::crc32c(digits.as_bytes())
+            || crc != format!("{:08x}", crc32c::crc32c(digits.as_bytes())))
+    {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 impl Partition {
@@ -185,7 +214,7 @@ impl Partition {
         self.storage.sync_dir(&self.dir).at(&self.dir)?;
         let path = self.dir.join(START_FILE);
         self.storage
-            .write_atomic(&path, format!("{offset}\n").as_bytes())
+            .write_atomic(&path, &encode_start(offset))
             .at(&path)?;
         self.start = offset;
         Ok(())

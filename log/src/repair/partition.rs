@@ -291,7 +291,7 @@ pub(super) fn repair_partition(
         });
         if !dry_run {
             FileStorage
-                .write_atomic(&path, format!("{expected}\n").as_bytes())
+                .write_atomic(&path, &crate::partition::encode_start(expected))
                 .at(&path)?;
         }
     }
