@@ -11,13 +11,16 @@
 //!   is in `FORMAT.md` next to this crate's `Cargo.toml`; a log written before that format is
 //!   refused on open ([`Error::UnsupportedFormat`]), not converted.
 //! - **Durable, and never silently wrong**: on [`Log::open`] a *torn tail* — damage at the end
-//!   of a partition's active segment with no intact batch after it, what a crash mid-write
-//!   leaves — is truncated, with a `tracing` warning naming the file, the byte position and the
-//!   offset. Any other damage (a damaged batch followed by intact ones, a missing, short or
-//!   damaged sealed segment, a gap between segments, a deleted last segment, a damaged journal
-//!   record followed by intact ones, a fetched batch at an unexpected offset) is an
-//!   [`Error::Corrupt`] naming the file, the byte position and the offsets; only [`repair`]
-//!   (`riffle log repair`) cuts it, and reports what it cut. Nothing that was fsynced is lost.
+//!   of a partition's active segment with no intact batch after it, past the partition's
+//!   *recovery point* (the offset below which it was fsynced, kept in its `lock` file), what a
+//!   crash mid-write leaves — is truncated, with a `tracing` warning naming the file, the byte
+//!   position and the offset. Any other damage (damage below the recovery point, a damaged batch
+//!   followed by intact ones, a missing, short or damaged sealed segment, a gap between
+//!   segments, a deleted last segment, a damaged journal record followed by intact ones or below
+//!   the journal's committed length, a journal or a group offsets file that vanished, a fetched
+//!   batch at an unexpected offset) is an [`Error::Corrupt`] naming the file, the byte position
+//!   and the offsets; only [`repair`] (`riffle log repair`) cuts it, and reports what it cut.
+//!   Nothing that was fsynced is lost.
 //!   When data is fsynced is the [`FsyncPolicy`]: by default at every [`Log::commit_offsets`],
 //!   which fsyncs every partition with unsynced appends *before* writing the group's offsets, so
 //!   a committed offset never points past durable data.
