@@ -27,6 +27,7 @@ use super::arena::ArenaMap;
 #[cfg(test)]
 use super::database::MemoryBudget;
 use super::database::{StoreDatabase, delete_prefix};
+use super::long_keys::{DiskError, KV};
 use super::{BytesStore, StoreError, StorePosition};
 
 /// The writes of a store not yet in fjall, latest per key (in an arena: see
@@ -97,11 +98,16 @@ pub(super) fn backend_error(name: &str, path: &Path, reason: impl std::fmt::Disp
     }
 }
 
-/// The smallest key above every key starting with `prefix` (4 bytes), or `None` past the last.
-fn prefix_end(prefix: [u8; 4]) -> Option<[u8; 4]> {
-    u32::from_be_bytes(prefix)
-        .checked_add(1)
-        .map(u32::to_be_bytes)
+/// A [`DiskError`] of the store `name` at `path` as a [`StoreError`].
+pub(super) fn disk_error(name: &str, path: &Path, e: DiskError) -> StoreError {
+    match e {
+        DiskError::Fjall(e) => backend_error(name, path, e),
+        DiskError::TooLarge(reason) => backend_error(name, path, reason),
+        DiskError::Corrupt(reason) => StoreError::Corrupt {
+            store: name.to_owned(),
+            reason,
+        },
+    }
 }
 
 impl PersistentKeyValueStore {
@@ -156,6 +162,12 @@ impl PersistentKeyValueStore {
         })
     }
 
+    /// The database the store lives in (tests).
+    #[cfg(test)]
+    pub(crate) fn database(&self) -> &Arc<StoreDatabase> {
+        &self.db
+    }
+
     /// Bytes the write-back table is charged (tests).
     #[cfg(test)]
     pub(crate) fn pending_charge(&self) -> u64 {
@@ -202,9 +214,40 @@ impl PersistentKeyValueStore {
     /// Writes sorted, unique keys as a table of their own, bypassing the memtable; they win
     /// over what the store held.
     fn ingest(&self, entries: Vec<(&[u8], Option<&[u8]>)>) -> Result<(), StoreError> {
+        if entries.iter().any(|(key, _)| KV.is_long(key)) {
+            return self.ingest_with_long_keys(entries);
+        }
         let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
         for (key, value) in entries {
             let key = self.full_key(key);
+            let written = match value {
+                Some(value) => ingestion.write(key, value),
+                None => ingestion.write_tombstone(key),
+            };
+            written.map_err(|e| self.err(e))?;
+        }
+        ingestion.finish().map_err(|e| self.err(e))
+    }
+
+    /// [`ingest`](Self::ingest) of entries among which are long keys: in the order of their
+    /// fjall keys, which differs from the keys' among long keys sharing a head
+    /// (runtime/src/state/long_keys.rs).
+    #[cold]
+    fn ingest_with_long_keys(
+        &self,
+        entries: Vec<(&[u8], Option<&[u8]>)>,
+    ) -> Result<(), StoreError> {
+        let mut encoded = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            let value = value
+                .map(|value| KV.value(key, value))
+                .transpose()
+                .map_err(|e| self.disk_err(e))?;
+            encoded.push((self.full_key(key), value));
+        }
+        encoded.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
+        for (key, value) in encoded {
             let written = match value {
                 Some(value) => ingestion.write(key, value),
                 None => ingestion.write_tombstone(key),
@@ -265,28 +308,14 @@ impl PersistentKeyValueStore {
         backend_error(&self.name, self.db.path(), e)
     }
 
-    /// `key` with the store's prefix: on the stack when short (no allocation, and no shared
-    /// buffer, so a store can be read from several threads: a global store), else in a new
-    /// vector.
-    fn with_key<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> T {
-        const INLINE: usize = 128;
-        let len = self.prefix.len() + key.len();
-        if len <= INLINE {
-            let mut buf = [0u8; INLINE];
-            buf[..4].copy_from_slice(&self.prefix);
-            buf[4..len].copy_from_slice(key);
-            f(&buf[..len])
-        } else {
-            let mut full = Vec::with_capacity(len);
-            full.extend_from_slice(&self.prefix);
-            full.extend_from_slice(key);
-            f(&full)
-        }
+    fn disk_err(&self, e: DiskError) -> StoreError {
+        disk_error(&self.name, self.db.path(), e)
     }
 
-    /// `key` with the store's prefix, as fjall's key type.
+    /// `key`'s fjall key: the store's prefix, then the key (or a long key's head and hash:
+    /// runtime/src/state/long_keys.rs).
     fn full_key(&self, key: &[u8]) -> fjall::UserKey {
-        self.with_key(key, |key| fjall::UserKey::from(key))
+        KV.key(&self.prefix, key)
     }
 
     /// A batch of writes, and the position if given (under its partition's key when
@@ -345,10 +374,14 @@ impl PersistentKeyValueStore {
         sorted.sort_by(|a, b| a.0.cmp(b.0));
         let mut writes = self.db.db().batch();
         for (key, value) in sorted {
-            let key = self.full_key(key);
+            let fjall_key = self.full_key(key);
             match value {
-                Some(value) => writes.insert(self.kv(), key, value),
-                None => writes.remove(self.kv(), key),
+                Some(value) if KV.is_long(key) => {
+                    let value = KV.value(key, value).map_err(|e| self.disk_err(e))?;
+                    writes.insert(self.kv(), fjall_key, value);
+                }
+                Some(value) => writes.insert(self.kv(), fjall_key, value),
+                None => writes.remove(self.kv(), fjall_key),
             }
         }
         match position {
@@ -363,40 +396,19 @@ impl PersistentKeyValueStore {
     }
 
     /// Visits the store's entries with keys in `[from, to)` (without the prefix; `to` `None`
-    /// for no bound).
+    /// for no bound), in key order.
     fn visit(
         &self,
         from: &[u8],
         to: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<(), StoreError> {
-        let mut lower = self.prefix.to_vec();
-        lower.extend_from_slice(from);
-        let upper: Vec<u8> = match to {
-            Some(to) => {
-                let mut upper = self.prefix.to_vec();
-                upper.extend_from_slice(to);
-                upper
-            }
-            None => match prefix_end(self.prefix) {
-                Some(end) => end.to_vec(),
-                None => {
-                    for guard in self.kv().range(lower..) {
-                        let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
-                        f(&k[4..], &v);
-                    }
-                    return Ok(());
-                }
-            },
-        };
-        if lower >= upper {
-            return Ok(());
-        }
-        for guard in self.kv().range(lower..upper) {
-            let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
-            f(&k[4..], &v);
-        }
-        Ok(())
+        KV.visit(self.kv(), &self.prefix, from, to, &mut |k, v| {
+            f(k, v);
+            true
+        })
+        .map(|_| ())
+        .map_err(|e| self.disk_err(e))
     }
 }
 
@@ -418,16 +430,8 @@ impl BytesStore for PersistentKeyValueStore {
                 return Ok(false);
             }
         }
-        match self
-            .with_key(key, |key| self.kv().get(key))
-            .map_err(|e| self.err(e))?
-        {
-            Some(value) => {
-                out.extend_from_slice(&value);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        KV.get(self.kv(), &self.prefix, key, out)
+            .map_err(|e| self.disk_err(e))
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         self.write(&mut std::iter::once((key, Some(value))), None, false)

@@ -45,7 +45,8 @@ use riffle_state_dir::TaskId;
 
 use super::StoreError;
 use super::database::StoreDatabase;
-use super::persistent::backend_error;
+use super::long_keys::DiskError;
+use super::persistent::{backend_error, disk_error};
 
 use key::*;
 pub(crate) use key::{
@@ -304,11 +305,11 @@ impl SegmentedStore {
         live_bound(self.observed, self.retention_ms, self.segment_interval_ms)
     }
 
-    fn err(&self, e: fjall::Error) -> StoreError {
+    fn err(&self, e: impl Into<DiskError>) -> StoreError {
         let path = match &self.backend {
             Backend::Disk(d) => d.db.path(),
             Backend::Memory(_) => Path::new("(memory)"),
         };
-        backend_error(&self.name, path, e)
+        disk_error(&self.name, path, e.into())
     }
 }

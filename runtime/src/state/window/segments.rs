@@ -14,6 +14,7 @@ use fjall::Keyspace;
 
 use crate::state::StorePosition;
 use crate::state::database::StoreDatabase;
+use crate::state::long_keys::{DiskError, SEGMENT};
 use crate::state::segment_totals::record_segment_created;
 
 use super::key::*;
@@ -89,7 +90,7 @@ pub(super) struct Planned<'k, 'v> {
 /// on disk.
 pub(super) trait Space {
     /// Copies the value of `key` into `out` (cleared first); `false` if there is none.
-    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, fjall::Error>;
+    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, DiskError>;
     /// Visits the entries with `lo <= key < hi` (`None`: unbounded) in key order while `f`
     /// returns `true`; `false` if `f` stopped it.
     fn visit(
@@ -97,13 +98,13 @@ pub(super) trait Space {
         lo: &[u8],
         hi: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<bool, fjall::Error>;
+    ) -> Result<bool, DiskError>;
 }
 
 pub(super) type MemorySegment = BTreeMap<Vec<u8>, Vec<u8>>;
 
 impl Space for MemorySegment {
-    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, fjall::Error> {
+    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, DiskError> {
         out.clear();
         Ok(match self.get(key) {
             Some(value) => {
@@ -118,7 +119,7 @@ impl Space for MemorySegment {
         lo: &[u8],
         hi: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<bool, fjall::Error> {
+    ) -> Result<bool, DiskError> {
         if hi.is_some_and(|hi| lo >= hi) {
             return Ok(true);
         }
@@ -132,34 +133,19 @@ impl Space for MemorySegment {
     }
 }
 
+/// On disk, keys longer than fjall takes are kept as runtime/src/state/long_keys.rs lays them
+/// out, and read back in key order.
 impl Space for Keyspace {
-    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, fjall::Error> {
-        out.clear();
-        Ok(match self.get(key)? {
-            Some(value) => {
-                out.extend_from_slice(&value);
-                true
-            }
-            None => false,
-        })
+    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, DiskError> {
+        SEGMENT.get(self, &[], key, out)
     }
     fn visit(
         &self,
         lo: &[u8],
         hi: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<bool, fjall::Error> {
-        if hi.is_some_and(|hi| lo >= hi) {
-            return Ok(true);
-        }
-        let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
-        for guard in self.range::<&[u8], _>((Bound::Included(lo), hi)) {
-            let (k, v) = guard.into_inner()?;
-            if !f(&k, &v) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+    ) -> Result<bool, DiskError> {
+        SEGMENT.visit(self, &[], lo, hi, f)
     }
 }
 
@@ -170,7 +156,7 @@ pub(super) fn visit_all<S: Space>(
     from: &[u8],
     to: Option<&[u8]>,
     f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-) -> Result<(), fjall::Error> {
+) -> Result<(), DiskError> {
     // On disk the meta keyspace holds the store's own keys too (0x00 0x02 ...): keep to the
     // meta keys.
     let lo = from.max(&META_PREFIX[..]);
@@ -194,7 +180,7 @@ pub(super) fn visit_segments<S: Space>(
     lo: &[u8],
     hi: Option<&[u8]>,
     f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-) -> Result<(), fjall::Error> {
+) -> Result<(), DiskError> {
     for segment in segments.range(first..=last).map(|(_, s)| s) {
         if !segment.visit(lo, hi, f)? {
             break;
@@ -209,7 +195,7 @@ pub(super) fn read_in<S: Space>(
     target: Target,
     key: &[u8],
     out: &mut Vec<u8>,
-) -> Result<bool, fjall::Error> {
+) -> Result<bool, DiskError> {
     match target {
         Target::Meta => meta.read(key, out),
         Target::Segment { segment, .. } => match segments.get(&segment) {
@@ -305,7 +291,7 @@ impl Disk {
         writes: &[Write<'_, '_>],
         observed: Option<i64>,
         position: Option<&StorePosition>,
-    ) -> Result<(), fjall::Error> {
+    ) -> Result<(), DiskError> {
         let mut batch = self.db.db().batch();
         for &(target, key, value) in writes {
             let space = match (target, value) {
@@ -319,9 +305,13 @@ impl Disk {
                     None => continue,
                 },
             };
+            let fjall_key = SEGMENT.key(&[], key);
             match value {
-                Some(value) => batch.insert(space, key, value),
-                None => batch.remove(space, key),
+                Some(value) if SEGMENT.is_long(key) => {
+                    batch.insert(space, fjall_key, SEGMENT.value(key, value)?)
+                }
+                Some(value) => batch.insert(space, fjall_key, value),
+                None => batch.remove(space, fjall_key),
             }
         }
         if let Some(observed) = observed {
@@ -330,7 +320,7 @@ impl Disk {
         if let Some(position) = position {
             batch.insert(&self.meta, POSITION_KEY, position.encode());
         }
-        batch.commit()
+        Ok(batch.commit()?)
     }
 }
 
