@@ -6,11 +6,20 @@
 //! `<state_dir>/<application_id>/stores/`, one fjall database with:
 //!
 //! - a keyspace `kv` holding every key-value store's entries, each key prefixed with its store's
-//!   id (4 bytes, big-endian), so one memtable and one tree serve all tasks;
+//!   id (4 bytes, big-endian), so one memtable and one tree serve all tasks (a key too long for
+//!   fjall as runtime/src/state/long_keys.rs lays it out), and the key `FF FF FF FF`, which says
+//!   the keyspace is the one the registry's positions describe (the id `u32::MAX` is never
+//!   given);
 //! - keyspaces `w<id>.meta` and `w<id>.seg-<segment>` for each window or session store;
 //! - a keyspace `registry`: `id/<task>/<format>/<store>` → the store's id, `pos/<id>` → a
 //!   key-value store's changelog position (a `StorePosition`, written in the same fjall batch as
 //!   the data it covers), `next` → the next id.
+//!
+//! A database fjall cannot open is an error naming the file concerned and the way out (delete
+//! the directory: every store restores from its changelog). A `kv` keyspace found missing (its
+//! directory deleted) while the registry holds positions has those positions dropped, with a
+//! warning naming the directory, so each key-value store restores from its changelog's start; a
+//! registry found missing while stores hold data has every store's data dropped likewise.
 //!
 //! Its resources are bounded whatever the number of tasks: [`STORAGE_THREADS`] worker threads,
 //! [`MAX_OPEN_FILES`] cached table files, one block cache and one journal bound (which bounds the
@@ -135,6 +144,74 @@ fn position_key(id: u32) -> [u8; 8] {
     key
 }
 
+/// The key in `kv` that says it is the keyspace the registry's positions describe: the prefix of
+/// the store id `u32::MAX`, which is never given.
+const KV_MARKER: [u8; 4] = u32::MAX.to_be_bytes();
+
+/// The way out of a damaged database in `dir`, for an error's end.
+fn way_out(dir: &Path) -> String {
+    format!(
+        "the stores hold nothing their changelogs do not: stop the application, delete {} and \
+         start it again, and every store restores from its changelog (a global store from its \
+         topic)",
+        dir.display()
+    )
+}
+
+/// What failed opening the database in `dir`, naming the file concerned, and the way out.
+fn open_error(dir: &Path, e: &dyn std::fmt::Display, fjall: Option<&fjall::Error>) -> StoreError {
+    let files = |ext: &str| -> String {
+        let mut found: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|e| e == ext))
+            .map(|path| path.display().to_string())
+            .collect();
+        found.sort();
+        if found.is_empty() {
+            format!("{}/*.{ext}", dir.display())
+        } else {
+            found.join(", ")
+        }
+    };
+    let what = match fjall {
+        Some(fjall::Error::JournalRecovery(_) | fjall::Error::InvalidTrailer) => {
+            format!("its journal ({}) is damaged", files("jnl"))
+        }
+        Some(fjall::Error::InvalidTag(_) | fjall::Error::Decompress(_)) => {
+            format!(
+                "its journal ({}) or a table under {} is damaged",
+                files("jnl"),
+                dir.join(KEYSPACES_DIR).display()
+            )
+        }
+        Some(fjall::Error::InvalidVersion(_)) => format!(
+            "its format marker {} is damaged, or of a fjall version this build cannot read",
+            dir.join(VERSION_MARKER).display()
+        ),
+        Some(fjall::Error::Storage(_) | fjall::Error::Unrecoverable) => format!(
+            "a keyspace under {} is damaged or incomplete",
+            dir.join(KEYSPACES_DIR).display()
+        ),
+        Some(fjall::Error::Locked) => {
+            format!("another process holds {}", dir.join("lock").display())
+        }
+        Some(fjall::Error::Io(io)) if io.kind() == std::io::ErrorKind::AlreadyExists => format!(
+            "fjall found a file it was about to create under {} (a journal or a keyspace of a \
+             database whose files were deleted in part)",
+            dir.display()
+        ),
+        _ => format!("the database in {} cannot be opened", dir.display()),
+    };
+    StoreError::Backend {
+        store: "(every store)".into(),
+        path: dir.display().to_string(),
+        reason: format!("{what}: {e}; {}", way_out(dir)),
+    }
+}
+
 /// fjall's marker of a database it finished creating: written and synced last, after the
 /// lock file, `keyspaces/` and the first journal `0.jnl`.
 const VERSION_MARKER: &str = "version";
@@ -166,9 +243,11 @@ fn clear_unfinished_creation(dir: &Path) -> std::io::Result<()> {
             Some("0.jnl" | "lock" | VERSION_MARKER) => {}
             _ => {
                 return Err(std::io::Error::other(format!(
-                    "{} has no fjall version marker but holds {}: not a database riffle \
-                     created, or one damaged; refusing to open or remove it",
+                    "{} has no fjall version marker ({} is missing or empty) but holds {}: \
+                     not a database riffle created, or one damaged; refusing to open or \
+                     remove it",
                     dir.display(),
+                    marker.display(),
                     path.display()
                 )));
             }
@@ -193,13 +272,11 @@ impl StoreDatabase {
     /// Opens (creating if needed) the database in `dir` with `budget`'s block cache and write
     /// buffers.
     pub(crate) fn open(dir: &Path, budget: MemoryBudget) -> Result<Arc<Self>, StoreError> {
-        let err = |e: &dyn std::fmt::Display| StoreError::Backend {
-            store: "(every store)".into(),
-            path: dir.display().to_string(),
-            reason: e.to_string(),
-        };
+        let err = |e: &dyn std::fmt::Display| open_error(dir, e, None);
+        let fjall_err = |e: fjall::Error| open_error(dir, &e, Some(&e));
         std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
         clear_unfinished_creation(dir).map_err(|e| err(&e))?;
+        check_keyspace_names(dir).map_err(|e| err(&e))?;
         // Half the write buffers for the stores' write-back tables (less if fjall's journal
         // would fall below its floor), the rest for fjall's memtables (its journal bound), of
         // which two are resident at once (see `memtable_bytes`).
@@ -214,15 +291,16 @@ impl StoreDatabase {
             .max_cached_files(Some(MAX_OPEN_FILES))
             .manual_journal_persist(true)
             .open()
-            .map_err(|e| err(&e))?;
+            .map_err(fjall_err)?;
         let kv = db
             .keyspace(KV_KEYSPACE, || {
                 KeyspaceCreateOptions::default().max_memtable_size(memtable)
             })
-            .map_err(|e| err(&e))?;
+            .map_err(fjall_err)?;
         let registry = db
             .keyspace(REGISTRY_KEYSPACE, KeyspaceCreateOptions::default)
-            .map_err(|e| err(&e))?;
+            .map_err(fjall_err)?;
+        check_keyspaces(dir, &db, &kv, &registry).map_err(fjall_err)?;
         let mut state = Registry::default();
         if let Some(next) = registry.get(NEXT_KEY).map_err(|e| err(&e))? {
             let bytes = <[u8; 4]>::try_from(&*next).map_err(|_| {
@@ -369,8 +447,10 @@ impl StoreDatabase {
             return Ok(id);
         }
         let id = state.next_id;
+        // The last id's prefix is the kv keyspace's marker.
         let next = id
             .checked_add(1)
+            .filter(|&next| next < u32::MAX)
             .ok_or_else(|| self.err(name, "store ids exhausted"))?;
         let mut batch = self.db.batch();
         batch.insert(
@@ -483,6 +563,78 @@ impl StoreDatabase {
         batch.commit().map_err(err)?;
         self.db.persist(PersistMode::SyncAll).map_err(err)
     }
+}
+
+/// Refuses a directory under `<dir>/keyspaces` whose name is not a number: fjall's recovery
+/// panics on one.
+fn check_keyspace_names(dir: &Path) -> std::io::Result<()> {
+    let keyspaces = dir.join(KEYSPACES_DIR);
+    let entries = match std::fs::read_dir(&keyspaces) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let numbered = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.parse::<u64>().is_ok());
+        if !numbered && entry.file_type()?.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a keyspace fjall wrote (keyspaces are numbered)",
+                entry.path().display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Finds out a keyspace whose directory was deleted (fjall opens the database without it, as a
+/// new, empty keyspace) and makes the stores restore what it held, with a warning naming the
+/// directory:
+///
+/// - `kv` without its marker, empty, while the registry holds positions: the positions are
+///   dropped, so every key-value store restores from its changelog's start (a position over
+///   missing data would restore only the changelog's tail: state lost without a word);
+/// - the registry without its next id while `kv` or a segmented store holds data: the ids and
+///   positions are gone, so the data is dropped, and every store restores from its changelog.
+///
+/// Then `kv` gets its marker. A segmented store keeps its position in its own meta keyspace:
+/// that one deleted, its segments hold data without a position, which the task wipes and
+/// restores.
+fn check_keyspaces(
+    dir: &Path,
+    db: &Database,
+    kv: &Keyspace,
+    registry: &Keyspace,
+) -> Result<(), fjall::Error> {
+    let keyspaces = dir.join(KEYSPACES_DIR);
+    // The marker sorts last: any other first key is a store's.
+    let first = kv.first_key_value().map(|g| g.key()).transpose()?;
+    let stores_hold_data = first.as_ref().is_some_and(|k| **k != KV_MARKER)
+        || db.list_keyspace_names().iter().any(|n| n.starts_with("w"));
+    let registry_lost = registry.get(NEXT_KEY)?.is_none() && stores_hold_data;
+    if registry_lost {
+        tracing::warn!(path = %keyspaces.display(), "the store registry (keyspace {REGISTRY_KEYSPACE:?}) is missing, its directory under the path deleted, while stores hold data: dropping every store's data, so that every store restores from its changelog");
+        delete_prefix(db, kv, &[])?;
+        for name in db.list_keyspace_names() {
+            if name.starts_with("w") {
+                let handle = db.keyspace(&name, KeyspaceCreateOptions::default)?;
+                db.delete_keyspace(handle)?;
+            }
+        }
+    } else if !kv.contains_key(KV_MARKER)? {
+        let positioned = registry.prefix(POSITION_PREFIX).next().is_some();
+        if positioned && first.is_none() {
+            tracing::warn!(path = %keyspaces.display(), "the key-value stores' keyspace ({KV_KEYSPACE:?}) is missing, its directory under the path deleted, while the registry holds their changelog positions: dropping the positions, so that every key-value store restores from its changelog's start");
+            delete_prefix(db, registry, POSITION_PREFIX)?;
+        }
+    } else {
+        return Ok(());
+    }
+    kv.insert(KV_MARKER, &b""[..])?;
+    db.persist(PersistMode::SyncAll)
 }
 
 /// Deletes every key of `keyspace` starting with `prefix`, in batches of bounded size.
