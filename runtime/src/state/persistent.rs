@@ -2,8 +2,9 @@
 //! minutes on a 2-core machine).
 //!
 //! Its entries live in the application instance's one [`StoreDatabase`], in the keyspace every
-//! key-value store shares, each key prefixed with the store's id; its changelog position in the
-//! registry keyspace, written in the same fjall batch as the data it covers.
+//! key-value store shares, each key prefixed with the store's id (a key too long for fjall laid
+//! out as runtime/src/state/long_keys.rs says); its changelog position in the registry keyspace,
+//! written in the same fjall batch as the data it covers.
 //!
 //! A task's store writes back: a commit's writes go to the store's own hash table
 //! ([`Pending`]), which reads consult first, and reach fjall in one batch, in key order and with

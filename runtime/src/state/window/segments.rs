@@ -25,6 +25,10 @@ pub(super) const OBSERVED_KEY: &[u8] = b"\x00\x02observed";
 pub(super) const LAYOUT_KEY: &[u8] = b"\x00\x02layout";
 /// On disk, in the meta keyspace: the changelog position of the data ([`StorePosition`]).
 pub(super) const POSITION_KEY: &[u8] = b"\x00\x02position";
+/// On disk, in the meta keyspace: the segments the store holds (each id 8 bytes big-endian,
+/// ascending), written in the batch that creates one and before any is dropped, so a segment
+/// whose keyspace is found missing is told from one never written.
+pub(super) const SEGMENTS_KEY: &[u8] = b"\x00\x02segments";
 /// The fjall keyspace of the meta keys (and of the store's own keys).
 pub(super) const META_KEYSPACE: &str = "meta";
 /// The fjall keyspace of segment `id` is `seg-<id>`.
@@ -35,6 +39,19 @@ pub(super) fn live_bound(observed: i64, retention_ms: i64, segment_interval_ms: 
     let t = i128::from(observed) - i128::from(retention_ms) + 1;
     let id = t.div_euclid(i128::from(segment_interval_ms));
     i64::try_from(id).unwrap_or(if id < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// The value of [`SEGMENTS_KEY`] for `ids`.
+pub(super) fn encode_segments<'a>(ids: impl Iterator<Item = &'a i64>) -> Vec<u8> {
+    ids.flat_map(|id| id.to_be_bytes()).collect()
+}
+
+/// The segment ids [`encode_segments`] wrote (a trailing part of fewer than 8 bytes ignored).
+pub(super) fn decode_segments(bytes: &[u8]) -> Vec<i64> {
+    bytes
+        .chunks_exact(8)
+        .filter_map(|id| <[u8; 8]>::try_from(id).ok().map(i64::from_be_bytes))
+        .collect()
 }
 
 pub(super) fn segment_name(id: i64) -> String {
@@ -261,6 +278,8 @@ pub(super) struct Disk {
     pub(super) id: u32,
     pub(super) meta: Keyspace,
     pub(super) segments: BTreeMap<i64, Keyspace>,
+    /// The meta keyspace holds [`SEGMENTS_KEY`] (one of the store's own keys).
+    pub(super) listed: bool,
 }
 
 /// The keyspace of segment `id` of store `store`, created if it is new.
@@ -293,6 +312,7 @@ impl Disk {
         position: Option<&StorePosition>,
     ) -> Result<(), DiskError> {
         let mut batch = self.db.db().batch();
+        let held = self.segments.len();
         for &(target, key, value) in writes {
             let space = match (target, value) {
                 (Target::Meta, _) => &self.meta,
@@ -320,7 +340,16 @@ impl Disk {
         if let Some(position) = position {
             batch.insert(&self.meta, POSITION_KEY, position.encode());
         }
-        Ok(batch.commit()?)
+        if self.segments.len() != held {
+            batch.insert(
+                &self.meta,
+                SEGMENTS_KEY,
+                encode_segments(self.segments.keys()),
+            );
+        }
+        batch.commit()?;
+        self.listed |= self.segments.len() != held;
+        Ok(())
     }
 }
 
