@@ -86,7 +86,10 @@ fn fail(e: impl std::fmt::Display) -> TestCaseError {
     TestCaseError::fail(e.to_string())
 }
 
-fn listing(store: &PersistentKeyValueStore) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TestCaseError> {
+/// Entries, in the order read.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn listing(store: &PersistentKeyValueStore) -> Result<Entries, TestCaseError> {
     let mut all = Vec::new();
     store
         .for_each(&mut |k, v| all.push((k.to_vec(), v.to_vec())))
