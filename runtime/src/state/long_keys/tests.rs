@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 
 use super::*;
-use crate::state::{BytesStore, PersistentKeyValueStore, StorePosition};
+use crate::state::{BytesStore, PersistentKeyValueStore, StoreError, StorePosition};
 
 /// 200,010 bytes every long key is a prefix of (then a short suffix): so long keys share heads,
 /// and shorter keys are prefixes of longer ones.
@@ -264,7 +264,7 @@ fn a_long_key_whose_value_was_damaged_is_a_corrupt_store_error() {
         store.for_each(&mut |_, _| {}),
     ] {
         match result {
-            Err(crate::state::StoreError::Corrupt { store, reason }) => {
+            Err(StoreError::Corrupt { store, reason }) => {
                 assert_eq!(store, "s");
                 assert!(reason.contains("too short"), "{reason}");
             }
@@ -275,7 +275,7 @@ fn a_long_key_whose_value_was_damaged_is_a_corrupt_store_error() {
     other[4] ^= 0x01;
     kv.insert(fjall_key, other).expect("damage");
     match store.get_into(&key, &mut out) {
-        Err(crate::state::StoreError::Corrupt { reason, .. }) => {
+        Err(StoreError::Corrupt { reason, .. }) => {
             assert!(reason.contains("another key"), "{reason}")
         }
         other => panic!("{other:?}"),
