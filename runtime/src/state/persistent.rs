@@ -27,7 +27,7 @@ use riffle_state_dir::TaskId;
 use super::arena::ArenaMap;
 #[cfg(test)]
 use super::database::MemoryBudget;
-use super::database::{StoreDatabase, delete_prefix};
+use super::database::{StoreDatabase, delete_prefix, way_out};
 use super::long_keys::{DiskError, KV};
 use super::{BytesStore, StoreError, StorePosition};
 
@@ -99,15 +99,34 @@ pub(super) fn backend_error(name: &str, path: &Path, reason: impl std::fmt::Disp
     }
 }
 
-/// A [`DiskError`] of the store `name` at `path` as a [`StoreError`].
+/// A [`DiskError`] of the store `name` in the database at `path` as a [`StoreError`]: what
+/// says the database is damaged (fjall reading what it did not write, an entry not as the
+/// layout wrote it) with the way out.
 pub(super) fn disk_error(name: &str, path: &Path, e: DiskError) -> StoreError {
     match e {
+        DiskError::Fjall(e) if is_damage(&e) => {
+            backend_error(name, path, format_args!("{e}; {}", way_out(path)))
+        }
         DiskError::Fjall(e) => backend_error(name, path, e),
         DiskError::TooLarge(reason) => backend_error(name, path, reason),
         DiskError::Corrupt(reason) => StoreError::Corrupt {
             store: name.to_owned(),
-            reason,
+            reason: format!("{reason}, in {}; {}", path.display(), way_out(path)),
         },
+    }
+}
+
+/// Whether fjall found its files damaged (not an I/O failure, a full disk or a lock).
+fn is_damage(e: &fjall::Error) -> bool {
+    match e {
+        fjall::Error::Storage(inner) => !matches!(inner, fjall::LsmError::Io(_)),
+        fjall::Error::JournalRecovery(_)
+        | fjall::Error::InvalidVersion(_)
+        | fjall::Error::InvalidTag(_)
+        | fjall::Error::InvalidTrailer
+        | fjall::Error::Decompress(_)
+        | fjall::Error::Unrecoverable => true,
+        _ => false,
     }
 }
 
@@ -306,7 +325,7 @@ impl PersistentKeyValueStore {
     }
 
     fn err(&self, e: fjall::Error) -> StoreError {
-        backend_error(&self.name, self.db.path(), e)
+        self.disk_err(DiskError::Fjall(e))
     }
 
     fn disk_err(&self, e: DiskError) -> StoreError {

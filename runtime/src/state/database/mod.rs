@@ -37,6 +37,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use riffle_state_dir::TaskId;
 
 use super::StoreError;
+pub(crate) use opening::way_out;
 use opening::{check_keyspace_names, check_keyspaces, clear_unfinished_creation, open_error};
 
 /// Worker threads (flushes and compactions) for every store of the process.

@@ -13,7 +13,7 @@ use super::{KV_KEYSPACE, NEXT_KEY, POSITION_PREFIX, REGISTRY_KEYSPACE, StoreErro
 const KV_MARKER: [u8; 4] = u32::MAX.to_be_bytes();
 
 /// The way out of a damaged database in `dir`, for an error's end.
-fn way_out(dir: &Path) -> String {
+pub(crate) fn way_out(dir: &Path) -> String {
     format!(
         "the stores hold nothing their changelogs do not: stop the application, delete {} and \
          start it again, and every store restores from its changelog (a global store from its \

@@ -267,6 +267,8 @@ fn a_long_key_whose_value_was_damaged_is_a_corrupt_store_error() {
             Err(StoreError::Corrupt { store, reason }) => {
                 assert_eq!(store, "s");
                 assert!(reason.contains("too short"), "{reason}");
+                let way_out = format!("delete {}", dir.path().display());
+                assert!(reason.contains(&way_out), "{reason}");
             }
             other => panic!("{other:?}"),
         }
