@@ -187,7 +187,7 @@ pub(super) fn check_keyspaces(
         || db.list_keyspace_names().iter().any(|n| n.starts_with("w"));
     let registry_lost = registry.get(NEXT_KEY)?.is_none() && stores_hold_data;
     if registry_lost {
-        tracing::warn!(path = %keyspaces.display(), "the store registry (keyspace {REGISTRY_KEYSPACE:?}) is missing, its directory under the path deleted, while stores hold data: dropping every store's data, so that every store restores from its changelog");
+        tracing::warn!(path = %keyspaces.display(), "the store registry (keyspace {REGISTRY_KEYSPACE:?}) is missing (its directory under the path deleted, or a crash before its first sync) while stores hold data: dropping every store's data, so that every store restores from its changelog");
         delete_prefix(db, kv, &[])?;
         for name in db.list_keyspace_names() {
             if name.starts_with("w") {
