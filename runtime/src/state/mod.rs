@@ -16,6 +16,7 @@ pub(crate) mod stores;
 mod arena;
 mod cached;
 mod database;
+mod long_keys;
 mod memory;
 mod persistent;
 mod window;

@@ -2,8 +2,9 @@
 //! minutes on a 2-core machine).
 //!
 //! Its entries live in the application instance's one [`StoreDatabase`], in the keyspace every
-//! key-value store shares, each key prefixed with the store's id; its changelog position in the
-//! registry keyspace, written in the same fjall batch as the data it covers.
+//! key-value store shares, each key prefixed with the store's id (a key too long for fjall laid
+//! out as runtime/src/state/long_keys.rs says); its changelog position in the registry keyspace,
+//! written in the same fjall batch as the data it covers.
 //!
 //! A task's store writes back: a commit's writes go to the store's own hash table
 //! ([`Pending`]), which reads consult first, and reach fjall in one batch, in key order and with
@@ -26,7 +27,8 @@ use riffle_state_dir::TaskId;
 use super::arena::ArenaMap;
 #[cfg(test)]
 use super::database::MemoryBudget;
-use super::database::{StoreDatabase, delete_prefix};
+use super::database::{StoreDatabase, delete_prefix, way_out};
+use super::long_keys::{DiskError, KV};
 use super::{BytesStore, StoreError, StorePosition};
 
 /// The writes of a store not yet in fjall, latest per key (in an arena: see
@@ -97,11 +99,35 @@ pub(super) fn backend_error(name: &str, path: &Path, reason: impl std::fmt::Disp
     }
 }
 
-/// The smallest key above every key starting with `prefix` (4 bytes), or `None` past the last.
-fn prefix_end(prefix: [u8; 4]) -> Option<[u8; 4]> {
-    u32::from_be_bytes(prefix)
-        .checked_add(1)
-        .map(u32::to_be_bytes)
+/// A [`DiskError`] of the store `name` in the database at `path` as a [`StoreError`]: what
+/// says the database is damaged (fjall reading what it did not write, an entry not as the
+/// layout wrote it) with the way out.
+pub(super) fn disk_error(name: &str, path: &Path, e: DiskError) -> StoreError {
+    match e {
+        DiskError::Fjall(e) if is_damage(&e) => {
+            backend_error(name, path, format_args!("{e}; {}", way_out(path)))
+        }
+        DiskError::Fjall(e) => backend_error(name, path, e),
+        DiskError::TooLarge(reason) => backend_error(name, path, reason),
+        DiskError::Corrupt(reason) => StoreError::Corrupt {
+            store: name.to_owned(),
+            reason: format!("{reason}, in {}; {}", path.display(), way_out(path)),
+        },
+    }
+}
+
+/// Whether fjall found its files damaged (not an I/O failure, a full disk or a lock).
+fn is_damage(e: &fjall::Error) -> bool {
+    match e {
+        fjall::Error::Storage(inner) => !matches!(inner, fjall::LsmError::Io(_)),
+        fjall::Error::JournalRecovery(_)
+        | fjall::Error::InvalidVersion(_)
+        | fjall::Error::InvalidTag(_)
+        | fjall::Error::InvalidTrailer
+        | fjall::Error::Decompress(_)
+        | fjall::Error::Unrecoverable => true,
+        _ => false,
+    }
 }
 
 impl PersistentKeyValueStore {
@@ -156,6 +182,12 @@ impl PersistentKeyValueStore {
         })
     }
 
+    /// The database the store lives in (tests).
+    #[cfg(test)]
+    pub(crate) fn database(&self) -> &Arc<StoreDatabase> {
+        &self.db
+    }
+
     /// Bytes the write-back table is charged (tests).
     #[cfg(test)]
     pub(crate) fn pending_charge(&self) -> u64 {
@@ -202,9 +234,40 @@ impl PersistentKeyValueStore {
     /// Writes sorted, unique keys as a table of their own, bypassing the memtable; they win
     /// over what the store held.
     fn ingest(&self, entries: Vec<(&[u8], Option<&[u8]>)>) -> Result<(), StoreError> {
+        if entries.iter().any(|(key, _)| KV.is_long(key)) {
+            return self.ingest_with_long_keys(entries);
+        }
         let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
         for (key, value) in entries {
             let key = self.full_key(key);
+            let written = match value {
+                Some(value) => ingestion.write(key, value),
+                None => ingestion.write_tombstone(key),
+            };
+            written.map_err(|e| self.err(e))?;
+        }
+        ingestion.finish().map_err(|e| self.err(e))
+    }
+
+    /// [`ingest`](Self::ingest) of entries among which are long keys: in the order of their
+    /// fjall keys, which differs from the keys' among long keys sharing a head
+    /// (runtime/src/state/long_keys.rs).
+    #[cold]
+    fn ingest_with_long_keys(
+        &self,
+        entries: Vec<(&[u8], Option<&[u8]>)>,
+    ) -> Result<(), StoreError> {
+        let mut encoded = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            let value = value
+                .map(|value| KV.value(key, value))
+                .transpose()
+                .map_err(|e| self.disk_err(e))?;
+            encoded.push((self.full_key(key), value));
+        }
+        encoded.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut ingestion = self.kv().start_ingestion().map_err(|e| self.err(e))?;
+        for (key, value) in encoded {
             let written = match value {
                 Some(value) => ingestion.write(key, value),
                 None => ingestion.write_tombstone(key),
@@ -262,31 +325,17 @@ impl PersistentKeyValueStore {
     }
 
     fn err(&self, e: fjall::Error) -> StoreError {
-        backend_error(&self.name, self.db.path(), e)
+        self.disk_err(DiskError::Fjall(e))
     }
 
-    /// `key` with the store's prefix: on the stack when short (no allocation, and no shared
-    /// buffer, so a store can be read from several threads: a global store), else in a new
-    /// vector.
-    fn with_key<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> T {
-        const INLINE: usize = 128;
-        let len = self.prefix.len() + key.len();
-        if len <= INLINE {
-            let mut buf = [0u8; INLINE];
-            buf[..4].copy_from_slice(&self.prefix);
-            buf[4..len].copy_from_slice(key);
-            f(&buf[..len])
-        } else {
-            let mut full = Vec::with_capacity(len);
-            full.extend_from_slice(&self.prefix);
-            full.extend_from_slice(key);
-            f(&full)
-        }
+    fn disk_err(&self, e: DiskError) -> StoreError {
+        disk_error(&self.name, self.db.path(), e)
     }
 
-    /// `key` with the store's prefix, as fjall's key type.
+    /// `key`'s fjall key: the store's prefix, then the key (or a long key's head and hash:
+    /// runtime/src/state/long_keys.rs).
     fn full_key(&self, key: &[u8]) -> fjall::UserKey {
-        self.with_key(key, |key| fjall::UserKey::from(key))
+        KV.key(&self.prefix, key)
     }
 
     /// A batch of writes, and the position if given (under its partition's key when
@@ -345,10 +394,14 @@ impl PersistentKeyValueStore {
         sorted.sort_by(|a, b| a.0.cmp(b.0));
         let mut writes = self.db.db().batch();
         for (key, value) in sorted {
-            let key = self.full_key(key);
+            let fjall_key = self.full_key(key);
             match value {
-                Some(value) => writes.insert(self.kv(), key, value),
-                None => writes.remove(self.kv(), key),
+                Some(value) if KV.is_long(key) => {
+                    let value = KV.value(key, value).map_err(|e| self.disk_err(e))?;
+                    writes.insert(self.kv(), fjall_key, value);
+                }
+                Some(value) => writes.insert(self.kv(), fjall_key, value),
+                None => writes.remove(self.kv(), fjall_key),
             }
         }
         match position {
@@ -363,40 +416,19 @@ impl PersistentKeyValueStore {
     }
 
     /// Visits the store's entries with keys in `[from, to)` (without the prefix; `to` `None`
-    /// for no bound).
+    /// for no bound), in key order.
     fn visit(
         &self,
         from: &[u8],
         to: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<(), StoreError> {
-        let mut lower = self.prefix.to_vec();
-        lower.extend_from_slice(from);
-        let upper: Vec<u8> = match to {
-            Some(to) => {
-                let mut upper = self.prefix.to_vec();
-                upper.extend_from_slice(to);
-                upper
-            }
-            None => match prefix_end(self.prefix) {
-                Some(end) => end.to_vec(),
-                None => {
-                    for guard in self.kv().range(lower..) {
-                        let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
-                        f(&k[4..], &v);
-                    }
-                    return Ok(());
-                }
-            },
-        };
-        if lower >= upper {
-            return Ok(());
-        }
-        for guard in self.kv().range(lower..upper) {
-            let (k, v) = guard.into_inner().map_err(|e| self.err(e))?;
-            f(&k[4..], &v);
-        }
-        Ok(())
+        KV.visit(self.kv(), &self.prefix, from, to, &mut |k, v| {
+            f(k, v);
+            true
+        })
+        .map(|_| ())
+        .map_err(|e| self.disk_err(e))
     }
 }
 
@@ -418,16 +450,8 @@ impl BytesStore for PersistentKeyValueStore {
                 return Ok(false);
             }
         }
-        match self
-            .with_key(key, |key| self.kv().get(key))
-            .map_err(|e| self.err(e))?
-        {
-            Some(value) => {
-                out.extend_from_slice(&value);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        KV.get(self.kv(), &self.prefix, key, out)
+            .map_err(|e| self.disk_err(e))
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         self.write(&mut std::iter::once((key, Some(value))), None, false)
@@ -557,72 +581,4 @@ impl BytesStore for PersistentKeyValueStore {
 const INGESTION_MIN_ENTRIES: usize = 16_384;
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use super::*;
-
-    /// A write-back large enough to be ingested (puts over keys already on disk, deletes of
-    /// some of them, new keys) reads, scans and reopens like a `BTreeMap`, with its position.
-    #[test]
-    fn a_large_write_back_is_ingested_and_reads_like_a_btreemap() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let at = |offset| StorePosition {
-            changelog: riffle_record::TopicPartition::new("app-s-changelog", 0),
-            offset,
-        };
-        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let n = INGESTION_MIN_ENTRIES * 3;
-        {
-            let mut store = PersistentKeyValueStore::open_in("s", dir.path()).expect("open");
-            // First on disk: every even key, through the memtable (a small write-back) and an
-            // ingestion (a large one).
-            for (round, keys) in [(0..100usize), (100..n)].into_iter().enumerate() {
-                let writes: Vec<(Vec<u8>, Vec<u8>)> = keys
-                    .filter(|i| i % 2 == 0)
-                    .map(|i| (format!("k{i:06}").into_bytes(), b"old".to_vec()))
-                    .collect();
-                let mut batch = writes.iter().map(|(k, v)| (&k[..], Some(&v[..])));
-                store
-                    .write_batch_at(&mut batch, &at(round as u64 + 1))
-                    .expect("write");
-                store.persist().expect("write back");
-                model.extend(writes);
-            }
-            // Then, in one write-back: every third key rewritten, every fifth deleted.
-            let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-            for i in (0..n).rev() {
-                let key = format!("k{i:06}").into_bytes();
-                if i % 5 == 0 {
-                    writes.push((key.clone(), None));
-                    model.remove(&key);
-                } else if i % 3 == 0 {
-                    writes.push((key.clone(), Some(format!("new{i}").into_bytes())));
-                    model.insert(key, format!("new{i}").into_bytes());
-                }
-            }
-            assert!(writes.len() >= INGESTION_MIN_ENTRIES, "{}", writes.len());
-            let mut batch = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
-            store.write_batch_at(&mut batch, &at(9)).expect("write");
-            assert!(store.has_unpersisted());
-            store.persist().expect("write back");
-            store.flush().expect("flush");
-            assert_eq!(store.position().ok(), Some(Some(at(9))));
-            let mut out = Vec::new();
-            for i in (0..n).step_by(7) {
-                let key = format!("k{i:06}").into_bytes();
-                let found = store.get_into(&key, &mut out).expect("get");
-                assert_eq!(found.then(|| out.clone()), model.get(&key).cloned(), "{i}");
-            }
-        }
-        let store = PersistentKeyValueStore::open_in("s", dir.path()).expect("reopen");
-        assert_eq!(store.position().ok(), Some(Some(at(9))));
-        let mut listed = BTreeMap::new();
-        store
-            .for_each(&mut |k, v| {
-                listed.insert(k.to_vec(), v.to_vec());
-            })
-            .expect("scan");
-        assert_eq!(listed, model);
-    }
-}
+mod tests;

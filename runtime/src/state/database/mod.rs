@@ -6,11 +6,20 @@
 //! `<state_dir>/<application_id>/stores/`, one fjall database with:
 //!
 //! - a keyspace `kv` holding every key-value store's entries, each key prefixed with its store's
-//!   id (4 bytes, big-endian), so one memtable and one tree serve all tasks;
+//!   id (4 bytes, big-endian), so one memtable and one tree serve all tasks (a key too long for
+//!   fjall as runtime/src/state/long_keys.rs lays it out), and the key `FF FF FF FF`, which says
+//!   the keyspace is the one the registry's positions describe (the id `u32::MAX` is never
+//!   given);
 //! - keyspaces `w<id>.meta` and `w<id>.seg-<segment>` for each window or session store;
 //! - a keyspace `registry`: `id/<task>/<format>/<store>` → the store's id, `pos/<id>` → a
 //!   key-value store's changelog position (a `StorePosition`, written in the same fjall batch as
 //!   the data it covers), `next` → the next id.
+//!
+//! A database fjall cannot open is an error naming the file concerned and the way out (delete
+//! the directory: every store restores from its changelog). A `kv` keyspace found missing (its
+//! directory deleted) while the registry holds positions has those positions dropped, with a
+//! warning naming the directory, so each key-value store restores from its changelog's start; a
+//! registry found missing while stores hold data has every store's data dropped likewise.
 //!
 //! Its resources are bounded whatever the number of tasks: [`STORAGE_THREADS`] worker threads,
 //! [`MAX_OPEN_FILES`] cached table files, one block cache and one journal bound (which bounds the
@@ -28,6 +37,8 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use riffle_state_dir::TaskId;
 
 use super::StoreError;
+pub(crate) use opening::way_out;
+use opening::{check_keyspace_names, check_keyspaces, clear_unfinished_creation, open_error};
 
 /// Worker threads (flushes and compactions) for every store of the process.
 pub(crate) const STORAGE_THREADS: usize = 2;
@@ -135,71 +146,15 @@ fn position_key(id: u32) -> [u8; 8] {
     key
 }
 
-/// fjall's marker of a database it finished creating: written and synced last, after the
-/// lock file, `keyspaces/` and the first journal `0.jnl`.
-const VERSION_MARKER: &str = "version";
-/// Where fjall keeps a keyspace's directory.
-const KEYSPACES_DIR: &str = "keyspaces";
-
-/// Removes what a process killed while it created the database in `dir` left behind. fjall
-/// creates `0.jnl` before its `version` marker and, finding no marker, creates the database
-/// again, which fails on the existing journal ("File exists") at every later start. A database
-/// without its marker (or with an empty one, killed before the marker's header was written)
-/// was never opened, so nothing was ever written to it: that is checked (no keyspace
-/// directory, no journal other than `0.jnl`, no other file but the lock) before anything is
-/// removed, and anything else is an error naming the file, never wiped.
-fn clear_unfinished_creation(dir: &Path) -> std::io::Result<()> {
-    let marker = dir.join(VERSION_MARKER);
-    match std::fs::metadata(&marker) {
-        Ok(m) if m.len() > 0 => return Ok(()),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let mut leftovers = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let path = entry.path();
-        match name.to_str() {
-            Some(KEYSPACES_DIR) if std::fs::read_dir(&path)?.next().is_none() => {}
-            Some("0.jnl" | "lock" | VERSION_MARKER) => {}
-            _ => {
-                return Err(std::io::Error::other(format!(
-                    "{} has no fjall version marker but holds {}: not a database riffle \
-                     created, or one damaged; refusing to open or remove it",
-                    dir.display(),
-                    path.display()
-                )));
-            }
-        }
-        leftovers.push(path);
-    }
-    if leftovers.is_empty() {
-        return Ok(());
-    }
-    tracing::warn!(path = %dir.display(), files = leftovers.len(), "the store database was never finished (a process was killed while creating it): removing what it left to create it again");
-    for path in leftovers {
-        if path.is_dir() {
-            std::fs::remove_dir(&path)?;
-        } else {
-            std::fs::remove_file(&path)?;
-        }
-    }
-    Ok(())
-}
-
 impl StoreDatabase {
     /// Opens (creating if needed) the database in `dir` with `budget`'s block cache and write
     /// buffers.
     pub(crate) fn open(dir: &Path, budget: MemoryBudget) -> Result<Arc<Self>, StoreError> {
-        let err = |e: &dyn std::fmt::Display| StoreError::Backend {
-            store: "(every store)".into(),
-            path: dir.display().to_string(),
-            reason: e.to_string(),
-        };
+        let err = |e: &dyn std::fmt::Display| open_error(dir, e, None);
+        let fjall_err = |e: fjall::Error| open_error(dir, &e, Some(&e));
         std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
         clear_unfinished_creation(dir).map_err(|e| err(&e))?;
+        check_keyspace_names(dir).map_err(|e| err(&e))?;
         // Half the write buffers for the stores' write-back tables (less if fjall's journal
         // would fall below its floor), the rest for fjall's memtables (its journal bound), of
         // which two are resident at once (see `memtable_bytes`).
@@ -214,15 +169,16 @@ impl StoreDatabase {
             .max_cached_files(Some(MAX_OPEN_FILES))
             .manual_journal_persist(true)
             .open()
-            .map_err(|e| err(&e))?;
+            .map_err(fjall_err)?;
         let kv = db
             .keyspace(KV_KEYSPACE, || {
                 KeyspaceCreateOptions::default().max_memtable_size(memtable)
             })
-            .map_err(|e| err(&e))?;
+            .map_err(fjall_err)?;
         let registry = db
             .keyspace(REGISTRY_KEYSPACE, KeyspaceCreateOptions::default)
-            .map_err(|e| err(&e))?;
+            .map_err(fjall_err)?;
+        check_keyspaces(dir, &db, &kv, &registry).map_err(fjall_err)?;
         let mut state = Registry::default();
         if let Some(next) = registry.get(NEXT_KEY).map_err(|e| err(&e))? {
             let bytes = <[u8; 4]>::try_from(&*next).map_err(|_| {
@@ -369,8 +325,10 @@ impl StoreDatabase {
             return Ok(id);
         }
         let id = state.next_id;
+        // The last id's prefix is the kv keyspace's marker.
         let next = id
             .checked_add(1)
+            .filter(|&next| next < u32::MAX)
             .ok_or_else(|| self.err(name, "store ids exhausted"))?;
         let mut batch = self.db.batch();
         batch.insert(
@@ -507,5 +465,6 @@ pub(crate) fn delete_prefix(
     }
 }
 
+mod opening;
 #[cfg(test)]
 mod tests;

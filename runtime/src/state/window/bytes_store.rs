@@ -146,6 +146,7 @@ impl BytesStore for SegmentedStore {
                     })
                     .and_then(|()| d.meta.clear())
                     .and_then(|()| d.meta.insert(LAYOUT_KEY, &layout[..]))
+                    .inspect(|_| d.listed = false)
             }
         };
         wiped.map_err(|e| self.err(e))?;
@@ -164,7 +165,10 @@ impl BytesStore for SegmentedStore {
             Backend::Disk(d) => {
                 // Less the store's own keys: its layout, and its observed time and position
                 // once written.
-                let own = 1 + usize::from(self.observed != i64::MIN) + usize::from(self.positioned);
+                let own = 1
+                    + usize::from(self.observed != i64::MIN)
+                    + usize::from(self.positioned)
+                    + usize::from(d.listed);
                 d.meta.approximate_len().saturating_sub(own)
                     + d.segments
                         .values()

@@ -25,6 +25,9 @@
 //!   starts with 0x00 only as 0x00 0xFF or 0x00 0x00), and 0x00 0x02 starts the store's own
 //!   keys on disk, which no read ever visits.
 //!
+//! On disk an entry key longer than fjall takes (65,503 bytes) is written as
+//! runtime/src/state/long_keys.rs lays it out, and every read returns it in the order above.
+//!
 //! The store is split by concern: `key` (the encoding), `segments` (the segments in memory and
 //! on disk, and the read paths over them), `writes` (a batch's classification, expiry, reads by
 //! time), `bytes_store` (the [`BytesStore`](super::BytesStore) implementation); this file holds
@@ -45,7 +48,8 @@ use riffle_state_dir::TaskId;
 
 use super::StoreError;
 use super::database::StoreDatabase;
-use super::persistent::backend_error;
+use super::long_keys::DiskError;
+use super::persistent::{backend_error, disk_error};
 
 use key::*;
 pub(crate) use key::{
@@ -185,7 +189,25 @@ impl SegmentedStore {
                 }
             },
         };
-        let positioned = meta.contains_key(POSITION_KEY).map_err(err)?;
+        let mut positioned = meta.contains_key(POSITION_KEY).map_err(err)?;
+        // A segment listed but whose keyspace is gone (its directory deleted): the position
+        // would restore only the changelog's tail over the data it lost. Without the position,
+        // the task wipes the store and restores it from the changelog's start.
+        let listed = meta.get(SEGMENTS_KEY).map_err(err)?;
+        let lost: Vec<i64> = listed
+            .as_deref()
+            .map(decode_segments)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|id| !segments.contains_key(id))
+            .collect();
+        if !lost.is_empty() {
+            tracing::warn!(store = %name, path = %dir.join("keyspaces").display(), keyspaces = ?lost.iter().map(|&segment| format!("w{id}.{}", segment_name(segment))).collect::<Vec<_>>(), "segments of the store are missing, their keyspace directories under the path deleted: dropping its changelog position, so that it restores from its changelog");
+            meta.remove(POSITION_KEY)
+                .and_then(|()| meta.insert(SEGMENTS_KEY, encode_segments(segments.keys())))
+                .map_err(err)?;
+            positioned = false;
+        }
         let mut store = SegmentedStore {
             kind,
             retention_ms: retention_ms.max(1),
@@ -198,6 +220,7 @@ impl SegmentedStore {
                 id,
                 meta,
                 segments,
+                listed: listed.is_some(),
             }),
             name,
         };
@@ -304,11 +327,11 @@ impl SegmentedStore {
         live_bound(self.observed, self.retention_ms, self.segment_interval_ms)
     }
 
-    fn err(&self, e: fjall::Error) -> StoreError {
+    fn err(&self, e: impl Into<DiskError>) -> StoreError {
         let path = match &self.backend {
             Backend::Disk(d) => d.db.path(),
             Backend::Memory(_) => Path::new("(memory)"),
         };
-        backend_error(&self.name, path, e)
+        disk_error(&self.name, path, e.into())
     }
 }

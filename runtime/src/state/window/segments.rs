@@ -14,6 +14,7 @@ use fjall::Keyspace;
 
 use crate::state::StorePosition;
 use crate::state::database::StoreDatabase;
+use crate::state::long_keys::{DiskError, SEGMENT};
 use crate::state::segment_totals::record_segment_created;
 
 use super::key::*;
@@ -24,6 +25,10 @@ pub(super) const OBSERVED_KEY: &[u8] = b"\x00\x02observed";
 pub(super) const LAYOUT_KEY: &[u8] = b"\x00\x02layout";
 /// On disk, in the meta keyspace: the changelog position of the data ([`StorePosition`]).
 pub(super) const POSITION_KEY: &[u8] = b"\x00\x02position";
+/// On disk, in the meta keyspace: the segments the store holds (each id 8 bytes big-endian,
+/// ascending), written in the batch that creates one and before any is dropped, so a segment
+/// whose keyspace is found missing is told from one never written.
+pub(super) const SEGMENTS_KEY: &[u8] = b"\x00\x02segments";
 /// The fjall keyspace of the meta keys (and of the store's own keys).
 pub(super) const META_KEYSPACE: &str = "meta";
 /// The fjall keyspace of segment `id` is `seg-<id>`.
@@ -34,6 +39,19 @@ pub(super) fn live_bound(observed: i64, retention_ms: i64, segment_interval_ms: 
     let t = i128::from(observed) - i128::from(retention_ms) + 1;
     let id = t.div_euclid(i128::from(segment_interval_ms));
     i64::try_from(id).unwrap_or(if id < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// The value of [`SEGMENTS_KEY`] for `ids`.
+pub(super) fn encode_segments<'a>(ids: impl Iterator<Item = &'a i64>) -> Vec<u8> {
+    ids.flat_map(|id| id.to_be_bytes()).collect()
+}
+
+/// The segment ids [`encode_segments`] wrote (a trailing part of fewer than 8 bytes ignored).
+pub(super) fn decode_segments(bytes: &[u8]) -> Vec<i64> {
+    bytes
+        .chunks_exact(8)
+        .filter_map(|id| <[u8; 8]>::try_from(id).ok().map(i64::from_be_bytes))
+        .collect()
 }
 
 pub(super) fn segment_name(id: i64) -> String {
@@ -89,7 +107,7 @@ pub(super) struct Planned<'k, 'v> {
 /// on disk.
 pub(super) trait Space {
     /// Copies the value of `key` into `out` (cleared first); `false` if there is none.
-    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, fjall::Error>;
+    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, DiskError>;
     /// Visits the entries with `lo <= key < hi` (`None`: unbounded) in key order while `f`
     /// returns `true`; `false` if `f` stopped it.
     fn visit(
@@ -97,13 +115,13 @@ pub(super) trait Space {
         lo: &[u8],
         hi: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<bool, fjall::Error>;
+    ) -> Result<bool, DiskError>;
 }
 
 pub(super) type MemorySegment = BTreeMap<Vec<u8>, Vec<u8>>;
 
 impl Space for MemorySegment {
-    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, fjall::Error> {
+    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, DiskError> {
         out.clear();
         Ok(match self.get(key) {
             Some(value) => {
@@ -118,7 +136,7 @@ impl Space for MemorySegment {
         lo: &[u8],
         hi: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<bool, fjall::Error> {
+    ) -> Result<bool, DiskError> {
         if hi.is_some_and(|hi| lo >= hi) {
             return Ok(true);
         }
@@ -132,34 +150,19 @@ impl Space for MemorySegment {
     }
 }
 
+/// On disk, keys longer than fjall takes are kept as runtime/src/state/long_keys.rs lays them
+/// out, and read back in key order.
 impl Space for Keyspace {
-    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, fjall::Error> {
-        out.clear();
-        Ok(match self.get(key)? {
-            Some(value) => {
-                out.extend_from_slice(&value);
-                true
-            }
-            None => false,
-        })
+    fn read(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, DiskError> {
+        SEGMENT.get(self, &[], key, out)
     }
     fn visit(
         &self,
         lo: &[u8],
         hi: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<bool, fjall::Error> {
-        if hi.is_some_and(|hi| lo >= hi) {
-            return Ok(true);
-        }
-        let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
-        for guard in self.range::<&[u8], _>((Bound::Included(lo), hi)) {
-            let (k, v) = guard.into_inner()?;
-            if !f(&k, &v) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+    ) -> Result<bool, DiskError> {
+        SEGMENT.visit(self, &[], lo, hi, f)
     }
 }
 
@@ -170,7 +173,7 @@ pub(super) fn visit_all<S: Space>(
     from: &[u8],
     to: Option<&[u8]>,
     f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-) -> Result<(), fjall::Error> {
+) -> Result<(), DiskError> {
     // On disk the meta keyspace holds the store's own keys too (0x00 0x02 ...): keep to the
     // meta keys.
     let lo = from.max(&META_PREFIX[..]);
@@ -194,7 +197,7 @@ pub(super) fn visit_segments<S: Space>(
     lo: &[u8],
     hi: Option<&[u8]>,
     f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-) -> Result<(), fjall::Error> {
+) -> Result<(), DiskError> {
     for segment in segments.range(first..=last).map(|(_, s)| s) {
         if !segment.visit(lo, hi, f)? {
             break;
@@ -209,7 +212,7 @@ pub(super) fn read_in<S: Space>(
     target: Target,
     key: &[u8],
     out: &mut Vec<u8>,
-) -> Result<bool, fjall::Error> {
+) -> Result<bool, DiskError> {
     match target {
         Target::Meta => meta.read(key, out),
         Target::Segment { segment, .. } => match segments.get(&segment) {
@@ -275,6 +278,8 @@ pub(super) struct Disk {
     pub(super) id: u32,
     pub(super) meta: Keyspace,
     pub(super) segments: BTreeMap<i64, Keyspace>,
+    /// The meta keyspace holds [`SEGMENTS_KEY`] (one of the store's own keys).
+    pub(super) listed: bool,
 }
 
 /// The keyspace of segment `id` of store `store`, created if it is new.
@@ -305,8 +310,9 @@ impl Disk {
         writes: &[Write<'_, '_>],
         observed: Option<i64>,
         position: Option<&StorePosition>,
-    ) -> Result<(), fjall::Error> {
+    ) -> Result<(), DiskError> {
         let mut batch = self.db.db().batch();
+        let held = self.segments.len();
         for &(target, key, value) in writes {
             let space = match (target, value) {
                 (Target::Meta, _) => &self.meta,
@@ -319,9 +325,13 @@ impl Disk {
                     None => continue,
                 },
             };
+            let fjall_key = SEGMENT.key(&[], key);
             match value {
-                Some(value) => batch.insert(space, key, value),
-                None => batch.remove(space, key),
+                Some(value) if SEGMENT.is_long(key) => {
+                    batch.insert(space, fjall_key, SEGMENT.value(key, value)?)
+                }
+                Some(value) => batch.insert(space, fjall_key, value),
+                None => batch.remove(space, fjall_key),
             }
         }
         if let Some(observed) = observed {
@@ -330,7 +340,16 @@ impl Disk {
         if let Some(position) = position {
             batch.insert(&self.meta, POSITION_KEY, position.encode());
         }
-        batch.commit()
+        if self.segments.len() != held {
+            batch.insert(
+                &self.meta,
+                SEGMENTS_KEY,
+                encode_segments(self.segments.keys()),
+            );
+        }
+        batch.commit()?;
+        self.listed |= self.segments.len() != held;
+        Ok(())
     }
 }
 

@@ -120,9 +120,15 @@ impl SegmentedStore {
                     .map(Keyspace::approximate_len)
                     .sum::<usize>();
                 let segments = expired.len();
-                let deleted = expired
-                    .into_values()
-                    .try_for_each(|keyspace| d.db.delete_keyspace_of(d.id, keyspace));
+                // The list first: a crash before the keyspaces are gone leaves them unlisted,
+                // and expired, so dropped again at the next open.
+                let listed = encode_segments(d.segments.keys());
+                let deleted = d.meta.insert(SEGMENTS_KEY, listed).and_then(|()| {
+                    expired
+                        .into_values()
+                        .try_for_each(|keyspace| d.db.delete_keyspace_of(d.id, keyspace))
+                });
+                d.listed = true;
                 (segments, entries, deleted)
             }
         };
