@@ -139,37 +139,60 @@ fn produce_on_a_full_disk_says_how_many_records_it_wrote_and_exactly_those_are_t
     assert_eq!(got, written, "produce said {written}; the log holds {got}");
 }
 
-#[test]
-fn the_exactly_once_sample_on_a_full_disk_stops_saying_so_and_recounts_exactly_with_room() {
+/// The sample stops saying what happened when the disk of its log and state directory (or,
+/// with `only_state`, of its state directory alone) is full, and with room again a second run
+/// finishes with exact counts.
+fn full_disk_then_room(store: &str, guarantee: &str, only_state: bool) {
     let Some(disk) = Tmpfs::mount("64m") else {
         return;
     };
-    let fixture = Fixture::with_log_dir(disk.path().join("log"));
-    // Distinct keys: every record makes an output record, a changelog record and their copies
-    // in the transaction journal: far more than the room left.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let log_dir = if only_state {
+        elsewhere.path()
+    } else {
+        disk.path()
+    }
+    .join("log");
+    let fixture = Fixture::with_dirs(log_dir, disk.path().join("state"));
+    // Distinct keys: every record makes an output record and a changelog record (and, under
+    // exactly-once, their copies in the transaction journal): far more than the room left.
     let keys: Vec<String> = (0..12_000).map(|i| format!("key-{i}")).collect();
     let model = fixture.append_keys(&keys);
     let used = disk.used_kib();
     disk.grow(&format!("{}k", used + 256));
+    // Far more store data than 256 KiB: a key per record, and values that fill it.
     let args = ["--threads", "1", "--commit-interval-ms", "50"].map(String::from);
     let out = fixture
-        .sample("memory", "exactly_once", &args)
+        .sample(store, guarantee, &args)
         .output()
         .expect("run the sample");
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let what = format!("{store}, {guarantee}, only the state on the full disk: {only_state}");
     assert!(
         !out.status.success(),
-        "the sample filled the disk and exited 0:\n{stderr}"
+        "{what}: the sample filled the disk and exited 0:\n{stderr}"
     );
-    assert!(stderr.contains("No space left on device"), "{stderr}");
-    eprintln!("the sample on a full disk said:\n{stderr}");
+    assert!(
+        stderr.contains("No space left on device") || stderr.contains("a full disk"),
+        "{what}: {stderr}"
+    );
+    eprintln!("{what}: the sample on a full disk said:\n{stderr}");
     for never in ["panicked", "a process died"] {
-        assert!(!stderr.contains(never), "{never:?}:\n{stderr}");
+        assert!(!stderr.contains(never), "{what}: {never:?}:\n{stderr}");
     }
     disk.grow("64m");
-    common::run_to_end(
-        "the run with room",
-        fixture.sample("memory", "exactly_once", &args),
-    );
-    assert_exact(&model, &fixture.output_counts(), "after a full disk");
+    common::run_to_end(&what, fixture.sample(store, guarantee, &args));
+    assert_exact(&model, &fixture.output_counts(), &what);
+}
+
+#[test]
+fn the_exactly_once_sample_on_a_full_disk_stops_saying_so_and_recounts_exactly_with_room() {
+    full_disk_then_room("memory", "exactly_once", false);
+}
+
+#[test]
+fn the_persistent_store_on_a_full_disk_stops_saying_so_and_recounts_exactly_with_room() {
+    full_disk_then_room("persistent", "at_least_once", false);
+    full_disk_then_room("persistent", "exactly_once", false);
+    full_disk_then_room("persistent", "at_least_once", true);
 }

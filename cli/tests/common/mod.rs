@@ -50,13 +50,11 @@ impl Fixture {
         }
     }
 
-    /// A fixture whose log lives in `log_dir` (a file system of a test's choosing), its state
-    /// in a temporary directory.
-    pub(crate) fn with_log_dir(log_dir: PathBuf) -> Fixture {
-        let root = tempfile::tempdir().expect("tempdir");
-        let state_dir = root.path().join("state");
+    /// A fixture whose log and state live in `log_dir` and `state_dir` (file systems of a
+    /// test's choosing).
+    pub(crate) fn with_dirs(log_dir: PathBuf, state_dir: PathBuf) -> Fixture {
         Fixture {
-            _root: root,
+            _root: tempfile::tempdir().expect("tempdir"),
             log_dir,
             state_dir,
         }

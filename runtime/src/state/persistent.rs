@@ -107,6 +107,14 @@ pub(super) fn disk_error(name: &str, path: &Path, e: DiskError) -> StoreError {
         DiskError::Fjall(e) if is_damage(&e) => {
             backend_error(name, path, format_args!("{e}; {}", way_out(path)))
         }
+        DiskError::Fjall(fjall::Error::Poisoned) => backend_error(
+            name,
+            path,
+            "the store database refuses writes since an earlier flush or journal write failed \
+             (fjall's Poisoned: a full disk or an I/O error; the error logged before this one \
+             says which): make room or fix the disk, then start the application again; the \
+             stores recover from their journal and changelogs",
+        ),
         DiskError::Fjall(e) => backend_error(name, path, e),
         DiskError::TooLarge(reason) => backend_error(name, path, reason),
         DiskError::Corrupt(reason) => StoreError::Corrupt {
