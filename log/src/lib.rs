@@ -137,6 +137,9 @@ mod segment;
 mod storage;
 mod topic;
 mod topic_config;
+mod topic_meta;
+#[cfg(test)]
+mod topic_meta_tests;
 mod txn;
 #[cfg(test)]
 mod txn_crash_tests;
@@ -149,7 +152,10 @@ pub use crate::{
     log::{Log, PartitionInfo, RetentionReport},
     options::{FsyncPolicy, LogOptions},
     partition::CompactionReport,
-    repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
+    repair::{
+        CutAction, RepairCut, RepairOptions, RepairReport, RestoreAction, Restored, Unrestorable,
+        repair,
+    },
     topic_config::{
         CleanupPolicy, DEFAULT_DELETE_RETENTION_MS, DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
         TOPIC_CONFIG_KEYS, TopicConfig,
