@@ -18,6 +18,12 @@
 //!   record followed by intact ones, a fetched batch at an unexpected offset) is an
 //!   [`Error::Corrupt`] naming the file, the byte position and the offsets; only [`repair`]
 //!   (`riffle log repair`) cuts it, and reports what it cut. Nothing that was fsynced is lost.
+//!   A topic's metadata files (`partitions`: the count and the config recorded at creation;
+//!   `config`) are checked against its partition directories whenever a handle loads it: one
+//!   that is missing, edited or garbled is an [`Error::Corrupt`] naming it and what the
+//!   directory holds — never a missing topic that the next writer would replace — and
+//!   [`repair`] writes back what the directories (or the record) show, reporting it
+//!   ([`RepairReport::restored`]).
 //!   When data is fsynced is the [`FsyncPolicy`]: by default at every [`Log::commit_offsets`],
 //!   which fsyncs every partition with unsynced appends *before* writing the group's offsets, so
 //!   a committed offset never points past durable data.

@@ -393,19 +393,25 @@ fn count_mismatch(storage: &dyn Storage, dir: &Path, count: u32, listing: &Listi
     };
     match (listing.dense(), missing.is_empty(), beyond.is_empty()) {
         (Some(n), true, false) => format!(
-            "{said}: {} past the count (was the file changed?); `riffle log repair` rewrites \
+            "{said}: {} {} past the count (was the file changed?); `riffle log repair` rewrites \
              the count to {n}, as the directories show",
-            show(&beyond)
+            show(&beyond),
+            if beyond.len() == 1 { "is" } else { "are" }
         ),
         (dense, false, true) => {
             let edited = match dense {
                 Some(n) => format!("; if the count was changed, write {n} back instead"),
                 None => String::new(),
             };
+            let (are, they) = if missing.len() == 1 {
+                ("is", "it")
+            } else {
+                ("are", "they")
+            };
             format!(
-                "{said}: {} missing (deleted, with the records it held? or the count changed?); \
-                 `riffle log repair` recreates missing partitions empty and keeps the count \
-                 {count}{edited}",
+                "{said}: {} {are} missing (deleted, with the records {they} held? or the count \
+                 changed?); `riffle log repair` recreates missing partitions empty and keeps the \
+                 count {count}{edited}",
                 show(&missing)
             )
         }

@@ -201,7 +201,7 @@ fn a_count_that_disagrees_with_the_directories_is_corrupt_naming_both() {
         &[
             "says 1 partition,",
             "partitions 0 to 1",
-            "topics/t/1 past the count",
+            "topics/t/1 is past the count",
         ],
     );
     repaired(
@@ -219,7 +219,7 @@ fn a_count_that_disagrees_with_the_directories_is_corrupt_naming_both() {
         "partitions",
         &[
             "says 3 partitions",
-            "topics/t/2 missing",
+            "topics/t/2 is missing",
             "write 2 back instead",
         ],
     );

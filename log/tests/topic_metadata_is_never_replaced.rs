@@ -168,7 +168,7 @@ fn a_count_edited_down_is_corrupt_naming_the_file_and_the_directories() {
         dir,
         &meta,
         &[&format!(
-            "it says 1 partition, but the directory holds {holds}: {} past the count (was the \
+            "it says 1 partition, but the directory holds {holds}: {} is past the count (was the \
              file changed?); `riffle log repair` rewrites the count to 2, as the directories show",
             tdir(dir).join("1").display()
         )],
@@ -198,7 +198,7 @@ fn a_count_edited_up_is_corrupt_and_repair_keeps_the_count() {
         &meta,
         &[
             "it says 3 partitions, but the directory holds partition 0 (",
-            &format!("{} and {} missing", p1.display(), p2.display()),
+            &format!("{} and {} are missing", p1.display(), p2.display()),
             "keeps the count 3; if the count was changed, write 1 back instead",
         ],
     );
