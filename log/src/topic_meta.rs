@@ -186,7 +186,7 @@ impl Listing {
     }
 
     /// Whether the partition directories are exactly `0..count`.
-    fn matches(&self, count: u32) -> bool {
+    pub(crate) fn matches(&self, count: u32) -> bool {
         self.partitions.len() as u64 == u64::from(count)
             && self.partitions.last().is_some_and(|&l| l + 1 == count)
     }
@@ -253,19 +253,26 @@ pub(crate) fn describe_set(set: &BTreeSet<u32>) -> String {
     if set.len() as u64 == u64::from(last - first) + 1 {
         return format!("partitions {first} to {last}");
     }
-    let names: Vec<String> = set.iter().map(u32::to_string).collect();
-    format!("partitions {}", quote_list(&names))
+    let names: Vec<String> = set.iter().take(8).map(u32::to_string).collect();
+    format!("partitions {}", name_list(names, set.len() as u64))
 }
 
 /// "a", "a and b", "a, b and c", at most 8 named.
 fn quote_list(items: &[String]) -> String {
-    let shown: Vec<&str> = items.iter().take(8).map(String::as_str).collect();
-    let more = items.len().saturating_sub(shown.len());
-    match (shown.split_last(), more) {
-        (None, _) => String::new(),
-        (Some((last, [])), 0) => (*last).to_owned(),
-        (Some((last, rest)), 0) => format!("{} and {last}", rest.join(", ")),
-        (Some(_), more) => format!("{} and {more} more", shown.join(", ")),
+    let shown = items.iter().take(8).cloned().collect();
+    name_list(shown, items.len() as u64)
+}
+
+/// `shown` (the first few of `total` names) as "a", "a and b", "a, b and c", or "a, b, c and
+/// 5 more".
+fn name_list(shown: Vec<String>, total: u64) -> String {
+    let more = total.saturating_sub(shown.len() as u64);
+    match shown.split_last() {
+        None => String::new(),
+        Some((_, [])) if more > 0 => format!("{} and {more} more", shown[0]),
+        Some((last, [])) => last.clone(),
+        Some(_) if more > 0 => format!("{} and {more} more", shown.join(", ")),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
     }
 }
 
@@ -363,64 +370,113 @@ fn check_snapshot(
             ),
         )
     })?;
-    if !listing.matches(meta.count) {
-        return Err(corrupt(
-            path,
-            0,
-            count_mismatch(storage, dir, meta.count, listing),
-        ));
+    if let Some(mismatch) = Mismatch::of(meta.count, listing) {
+        let reason = mismatch.explain(storage, dir, meta.count, listing);
+        return Err(corrupt(path, 0, reason));
     }
     let config = check_config(dir, &meta, snapshot.config.as_deref())?;
     Ok(Some((meta.count, config)))
 }
 
-/// Why a count and the partition directories disagree, and what repair would do.
-fn count_mismatch(storage: &dyn Storage, dir: &Path, count: u32, listing: &Listing) -> String {
-    let holds = listing.describe(storage, dir);
-    let s = if count == 1 { "" } else { "s" };
-    let said = format!("it says {count} partition{s}, but the directory holds {holds}");
-    let missing: BTreeSet<u32> = (0..count)
-        .filter(|p| !listing.partitions.contains(p))
-        .take(9)
-        .collect();
-    let beyond: BTreeSet<u32> = listing.partitions.range(count..).copied().collect();
-    let show = |set: &BTreeSet<u32>| {
-        let names: Vec<String> = set
-            .iter()
-            .map(|p| dir.join(p.to_string()).display().to_string())
-            .collect();
-        quote_list(&names)
-    };
-    match (listing.dense(), missing.is_empty(), beyond.is_empty()) {
-        (Some(n), true, false) => format!(
-            "{said}: {} {} past the count (was the file changed?); `riffle log repair` rewrites \
-             the count to {n}, as the directories show",
-            show(&beyond),
-            if beyond.len() == 1 { "is" } else { "are" }
-        ),
-        (dense, false, true) => {
-            let edited = match dense {
-                Some(n) => format!("; if the count was changed, write {n} back instead"),
-                None => String::new(),
-            };
-            let (are, they) = if missing.len() == 1 {
-                ("is", "it")
-            } else {
-                ("are", "they")
-            };
-            format!(
-                "{said}: {} {are} missing (deleted, with the records {they} held? or the count \
-                 changed?); `riffle log repair` recreates missing partitions empty and keeps the \
-                 count {count}{edited}",
-                show(&missing)
-            )
+/// How a partition count and the partition directories disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mismatch {
+    /// Directories past the count, and the directories are exactly `0..n` (n > count): the
+    /// count was lowered; `n` is what they show.
+    Past { n: u32 },
+    /// Directories missing below the last one, which is `count - 1`: deleted partitions (the
+    /// directories after them show the count reaches past them).
+    Gaps,
+    /// The last partitions missing (the highest directory is below `count - 1`, or there is
+    /// none): deleted, or the count raised; which cannot be told. `n`: the count the
+    /// directories show, if they are exactly `0..n`.
+    Trailing { n: Option<u32> },
+    /// Neither: gaps and directories past the count, or names that are no partition's.
+    Tangled,
+}
+
+impl Mismatch {
+    /// How `count` and the directories of `listing` disagree; `None` if they agree.
+    pub(crate) fn of(count: u32, listing: &Listing) -> Option<Self> {
+        if listing.matches(count) {
+            return None;
         }
-        _ => format!(
-            "{said}: the directories are neither partitions 0 to {} nor partitions 0 to N-1 of \
-             another count, so `riffle log repair` cannot tell the count: fix the file or the \
-             directories by hand",
-            count - 1
-        ),
+        let last = listing.partitions.last().copied();
+        Some(match (last, listing.dense()) {
+            (Some(last), Some(n)) if last >= count => Self::Past { n },
+            (Some(last), _) if last >= count => Self::Tangled,
+            (Some(last), _) if last + 1 == count => Self::Gaps,
+            (_, n) => Self::Trailing { n },
+        })
+    }
+
+    /// Why they disagree and what to do, for an error or a repair report.
+    pub(crate) fn explain(
+        self,
+        storage: &dyn Storage,
+        dir: &Path,
+        count: u32,
+        listing: &Listing,
+    ) -> String {
+        let holds = listing.describe(storage, dir);
+        let s = if count == 1 { "" } else { "s" };
+        let said = format!("it says {count} partition{s}, but the directory holds {holds}");
+        let show = |parts: &mut dyn Iterator<Item = u32>, total: u64| {
+            let names: Vec<String> = parts
+                .take(8)
+                .map(|p| dir.join(p.to_string()).display().to_string())
+                .collect();
+            let verb = if total == 1 { "is" } else { "are" };
+            format!("{} {verb}", name_list(names, total))
+        };
+        let below = listing.partitions.range(..count).count() as u64;
+        let missing_total = u64::from(count) - below;
+        let mut missing = (0..count).filter(|p| !listing.partitions.contains(p));
+        let (they, them, their) = if missing_total == 1 {
+            ("it", "it", "its")
+        } else {
+            ("they", "them", "their")
+        };
+        match self {
+            Self::Past { n } => {
+                let past = listing.partitions.range(count..);
+                format!(
+                    "{said}: {} past the count (was the file changed?); `riffle log repair` \
+                     rewrites the count to {n}, as the directories show",
+                    show(
+                        &mut past.copied(),
+                        (listing.partitions.len() as u64) - below
+                    )
+                )
+            }
+            Self::Gaps => format!(
+                "{said}: {} missing (deleted, with the records {they} held?); `riffle log repair` \
+                 recreates {them} empty, keeping the count {count}",
+                show(&mut missing, missing_total)
+            ),
+            Self::Trailing { n } => {
+                let lower = match n {
+                    Some(n) => format!(
+                        "if the count was changed, write {n} back (`riffle log repair` never \
+                         lowers a count); "
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "{said}: {} missing, deleted with the records {they} held or the count \
+                     changed, which cannot be told: {lower}if {they} {} deleted, create {them} as \
+                     empty directories, and `riffle log repair` recreates {their} segments empty",
+                    show(&mut missing, missing_total),
+                    if missing_total == 1 { "was" } else { "were" }
+                )
+            }
+            Self::Tangled => format!(
+                "{said}: the directories are neither partitions 0 to {} nor partitions 0 to N-1 of \
+                 another count, so the count cannot be told (nor by `riffle log repair`): fix the \
+                 file or the directories by hand",
+                count - 1
+            ),
+        }
     }
 }
 

@@ -212,15 +212,42 @@ fn a_count_that_disagrees_with_the_directories_is_corrupt_naming_both() {
         )],
     );
     assert_eq!((records(&dir, 0), records(&dir, 1)), (3, 3));
-    // More than the directories: a partition is missing (or the count was raised).
+    // More than the directories: the last partition deleted, or the count raised.
     dir.write("topics/t/partitions", b"3\nconfig\n");
+    let why = [
+        "says 3 partitions",
+        "topics/t/2 is missing, deleted with the records it held or the count changed",
+        "write 2 back (`riffle log repair` never lowers a count); if it was deleted, create it",
+    ];
+    corrupt(&dir, "partitions", &why);
+    let (restored, left) = dir
+        .repair_topic_metadata("t", false)
+        .expect("repair")
+        .expect("topic");
+    assert!(restored.is_empty(), "{restored:?}");
+    assert_eq!(left.len(), 1, "{left:?}");
+    for words in why {
+        assert!(left[0].reason.contains(words), "{}", left[0]);
+    }
+    // Deleted, as the message says: an empty directory, which repair gives a segment.
+    dir.create_dir("topics/t/2");
+    corrupt(&dir, "2", &["no segment"]);
+    dir.write("topics/t/2/00000000000000000000.log", b"");
+    assert_eq!(
+        dir.open(LogOptions::default())
+            .expect("open")
+            .partitions("t"),
+        Some(3)
+    );
+    // A gap below the last directory is a deleted partition: the count is kept.
+    dir.write("topics/t/partitions", b"5\nconfig\n");
+    dir.write("topics/t/4/00000000000000000000.log", b"");
     corrupt(
         &dir,
         "partitions",
         &[
-            "says 3 partitions",
-            "topics/t/2 is missing",
-            "write 2 back instead",
+            "topics/t/3 is missing (deleted",
+            "recreates it empty, keeping the count 5",
         ],
     );
     let (restored, left) = dir
@@ -229,7 +256,14 @@ fn a_count_that_disagrees_with_the_directories_is_corrupt_naming_both() {
         .expect("topic");
     assert!(
         restored.is_empty() && left.is_empty(),
-        "the count is kept: {restored:?} {left:?}"
+        "{restored:?} {left:?}"
+    );
+    dir.write("topics/t/3/00000000000000000000.log", b"");
+    assert_eq!(
+        dir.open(LogOptions::default())
+            .expect("open")
+            .partitions("t"),
+        Some(5)
     );
 }
 

@@ -186,26 +186,46 @@ fn a_count_edited_down_is_corrupt_naming_the_file_and_the_directories() {
 }
 
 #[test]
-fn a_count_edited_up_is_corrupt_and_repair_keeps_the_count() {
+fn a_count_edited_up_is_corrupt_and_repair_does_not_guess() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     build(dir, 1, &TopicConfig::default(), 50);
     let meta = tdir(dir).join("partitions");
     std::fs::write(&meta, "3\nconfig\n").expect("edit");
     let (p1, p2) = (tdir(dir).join("1"), tdir(dir).join("2"));
-    open_is_corrupt(
-        dir,
-        &meta,
-        &[
-            "it says 3 partitions, but the directory holds partition 0 (",
-            &format!("{} and {} are missing", p1.display(), p2.display()),
-            "keeps the count 3; if the count was changed, write 1 back instead",
-        ],
+    let why = format!(
+        "it says 3 partitions, but the directory holds {}: {} and {} are missing, deleted with \
+         the records they held or the count changed, which cannot be told: if the count was \
+         changed, write 1 back (`riffle log repair` never lowers a count); if they were \
+         deleted, create them as empty directories, and `riffle log repair` recreates their \
+         segments empty",
+        holds(dir, "partition 0"),
+        p1.display(),
+        p2.display()
     );
-    // Repair keeps the count (a count is never lowered) and recreates the two empty.
-    let done = repair(dir, &RepairOptions::new()).expect("repair");
-    assert!(done.restored.is_empty(), "{:?}", done.restored);
-    let missing: Vec<&Path> = done.cuts.iter().map(|c| c.file.as_path()).collect();
+    open_is_corrupt(dir, &meta, &[&why]);
+    // Repair neither lowers the count nor makes partitions up: it reports and changes nothing.
+    let before = snapshot(dir);
+    let report = repair(dir, &RepairOptions::new()).expect("repair");
+    assert!(
+        report.restored.is_empty() && report.cuts.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(
+        report
+            .unrestorable
+            .iter()
+            .map(|u| u.to_string())
+            .collect::<Vec<_>>(),
+        [format!("cannot restore {}: {why}", meta.display())]
+    );
+    assert_eq!(snapshot(dir), before);
+    // As the message says, if they were deleted: empty directories, which repair fills.
+    std::fs::create_dir(&p1).expect("mkdir");
+    std::fs::create_dir(&p2).expect("mkdir");
+    let report = repair(dir, &RepairOptions::new()).expect("repair");
+    assert!(report.unrestorable.is_empty(), "{report:?}");
+    let missing: Vec<&Path> = report.cuts.iter().map(|c| c.file.as_path()).collect();
     assert_eq!(missing, [p1.as_path(), p2.as_path()]);
     assert_eq!(count_all(dir), 50);
 }

@@ -4,10 +4,12 @@
 //!
 //! - `partitions` missing, unparseable, or smaller than the partition directories: rebuilt from
 //!   the directories when they are exactly `0..N` and each holds a segment (a created topic has
-//!   one per partition), recording the `config` file as it is. A count larger than the
-//!   directories is kept: the missing partitions are recreated empty by the partition repair,
-//!   as for any deleted partition directory (a count is never lowered: keys stay where they
-//!   were partitioned).
+//!   one per partition), recording the `config` file as it is.
+//! - A count whose directories have gaps, the last one (`count - 1`) present: kept; the
+//!   partition repair recreates the missing ones empty (they were deleted: the directories
+//!   after them show the count reaches past them). A count past the last directory: deleted
+//!   partitions or a raised count, which cannot be told: reported, left (a count is never
+//!   lowered, nor partitions made up to reach it).
 //! - `config` missing, unparseable or different from what `partitions` recorded at creation:
 //!   written back from that record. Without a record it cannot be told: reported, left.
 //!
@@ -20,8 +22,8 @@ use crate::error::{IoContext, Result};
 use crate::storage::Storage;
 use crate::topic_config::TopicConfig;
 use crate::topic_meta::{
-    CONFIG_FILE, Listing, PARTITIONS_FILE, Snapshot, TopicMeta, describe_config, describe_defaults,
-    parse_config,
+    CONFIG_FILE, Listing, Mismatch, PARTITIONS_FILE, Snapshot, TopicMeta, describe_config,
+    describe_defaults, parse_config,
 };
 
 /// What [`repair_topic`] found in a directory under `topics/`.
@@ -72,38 +74,25 @@ pub(crate) fn repair_topic(
             "; no config recorded (the `config` file does not parse)".to_owned(),
         ),
     };
-    // `(meta to write, how, why)`, or the parsed meta kept as it is.
+    // How and why `partitions` is written, if it is (else the parsed one is kept as it is).
     let mut write_meta: Option<(RestoreAction, String)> = None;
     let meta: Option<TopicMeta> = match &parsed {
-        Some(Ok(meta))
-            if listing
-                .partitions
-                .last()
-                .is_none_or(|&last| last < meta.count) =>
-        {
-            Some(meta.clone())
-        }
-        Some(Ok(meta)) => match from_directories(storage, dir, listing, &holds)? {
-            Ok(n) => {
-                write_meta = Some((
-                    RestoreAction::Rewrite,
-                    format!(
-                        "{n} partitions, from the directories ({holds}); it said {}",
-                        meta.count
-                    ),
-                ));
-                Some(TopicMeta {
-                    count: n,
-                    config: meta.config.clone(),
-                })
-            }
-            Err(why) => {
+        Some(Ok(meta)) => match Mismatch::of(meta.count, listing) {
+            // Gaps are deleted partitions: recreated empty by the partition repair.
+            None | Some(Mismatch::Gaps) => Some(meta.clone()),
+            Some(Mismatch::Past { .. }) => restore_count(
+                storage,
+                dir,
+                listing,
+                &holds,
+                meta,
+                &mut write_meta,
+                unrestorable,
+            )?,
+            Some(mismatch @ (Mismatch::Trailing { .. } | Mismatch::Tangled)) => {
                 unrestorable.push(Unrestorable {
                     file: meta_path.clone(),
-                    reason: format!(
-                        "it says {} partitions, but {why}: fix the file or the directories by hand",
-                        meta.count
-                    ),
+                    reason: mismatch.explain(storage, dir, meta.count, listing),
                 });
                 None
             }
@@ -206,6 +195,44 @@ pub(crate) fn repair_topic(
         });
     }
     Ok(Found::Count(meta.count))
+}
+
+/// A count below the partition directories, rewritten to what they show if they show it
+/// unambiguously (`write_meta` then says so); otherwise reported in `unrestorable`.
+fn restore_count(
+    storage: &dyn Storage,
+    dir: &Path,
+    listing: &Listing,
+    holds: &str,
+    meta: &TopicMeta,
+    write_meta: &mut Option<(RestoreAction, String)>,
+    unrestorable: &mut Vec<Unrestorable>,
+) -> Result<Option<TopicMeta>> {
+    match from_directories(storage, dir, listing, holds)? {
+        Ok(n) => {
+            *write_meta = Some((
+                RestoreAction::Rewrite,
+                format!(
+                    "{n} partitions, from the directories ({holds}); it said {}",
+                    meta.count
+                ),
+            ));
+            Ok(Some(TopicMeta {
+                count: n,
+                config: meta.config.clone(),
+            }))
+        }
+        Err(why) => {
+            unrestorable.push(Unrestorable {
+                file: dir.join(PARTITIONS_FILE),
+                reason: format!(
+                    "it says {} partitions, but {why}: fix the file or the directories by hand",
+                    meta.count
+                ),
+            });
+            Ok(None)
+        }
+    }
 }
 
 /// The partition count the directories show: `Ok(n)` if they are exactly `0..n` and each
