@@ -341,15 +341,7 @@ fn check_snapshot(
             return Ok(None);
         }
         let holds = listing.describe(storage, dir);
-        let repair = match listing.dense() {
-            Some(n) => format!(
-                "`riffle log repair` writes it back from the directories ({n} partition{})",
-                if n == 1 { "" } else { "s" }
-            ),
-            None => "the directories are not partitions 0 to N-1, so `riffle log repair` cannot \
-                     tell the count: write it into the file by hand"
-                .to_owned(),
-        };
+        let repair = rebuild_hint(storage, dir, listing, "writes it back")?;
         return Err(corrupt(
             path,
             0,
@@ -360,22 +352,50 @@ fn check_snapshot(
             ),
         ));
     };
-    let meta = TopicMeta::parse(raw).map_err(|(position, reason)| {
-        corrupt(
-            path.clone(),
-            position,
-            format!(
-                "{reason} (the directory holds {})",
-                listing.describe(storage, dir)
-            ),
-        )
-    })?;
+    let meta = match TopicMeta::parse(raw) {
+        Ok(meta) => meta,
+        Err((position, reason)) => {
+            let holds = listing.describe(storage, dir);
+            let repair = rebuild_hint(storage, dir, listing, "rewrites it")?;
+            let reason = format!("{reason}; the directory holds {holds}: {repair}");
+            return Err(corrupt(path, position, reason));
+        }
+    };
     if let Some(mismatch) = Mismatch::of(meta.count, listing) {
         let reason = mismatch.explain(storage, dir, meta.count, listing);
         return Err(corrupt(path, 0, reason));
     }
     let config = check_config(dir, &meta, snapshot.config.as_deref())?;
     Ok(Some((meta.count, config)))
+}
+
+/// What `riffle log repair` does about a `partitions` file that is missing or does not parse
+/// (`does`: "writes it back", "rewrites it"), which depends on whether the directories show the
+/// count unambiguously (as `repair/topic.rs` decides).
+fn rebuild_hint(
+    storage: &dyn Storage,
+    dir: &Path,
+    listing: &Listing,
+    does: &str,
+) -> Result<String> {
+    let Some(n) = listing.dense() else {
+        return Ok(
+            "the directories are not partitions 0 to N-1, so `riffle log repair` cannot \
+                   tell the count: write it into the file by hand"
+                .to_owned(),
+        );
+    };
+    if let Some(p) = listing.without_segment(storage, dir)? {
+        return Ok(format!(
+            "{} holds no segment, so `riffle log repair` cannot tell the count for sure: write \
+             it into the file by hand",
+            dir.join(p.to_string()).display()
+        ));
+    }
+    let s = if n == 1 { "" } else { "s" };
+    Ok(format!(
+        "`riffle log repair` {does} from the directories ({n} partition{s})"
+    ))
 }
 
 /// How a partition count and the partition directories disagree.

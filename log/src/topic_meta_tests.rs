@@ -391,3 +391,24 @@ fn partitions_that_cannot_be_told_are_left_and_reported() {
         left[0]
     );
 }
+
+#[test]
+fn a_lowered_count_and_a_deleted_config_are_both_restored_count_first() {
+    let c = config(&[("retention.ms", "60000")]);
+    let dir = build(2, &c, 1);
+    dir.write("topics/t/partitions", b"1\nconfig retention.ms=60000\n");
+    dir.remove("topics/t/config");
+    repaired(
+        &dir,
+        &[
+            ("partitions", "2 partitions, from the directories"),
+            ("config", "retention.ms=60000, as"),
+        ],
+    );
+    assert_eq!(
+        dir.read("topics/t/partitions").as_deref(),
+        Some(&b"2\nconfig retention.ms=60000\n"[..])
+    );
+    let log = dir.open(LogOptions::default()).expect("open");
+    assert_eq!(log.topic_config("t").expect("config"), Some(c));
+}

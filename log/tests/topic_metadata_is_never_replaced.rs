@@ -238,7 +238,14 @@ fn garbage_in_the_partitions_file_is_corrupt_and_rebuilt_from_the_directories() 
     let meta = tdir(dir).join("partitions");
     for garbage in [&b"\x00\x07zz"[..], b"2\nretention.ms=5\n", b"-2\n", b""] {
         std::fs::write(&meta, garbage).expect("garble");
-        open_is_corrupt(dir, &meta, &["(the directory holds partitions 0 to 1 ("]);
+        open_is_corrupt(
+            dir,
+            &meta,
+            &[
+                "; the directory holds partitions 0 to 1 (",
+                "`riffle log repair` rewrites it from the directories (2 partitions)",
+            ],
+        );
     }
     let done = repair(dir, &RepairOptions::new()).expect("repair");
     assert_eq!(done.restored.len(), 1);

@@ -136,6 +136,7 @@ pub(crate) fn repair_topic(
         Some(Ok(parsed)) => parsed.config.clone(),
         _ => meta.as_ref().and_then(|m| m.config.clone()),
     };
+    let mut config_restored = None;
     match (&record, &config_file) {
         (Some(record), file) => {
             let was = match file {
@@ -152,12 +153,13 @@ pub(crate) fn repair_topic(
                 )),
             };
             if let Some((action, was)) = was {
+                // Written before `partitions`, whose record it must agree with.
                 if !dry_run {
                     storage
                         .write_atomic(&config_path, record.to_file().as_bytes())
                         .at(&config_path)?;
                 }
-                restored.push(Restored {
+                config_restored = Some(Restored {
                     file: config_path.clone(),
                     action,
                     detail: format!(
@@ -179,10 +181,7 @@ pub(crate) fn repair_topic(
         }),
         (None, _) => {}
     }
-    let Some(meta) = meta else {
-        return Ok(Found::Unknown);
-    };
-    if let Some((action, detail)) = write_meta {
+    if let (Some(meta), Some((action, detail))) = (&meta, write_meta) {
         if !dry_run {
             storage
                 .write_atomic(&meta_path, meta.render().as_bytes())
@@ -194,7 +193,8 @@ pub(crate) fn repair_topic(
             detail,
         });
     }
-    Ok(Found::Count(meta.count))
+    restored.extend(config_restored);
+    Ok(meta.map_or(Found::Unknown, |meta| Found::Count(meta.count)))
 }
 
 /// A count below the partition directories, rewritten to what they show if they show it
