@@ -116,6 +116,11 @@ impl MemDir {
         let _ = self.storage.remove_file(&self.path(rel));
     }
 
+    /// Removes the directory `rel` and everything under it.
+    pub fn remove_dir(&self, rel: &str) {
+        let _ = self.storage.remove_dir_all(&self.path(rel));
+    }
+
     /// Creates the directory `rel` (and its parents), empty.
     pub fn create_dir(&self, rel: &str) {
         let _ = self.storage.create_dir_all(&self.path(rel));
