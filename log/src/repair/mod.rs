@@ -7,9 +7,9 @@
 //! this module never runs unless called. It reads and writes the files directly (it must work
 //! where `Log::open` refuses to), so no process may have the log open meanwhile.
 //!
-//! It also writes back metadata files the data shows unambiguously: a deleted `format` file
-//! (`log/format.rs`), a topic's `partitions` and `config` (`topic.rs`), and reports those it
-//! cannot rebuild.
+//! It also writes back metadata files the data shows unambiguously — a deleted `format` file
+//! (`log/src/log/format.rs`), a topic's `partitions` and `config` (`topic.rs`) — and reports
+//! those it cannot rebuild.
 //!
 //! This file owns the entry point, its options and the file helpers; `report.rs` what a repair
 //! reports, `topic.rs` a topic's metadata, `partition.rs` cutting a partition, `journal.rs`
