@@ -2,9 +2,11 @@
 //!
 //! What it owns: a log directory held in memory ([`MemDir`]) whose files a fuzz target writes
 //! byte by byte and reads back after [`MemDir::open`] — so the targets drive the real readers
-//! (segment recovery, the offset index, batch and record decoding, journal replay) through
-//! [`Log`]'s own entry points, whatever their internals become — and thin wrappers around the
-//! group-offsets codec, which has no public entry point of its own.
+//! (segment recovery, the offset index, batch and record decoding, journal replay, a topic's
+//! metadata check) through [`Log`]'s own entry points, whatever their internals become — and
+//! thin wrappers around what has no public entry point of its own: the group-offsets codec, a
+//! topic's `partitions` file, and the metadata part of `repair` (which otherwise runs on files
+//! only).
 //!
 //! What it must never do: hold logic of its own. Everything here forwards to the code the log
 //! runs, so a fuzz finding is a finding in that code.
@@ -16,7 +18,10 @@ use std::sync::Arc;
 use crate::error::{IoContext, Result};
 use crate::log::Log;
 use crate::options::LogOptions;
+use crate::repair::{Found, Restored, Unrestorable, repair_topic};
 use crate::storage::{MemStorage, Storage};
+use crate::topic_config::TopicConfig;
+use crate::topic_meta::TopicMeta;
 use riffle_record::TopicPartition;
 
 /// A log directory in memory. Paths are relative to its root, `/` separated, as in `FORMAT.md`
@@ -105,6 +110,64 @@ impl MemDir {
     pub fn root(&self) -> &Path {
         &self.root
     }
+
+    /// Removes the file `rel` (nothing if it does not exist).
+    pub fn remove(&self, rel: &str) {
+        let _ = self.storage.remove_file(&self.path(rel));
+    }
+
+    /// Removes the directory `rel` and everything under it.
+    pub fn remove_dir(&self, rel: &str) {
+        let _ = self.storage.remove_dir_all(&self.path(rel));
+    }
+
+    /// Creates the directory `rel` (and its parents), empty.
+    pub fn create_dir(&self, rel: &str) {
+        let _ = self.storage.create_dir_all(&self.path(rel));
+    }
+
+    /// What `riffle log repair` does to the metadata of topic `topic` (`topics/<topic>/`
+    /// `partitions` and `config`; not its partitions' segments): the files written back (or
+    /// that would be, with `dry_run`) and those it cannot rebuild. `Ok(None)`: the directory
+    /// is no topic (neither a `partitions` file nor a partition directory).
+    pub fn repair_topic_metadata(
+        &self,
+        topic: &str,
+        dry_run: bool,
+    ) -> Result<Option<(Vec<Restored>, Vec<Unrestorable>)>> {
+        let dir = self.path("topics").join(topic);
+        let (mut restored, mut unrestorable) = (Vec::new(), Vec::new());
+        let found = repair_topic(
+            &*self.storage,
+            &dir,
+            dry_run,
+            &mut restored,
+            &mut unrestorable,
+        )?;
+        Ok((found != Found::NoTopic).then_some((restored, unrestorable)))
+    }
+}
+
+/// Parses a topic's `partitions` file as the log reads it: the partition count, and the config
+/// recorded at creation (`None`: a file of the count alone). Errors are `Error::Corrupt`.
+pub fn parse_topic_partitions(bytes: &[u8]) -> Result<(u32, Option<TopicConfig>)> {
+    TopicMeta::parse(bytes)
+        .map(|m| (m.count, m.config))
+        .map_err(|(position, reason)| crate::error::Error::Corrupt {
+            path: PathBuf::from("partitions"),
+            position,
+            reason,
+        })
+}
+
+/// A topic's `partitions` file as the log writes it.
+pub fn render_topic_partitions(count: u32, config: Option<&TopicConfig>) -> Vec<u8> {
+    TopicMeta {
+        count,
+        config: config.cloned(),
+    }
+    .render()
+    .into_bytes()
 }
 
 /// Decodes a group-offsets file (`groups/<group>.offsets`) as the log reads it.

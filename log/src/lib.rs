@@ -21,6 +21,12 @@
 //!   batch at an unexpected offset) is an [`Error::Corrupt`] naming the file, the byte position
 //!   and the offsets; only [`repair`] (`riffle log repair`) cuts it, and reports what it cut.
 //!   Nothing that was fsynced is lost.
+//!   A topic's metadata files (`partitions`: the count and the config recorded at creation;
+//!   `config`) are checked against its partition directories whenever a handle loads it: one
+//!   that is missing, edited or garbled is an [`Error::Corrupt`] naming it and what the
+//!   directory holds — never a missing topic that the next writer would replace — and
+//!   [`repair`] writes back what the directories (or the record) show, reporting it
+//!   ([`RepairReport::restored`]).
 //!   When data is fsynced is the [`FsyncPolicy`]: by default at every [`Log::commit_offsets`],
 //!   which fsyncs every partition with unsynced appends *before* writing the group's offsets, so
 //!   a committed offset never points past durable data.
@@ -141,6 +147,9 @@ mod slots;
 mod storage;
 mod topic;
 mod topic_config;
+mod topic_meta;
+#[cfg(test)]
+mod topic_meta_tests;
 mod txn;
 #[cfg(test)]
 mod txn_crash_tests;
@@ -153,7 +162,10 @@ pub use crate::{
     log::{Log, PartitionInfo, RetentionReport},
     options::{FsyncPolicy, LogOptions},
     partition::CompactionReport,
-    repair::{CutAction, RepairCut, RepairOptions, RepairReport, repair},
+    repair::{
+        CutAction, RepairCut, RepairOptions, RepairReport, RestoreAction, Restored, Unrestorable,
+        repair,
+    },
     topic_config::{
         CleanupPolicy, DEFAULT_DELETE_RETENTION_MS, DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
         TOPIC_CONFIG_KEYS, TopicConfig,

@@ -7,8 +7,11 @@
 //! removes its staging directory); one that crashes leaves only a staging directory, which the
 //! next writable open removes. Two processes creating the same topic race on the rename: one
 //! wins, the other loads the winner's topic. Creating N partitions costs O(N) on either storage
-//! backend. This module never deletes anything under `topics/`, except a directory without a
-//! `partitions` file (an unfinished creation of an older version of the log).
+//! backend. This module never deletes anything under `topics/`, except a directory with
+//! neither a `partitions` file nor a partition directory (an unfinished creation of an older
+//! version of the log, holding no partition). A directory with partitions is a topic whatever
+//! its metadata files say: `topic_meta.rs` checks them, and a missing or disagreeing one is an
+//! `Error::Corrupt`, never a reason to replace the topic.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,11 +25,9 @@ use crate::partition::{LOCK_FILE, Partition};
 use crate::segment::segment_file_name;
 use crate::storage::Storage;
 use crate::topic_config::TopicConfig;
+use crate::topic_meta::{CONFIG_FILE, Listing, PARTITIONS_FILE, TopicMeta};
 use riffle_record::TopicPartition;
 
-const TOPIC_META: &str = "partitions";
-/// The topic's config overrides, `key=value` lines (absent: Kafka's defaults).
-const TOPIC_CONFIG: &str = "config";
 /// In a staging directory: locked by its creator while it works, so a cleaner can tell a live
 /// creation from a crashed one.
 const CREATING: &str = "creating";
@@ -136,8 +137,12 @@ impl Topic {
         let target = topics_dir(root).join(&**name);
         let renamed = built.and_then(|()| {
             let renamed = storage.rename(&staging, &target);
-            if renamed.is_err() && !storage.exists(&target.join(TOPIC_META)) {
-                // A directory without a count: an unfinished creation of an older log version.
+            if renamed.is_err()
+                && !storage.exists(&target.join(PARTITIONS_FILE))
+                && Listing::read(&**storage, &target)?.is_bare()
+            {
+                // Neither a count nor a partition: an unfinished creation of an older log
+                // version, holding nothing. (One with partitions failed `load` above.)
                 storage.remove_dir_all(&target).at(&target)?;
                 return storage.rename(&staging, &target).at(&target).map(|()| true);
             }
@@ -158,7 +163,7 @@ impl Topic {
             Self::remove_staging(storage, &staging);
         }
         Self::load(storage, root, name, options, locks_open)?.ok_or_else(|| Error::Corrupt {
-            path: target.join(TOPIC_META),
+            path: target.join(PARTITIONS_FILE),
             position: 0,
             reason: "the topic's partition count is missing right after its creation".to_owned(),
         })
@@ -192,15 +197,19 @@ impl Topic {
         }
         let overrides = config.to_file();
         if !overrides.is_empty() {
-            let path = staging.join(TOPIC_CONFIG);
+            let path = staging.join(CONFIG_FILE);
             storage
                 .write_atomic(&path, overrides.as_bytes())
                 .at(&path)?;
         }
-        let meta = staging.join(TOPIC_META);
-        storage
-            .write_atomic(&meta, format!("{count}\n").as_bytes())
-            .at(&meta)?;
+        // The count, and the config recorded, so that a lost or changed `config` shows.
+        let meta = staging.join(PARTITIONS_FILE);
+        let content = TopicMeta {
+            count,
+            config: Some(config.clone()),
+        }
+        .render();
+        storage.write_atomic(&meta, content.as_bytes()).at(&meta)?;
         storage.sync_dir(staging).at(staging)?;
         Ok(())
     }
@@ -235,8 +244,10 @@ impl Topic {
         Ok(())
     }
 
-    /// The topic `name` as stored, `None` if it does not exist (or is an unfinished creation of
-    /// an older version of the log).
+    /// The topic `name` as stored, `None` if it does not exist (or its directory holds neither
+    /// a `partitions` file nor a partition: an unfinished creation of an older version of the
+    /// log). Metadata that disagrees with the partition directories is an `Error::Corrupt`
+    /// (`topic_meta.rs`).
     pub(crate) fn load(
         storage: &Arc<dyn Storage>,
         root: &Path,
@@ -244,31 +255,9 @@ impl Topic {
         options: &LogOptions,
         locks_open: &Arc<AtomicUsize>,
     ) -> Result<Option<Self>> {
-        let meta = topics_dir(root).join(&**name).join(TOPIC_META);
-        let Some(bytes) = storage.read(&meta).at(&meta)? else {
+        let dir = topics_dir(root).join(&**name);
+        let Some((count, config)) = crate::topic_meta::check(&**storage, &dir)? else {
             return Ok(None);
-        };
-        let count = std::str::from_utf8(&bytes)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok());
-        let Some(count) = count.filter(|&c| c > 0) else {
-            return Err(Error::Corrupt {
-                path: meta,
-                position: 0,
-                reason: "expected a positive partition count".to_owned(),
-            });
-        };
-        let path = topics_dir(root).join(&**name).join(TOPIC_CONFIG);
-        let config = match storage.read(&path).at(&path)? {
-            None => TopicConfig::default(),
-            Some(bytes) => std::str::from_utf8(&bytes)
-                .map_err(|_| "not UTF-8".to_owned())
-                .and_then(TopicConfig::from_file)
-                .map_err(|reason| Error::Corrupt {
-                    path: path.clone(),
-                    position: 0,
-                    reason,
-                })?,
         };
         Self::open(storage, root, name, count, config, options, locks_open).map(Some)
     }
@@ -293,8 +282,8 @@ impl Topic {
                     topics.insert(name, Arc::new(topic));
                 }
                 None => {
-                    let meta = dir.join(&*name).join(TOPIC_META);
-                    tracing::warn!(file = %meta.display(), "ignoring a topic whose creation did not finish");
+                    let tdir = dir.join(&*name);
+                    tracing::warn!(dir = %tdir.display(), "ignoring a directory with neither a `partitions` file nor a partition (a topic creation of an older version that did not finish)");
                 }
             }
         }

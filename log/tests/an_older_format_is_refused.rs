@@ -123,11 +123,21 @@ fn repair_writes_back_a_deleted_format_file_and_says_so() {
     std::fs::remove_file(&format).expect("delete format");
     let before = snapshot(dir.path());
     let dry = repair(dir.path(), &RepairOptions::new().with_dry_run(true)).expect("dry run");
-    assert_eq!(dry.restored, vec![format.clone()]);
+    let files = |r: &riffle_log::RepairReport| -> Vec<PathBuf> {
+        r.restored.iter().map(|r| r.file.clone()).collect()
+    };
+    assert_eq!(files(&dry), vec![format.clone()]);
+    assert_eq!(
+        dry.restored[0].describe(true),
+        format!(
+            "would write back {}: `riffle-log format 2`, the format its segments hold",
+            format.display()
+        )
+    );
     assert!(dry.cuts.is_empty(), "{:?}", dry.cuts);
     assert_eq!(snapshot(dir.path()), before, "a dry run changes nothing");
     let done = repair(dir.path(), &RepairOptions::new()).expect("repair");
-    assert_eq!(done.restored, vec![format.clone()]);
+    assert_eq!(files(&done), vec![format.clone()]);
     assert!(done.cuts.is_empty(), "{:?}", done.cuts);
     assert_eq!(
         std::fs::read_to_string(&format).expect("written back"),

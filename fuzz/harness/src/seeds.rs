@@ -1,6 +1,6 @@
 //! Seed inputs for the targets that read raw files: real files written by the log (segments of
-//! each codec, a transaction journal, group-offsets files) and checkpoints as `Checkpoint`
-//! writes them, each behind the target's mode byte. The structured targets (`records`,
+//! each codec, a transaction journal, group-offsets files), checkpoints as `Checkpoint`
+//! writes them, and topic directories for `topic_meta`, each behind the target's mode byte. The structured targets (`records`,
 //! `offset_index`, the model half of `txn_journal`) build valid files themselves and need none.
 
 use riffle_log::fuzzing::MemDir;
@@ -81,6 +81,29 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
         let mut input = vec![0u8];
         input.extend_from_slice(text.as_bytes());
         out.push(("checkpoint", format!("checkpoint-{i}"), input));
+    }
+    // Topic directories (mode 0): partitions 0..3 with segments, and `partitions` files as the
+    // log writes them (with and without the config line), a config file, damaged variants.
+    for (name, dirs, segments, flags, partitions, config) in [
+        ("whole", 0b111u8, 0b111u8, 1u8, "3\nconfig\n", ""),
+        ("count-alone", 0b11, 0b11, 1, "2\n", ""),
+        (
+            "config",
+            0b1,
+            0b1,
+            3,
+            "1\nconfig cleanup.policy=compact retention.ms=1000\n",
+            "cleanup.policy=compact\nretention.ms=1000\n",
+        ),
+        ("no-partitions-file", 0b11, 0b11, 0, "", ""),
+        ("count-below", 0b11, 0b11, 1, "1\nconfig\n", ""),
+        ("gap", 0b101, 0b101, 1, "3\nconfig\n", ""),
+        ("bare", 0, 0, 2, "", "retention.ms=1\n"),
+    ] {
+        let mut input = vec![0u8, dirs, segments, flags, partitions.len() as u8];
+        input.extend_from_slice(partitions.as_bytes());
+        input.extend_from_slice(config.as_bytes());
+        out.push(("topic_meta", format!("dir-{name}"), input));
     }
     out
 }

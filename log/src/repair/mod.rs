@@ -7,8 +7,13 @@
 //! this module never runs unless called. It reads and writes the files directly (it must work
 //! where `Log::open` refuses to), so no process may have the log open meanwhile.
 //!
+//! It also writes back metadata files the data shows unambiguously — a deleted `format` file
+//! (`log/src/log/format.rs`), a topic's `partitions` and `config` (`topic.rs`) — and reports
+//! those it cannot rebuild.
+//!
 //! This file owns the entry point, its options and the file helpers; `report.rs` what a repair
-//! reports, `partition.rs` cutting a partition, `journal.rs` cutting the transaction journal.
+//! reports, `topic.rs` a topic's metadata, `partition.rs` cutting a partition, `journal.rs`
+//! cutting the transaction journal.
 
 use std::collections::HashMap;
 use std::io;
@@ -16,17 +21,20 @@ use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
 use crate::names::validate_name;
+use crate::storage::FileStorage;
 use riffle_record::TopicPartition;
 
 mod groups;
 mod journal;
 mod partition;
 mod report;
+mod topic;
 
 use groups::repair_groups;
 use journal::repair_journal;
 use partition::repair_partition;
-pub use report::{CutAction, RepairCut, RepairReport};
+pub use report::{CutAction, RepairCut, RepairReport, RestoreAction, Restored, Unrestorable};
+pub(crate) use topic::{Found, repair_topic};
 
 /// What [`repair`] is asked to do.
 #[derive(Debug, Clone, Default)]
@@ -100,13 +108,21 @@ fn read_or_empty(path: &Path) -> Result<Vec<u8>> {
 
 /// Cuts every partition at its first damage and drops the journal's damaged records, so that
 /// [`Log::open`](crate::Log::open) succeeds afterwards; reports each cut. Nothing intact before
-/// the first damage of a partition is touched. No process may have the log open.
+/// the first damage of a partition is touched. Metadata files the data shows unambiguously
+/// (`format`, a topic's `partitions` and `config`) are written back and reported in
+/// [`RepairReport::restored`]; those it cannot rebuild are left and reported in
+/// [`RepairReport::unrestorable`] (the log still does not open then; a topic whose partition
+/// count cannot be told is not cut either). No process may have the log open.
 pub fn repair(dir: &Path, options: &RepairOptions) -> Result<RepairReport> {
     // A deleted `format` file of a log whose segments show this build's format is written
     // back (and reported); a log of another format would look damaged from its first byte:
     // refuse it, cut nothing.
-    let restored =
-        crate::log::check_or_restore_format(&crate::storage::FileStorage, dir, options.dry_run)?;
+    let format = crate::log::check_or_restore_format(&FileStorage, dir, options.dry_run)?;
+    let restored = format.into_iter().map(|file| Restored {
+        file,
+        action: RestoreAction::WriteBack,
+        detail: "`riffle-log format 2`, the format its segments hold".to_owned(),
+    });
     let topics_dir = dir.join("topics");
     let mut names: Vec<String> = match &options.topic {
         Some(t) => {
@@ -123,31 +139,41 @@ pub fn repair(dir: &Path, options: &RepairOptions) -> Result<RepairReport> {
     let mut report = RepairReport {
         cuts: Vec::new(),
         dry_run: options.dry_run,
-        restored: restored.into_iter().collect(),
+        restored: restored.collect(),
+        unrestorable: Vec::new(),
     };
     let mut ends = HashMap::new();
     for name in &names {
-        let meta = topics_dir.join(name).join("partitions");
-        let Some(count) = std::fs::read_to_string(&meta)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-        else {
-            if options.topic.is_some() {
+        let tdir = topics_dir.join(name);
+        let found = repair_topic(
+            &FileStorage,
+            &tdir,
+            options.dry_run,
+            &mut report.restored,
+            &mut report.unrestorable,
+        )?;
+        let count = match found {
+            Found::Count(count) => count,
+            // A directory with neither a `partitions` file nor partitions: the log ignores it.
+            Found::NoTopic if options.topic.is_some() => {
                 return Err(Error::UnknownTopic {
                     topic: name.clone(),
                 });
             }
-            continue; // an unfinished creation: the log ignores it too
+            Found::NoTopic | Found::Unknown => continue,
         };
         for p in 0..count {
             let tp = TopicPartition::new(name.as_str(), p);
-            let pdir = topics_dir.join(name).join(p.to_string());
+            let pdir = tdir.join(p.to_string());
             let _lock = lock_exclusively(&pdir.join("lock"), &format!("partition {tp}"))?;
             let end = repair_partition(&pdir, &tp, options.dry_run, &mut report.cuts)?;
             ends.insert(tp, end);
         }
     }
-    if options.topic.is_none() {
+    // The journal's records and the groups' offsets are checked against every partition's end:
+    // with a topic whose partitions could not be told, they are left as they are (a record of
+    // that topic would look unplaceable and be dropped).
+    if options.topic.is_none() && report.unrestorable.is_empty() {
         let _lock = lock_exclusively(&dir.join("txn").join("lock"), "the transaction journal")?;
         repair_journal(dir, &ends, options.dry_run, &mut report.cuts)?;
         repair_groups(dir, &ends, options.dry_run, &mut report.cuts)?;

@@ -1,5 +1,7 @@
 //! What [`repair`](super::repair) reports: each cut ([`RepairCut`]) — the file, what was done
-//! to it ([`CutAction`]), the offsets and records it held — and the whole [`RepairReport`].
+//! to it ([`CutAction`]), the offsets and records it held — each metadata file written back
+//! ([`Restored`]) or left because it cannot be ([`Unrestorable`]), and the whole
+//! [`RepairReport`].
 
 use std::fmt;
 use std::path::PathBuf;
@@ -148,6 +150,64 @@ impl fmt::Display for RepairCut {
     }
 }
 
+/// How [`repair`](super::repair) restores a metadata file ([`Restored`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RestoreAction {
+    /// The file was missing; it is written back.
+    WriteBack,
+    /// The file was there, damaged or disagreeing with the data; it is replaced.
+    Rewrite,
+}
+
+/// A metadata file (`format`, a topic's `partitions` or `config`) that
+/// [`repair`](super::repair) writes from what the data, or another metadata file, shows
+/// unambiguously (in a dry run: would write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Restored {
+    /// The file.
+    pub file: PathBuf,
+    /// Written back (it was missing) or rewritten.
+    pub action: RestoreAction,
+    /// What it says now and where that comes from, e.g. "2 partitions, from the directories
+    /// (…)".
+    pub detail: String,
+}
+
+impl Restored {
+    /// One line for a report: "wrote back topics/t/partitions: 2 partitions, from the
+    /// directories (…)", or "would write back …" in a dry run.
+    pub fn describe(&self, dry_run: bool) -> String {
+        let verb = match (self.action, dry_run) {
+            (RestoreAction::WriteBack, false) => "wrote back",
+            (RestoreAction::WriteBack, true) => "would write back",
+            (RestoreAction::Rewrite, false) => "rewrote",
+            (RestoreAction::Rewrite, true) => "would rewrite",
+        };
+        format!("{verb} {}: {}", self.file.display(), self.detail)
+    }
+}
+
+/// A metadata file that is missing, damaged or disagrees with the data, and that
+/// [`repair`](super::repair) cannot rebuild because what is on disk does not tell what it
+/// held: it is left as it is (and a topic whose partition count cannot be told is not cut
+/// either). The log does not open until it is fixed by hand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unrestorable {
+    /// The file.
+    pub file: PathBuf,
+    /// What is wrong, why it cannot be told, and what to do.
+    pub reason: String,
+}
+
+impl fmt::Display for Unrestorable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot restore {}: {}", self.file.display(), self.reason)
+    }
+}
+
 /// Everything [`repair`](super::repair) cut, in order.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -156,7 +216,12 @@ pub struct RepairReport {
     pub cuts: Vec<RepairCut>,
     /// Nothing was changed (a dry run).
     pub dry_run: bool,
-    /// Metadata files written back from what the data shows (a deleted `format` file of a
-    /// log whose segments hold this build's batches); in a dry run, what would be.
-    pub restored: Vec<std::path::PathBuf>,
+    /// Metadata files written from what the data shows: a deleted `format` file of a log
+    /// whose segments hold this build's batches, a topic's `partitions` rebuilt from its
+    /// partition directories, a `config` rebuilt from what `partitions` recorded; in a dry
+    /// run, what would be.
+    pub restored: Vec<Restored>,
+    /// Metadata files that are damaged and cannot be rebuilt from what is on disk: left as
+    /// they are. Empty when the log opens after the repair.
+    pub unrestorable: Vec<Unrestorable>,
 }
