@@ -404,6 +404,17 @@ impl Journal {
         Ok(())
     }
 
+    /// Fsyncs the file whoever appended to it (other processes' records included); the caller
+    /// holds the transaction lock exclusively.
+    pub(crate) fn sync_file(&mut self, storage: &Arc<dyn Storage>) -> Result<()> {
+        let file = Self::file(&mut self.file, &self.path, self.poisoned, storage)?;
+        let synced = file.sync();
+        self.poisoned |= synced.is_err();
+        synced.at(&self.path)?;
+        self.unsynced = false;
+        Ok(())
+    }
+
     /// Re-reads the file's length: another process sharing the log may have appended records
     /// or emptied it. The caller holds the transaction lock.
     pub(crate) fn refresh(&mut self, storage: &Arc<dyn Storage>) -> Result<u64> {

@@ -16,7 +16,8 @@ pub enum FsyncPolicy {
     /// Only at [`Log::sync`](crate::Log::sync). A crash may lose any unsynced append, even one
     /// a committed offset points past. Group offsets are still written durably. Transactions
     /// stay atomic but are not durable until a sync (their journal record is not fsynced);
-    /// the sync writes the journal before any partition. A transaction still fsyncs a
+    /// the sync writes the journal before any partition, and records its length as committed
+    /// after (damage to it is then an error, never a torn tail). A transaction still fsyncs a
     /// partition it writes to whose plain appends are not durable, as its offsets build on them.
     Never,
 }

@@ -205,3 +205,37 @@ fn a_repair_that_cuts_below_a_committed_offset_moves_it_back_and_reports_it() {
         Some(0)
     );
 }
+
+/// Under `FsyncPolicy::Never` no transaction records the journal's committed length; a
+/// `Log::sync` does (it fsyncs the whole journal first), so damage to a synced journal is an
+/// error, never a torn tail dropped with its committed offsets. Found by
+/// tests/random_damage_is_identical_or_named.rs.
+#[test]
+fn a_journal_synced_under_fsync_never_is_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = LogOptions::default().with_fsync(riffle_log::FsyncPolicy::Never);
+    {
+        let log = Log::open(dir.path(), options.clone()).expect("open");
+        log.create_topic("in", 1).expect("create");
+        log.create_topic("out", 1).expect("create");
+        let out = TopicPartition::new("out", 0);
+        for i in 0..3u64 {
+            let mut b = BatchBuilder::new(Compression::None);
+            b.push(1, Some(b"k"), Some(b"v"));
+            log.commit_transaction("eo", &mut [(out.clone(), &mut b)], &[(input(), i + 1)])
+                .expect("transaction");
+        }
+        log.sync().expect("sync");
+    }
+    let journal = dir.path().join("txn/journal");
+    let len = std::fs::metadata(&journal).expect("meta").len();
+    let mut bytes = std::fs::read(&journal).expect("read");
+    bytes[len as usize - 3] ^= 0x10;
+    std::fs::write(&journal, &bytes).expect("write");
+    let err = Log::open(dir.path(), options).expect_err("a damaged committed record");
+    corrupt(
+        err,
+        &journal,
+        &[&format!("every record below byte {len} was committed")],
+    );
+}

@@ -101,3 +101,37 @@ fn a_batch_larger_than_a_segment_gets_its_own() {
     assert_eq!(segment_files(dir.path()).len(), 3);
     assert_eq!(read_all(&log, &tp, 0, 10).len(), 3);
 }
+
+/// A sealed segment's index ends with its seal, `(end - base, size)`, which has no checksum. A
+/// seal damaged to say the segment ended later, while the segment's intact data runs exactly to
+/// the next segment's base, is a damaged index (rebuilt), not lost records. Found by
+/// tests/random_damage_is_identical_or_named.rs.
+#[test]
+fn a_damaged_seal_is_a_damaged_index_when_the_next_segment_continues() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = LogOptions::default().with_segment_bytes(300);
+    let tp = TopicPartition::new("t", 0);
+    let expected = {
+        let log = Log::open(dir.path(), options.clone()).expect("open");
+        log.create_topic("t", 1).expect("create");
+        for i in 0..12 {
+            append(&log, &tp, Compression::None, &simple(2, i * 10));
+        }
+        log.sync().expect("sync");
+        read_all(&log, &tp, 0, 1 << 20)
+    };
+    let first = dir
+        .path()
+        .join("topics/t/0")
+        .join(&segment_files(dir.path())[0]);
+    let index = first.with_extension("index");
+    let mut bytes = std::fs::read(&index).expect("read");
+    let seal_at = bytes.len() - 8;
+    // The seal's relative end offset, raised.
+    bytes[seal_at] ^= 0x01;
+    std::fs::write(&index, &bytes).expect("write");
+    for read_only in [true, false] {
+        let log = Log::open(dir.path(), options.clone().with_read_only(read_only)).expect("open");
+        assert_eq!(read_all(&log, &tp, 0, 1 << 20), expected);
+    }
+}

@@ -90,13 +90,22 @@ impl Log {
         groups.get(&self.shared.storage, &self.shared.root, group, tp)
     }
 
-    /// Fsyncs every partition (whatever the policy), and before them the transaction journal.
+    /// Fsyncs every partition (whatever the policy), and before them the transaction journal;
+    /// then records the journal's length as committed (log/FORMAT.md, *Committed length*), so
+    /// that damage to what was synced is an error, never a torn tail cut silently (under
+    /// [`FsyncPolicy::Never`] no transaction records it).
     pub fn sync(&self) -> Result<()> {
         if self.shared.options.read_only {
             return Ok(());
         }
-        let mut txn = lock(&self.shared.journal, &"the transaction journal")?;
-        self.sync_all(&mut txn)
+        {
+            let mut txn = lock(&self.shared.journal, &"the transaction journal")?;
+            self.sync_all(&mut txn)?;
+        }
+        // Briefly, under the exclusive transaction lock: other processes' transactions wait
+        // for this, not for the partitions' fsyncs above.
+        let mut txn = self.txn_lock(true)?;
+        txn.claim_whole_journal(&self.shared.storage)
     }
 
     /// [`sync`](Self::sync) for a caller that holds the journal lock.

@@ -22,14 +22,20 @@ pub(crate) fn read_start(storage: &dyn Storage, dir: &std::path::Path) -> Result
     let Some(bytes) = storage.read(&path).at(&path)? else {
         return Ok(0);
     };
-    decode_start(&bytes).ok_or_else(|| Error::Corrupt {
-        path,
+    parse_start(&path, &bytes)
+}
+
+/// The start offset in `bytes`, the content of the `start` file at `path`; anything but what
+/// [`encode_start`] writes (or the checksum-less form of older logs) is an [`Error::Corrupt`].
+pub(crate) fn parse_start(path: &std::path::Path, bytes: &[u8]) -> Result<u64> {
+    decode_start(bytes).ok_or_else(|| Error::Corrupt {
+        path: path.to_path_buf(),
         position: 0,
         reason: format!(
             "expected the start offset (a decimal number, a space, the CRC32C of that number in \
              8 hex digits, a newline), found {:?}; the start offset says which records were \
              deleted, so a damaged one is not guessed",
-            String::from_utf8_lossy(&bytes)
+            String::from_utf8_lossy(bytes)
         ),
     })
 }
@@ -52,6 +58,9 @@ fn decode_start(bytes: &[u8]) -> Option<u64> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
+    if crc.is_none() && space_flipped_to_zero(digits) {
+        return None;
+    }
     if let Some(crc) = crc
         && (crc.len() != 8
             || u32::from_str_radix(crc, 16).ok()? != crc32c::crc32c(digits.as_bytes())
@@ -60,6 +69,18 @@ fn decode_start(bytes: &[u8]) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// Whether `digits`, a line without a space, is a checksummed line whose space one flipped bit
+/// (0x20 → 0x30) turned into a `0`, its checksum's hex digits all decimal: the offset, `0`, the
+/// checksum of the offset. Read as an older log's offset, it would be another start offset.
+fn space_flipped_to_zero(digits: &str) -> bool {
+    let Some(split) = digits.len().checked_sub(9).filter(|&n| n > 0) else {
+        return false;
+    };
+    let (offset, rest) = digits.split_at(split);
+    rest.strip_prefix('0')
+        .is_some_and(|crc| crc == format!("{:08x}", crc32c::crc32c(offset.as_bytes())))
 }
 
 impl Partition {
@@ -218,5 +239,36 @@ impl Partition {
             .at(&path)?;
         self.start = offset;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_file_with_its_space_flipped_to_a_zero_is_not_an_older_logs_offset() {
+        // An offset whose checksum's hex digits are all decimal.
+        let offset = (1u64..)
+            .find(|n| {
+                format!("{:08x}", crc32c::crc32c(n.to_string().as_bytes()))
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            })
+            .expect("one");
+        let mut bytes = encode_start(offset);
+        assert_eq!(decode_start(&bytes), Some(offset));
+        let space = bytes.iter().position(|&b| b == b' ').expect("a space");
+        bytes[space] ^= 0x10;
+        assert_eq!(bytes[space], b'0');
+        assert_eq!(
+            decode_start(&bytes),
+            None,
+            "{:?}",
+            String::from_utf8_lossy(&bytes)
+        );
+        // The older form is still read.
+        assert_eq!(decode_start(format!("{offset}\n").as_bytes()), Some(offset));
+        assert_eq!(decode_start(b"1234567890\n"), Some(1_234_567_890));
     }
 }

@@ -374,9 +374,12 @@ impl Segment {
         let end = scan.end_offset;
         // A segment the cleaner rewrote (compaction) is smaller than its seal says, and one it
         // merged with the segments after it ends later, until its index is written again: an
-        // intact segment reaching at least as far as its seal lost nothing.
+        // intact segment reaching at least as far as its seal lost nothing. Nor does one that
+        // reaches exactly where the next segment starts: every offset is in a segment, and a
+        // seal past that (it is not checksummed) is damage to the index, rebuilt below.
         if let Some(seal) = index.seal
             && end < seal.end_offset
+            && end != next_base
         {
             return Err(self.corrupt(
                 size.min(seal.size),

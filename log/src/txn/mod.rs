@@ -28,13 +28,13 @@
 use std::collections::BTreeSet;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal};
 use crate::log::{Log, lock};
 use crate::slots;
-use crate::storage::StorageFile;
+use crate::storage::{Storage, StorageFile};
 
 mod commit;
 mod recovery;
@@ -243,6 +243,23 @@ impl TxnGuard<'_> {
         slots::write(&mut **file, &state.lock_path, CLAIM_AT, state.claim, len)?;
         state.claim = slots::read(&mut **file, &state.lock_path, CLAIM_AT, CLAIM_WHAT)?;
         Ok(())
+    }
+
+    /// Fsyncs the whole journal (every process's records) and records its length as committed,
+    /// if it is more than the committed length says: [`Log::sync`] under any policy, so that
+    /// after it no damage to the journal passes for a torn tail.
+    pub(crate) fn claim_whole_journal(&mut self, storage: &Arc<dyn Storage>) -> Result<()> {
+        // No lock file (a memory-backed log) has no committed length; no journal file (none
+        // was ever written: `sync_view` found none), nothing to claim.
+        if self.state.lock.is_none() || self.state.reader.is_none() {
+            return Ok(());
+        }
+        let len = self.state.journal.refresh(storage)?;
+        if len <= self.journal_claim() {
+            return Ok(());
+        }
+        self.state.journal.sync_file(storage)?;
+        self.claim_journal(len)
     }
 
     /// Registers `groups` (whose offsets files were just written, durably) in `txn/lock`, so
