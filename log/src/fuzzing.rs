@@ -5,13 +5,15 @@
 //! (segment recovery, the offset index, batch and record decoding, journal replay, a topic's
 //! metadata check) through [`Log`]'s own entry points, whatever their internals become — and
 //! thin wrappers around what has no public entry point of its own: the group-offsets codec, a
-//! topic's `partitions` file, and the metadata part of `repair` (which otherwise runs on files
-//! only).
+//! topic's `partitions` file, the metadata part of `repair` (which otherwise runs on files
+//! only), and the readers of the log's second records (the two checksummed slots of a
+//! partition's recovery point and of the journal's committed length, the group registry of
+//! `txn/lock`, the `start` file).
 //!
 //! What it must never do: hold logic of its own. Everything here forwards to the code the log
 //! runs, so a fuzz finding is a finding in that code.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -178,4 +180,48 @@ pub fn decode_group_offsets(bytes: &[u8]) -> Result<BTreeMap<TopicPartition, u64
 /// Encodes group offsets as the log writes them.
 pub fn encode_group_offsets(offsets: &BTreeMap<TopicPartition, u64>) -> Vec<u8> {
     crate::offsets::encode(offsets)
+}
+
+/// Decodes the two checksummed slots of log/src/slots.rs (a partition's recovery point in its
+/// `lock` file, the journal's committed length in `txn/lock`) at the start of `bytes`, as the
+/// log reads them: `(value, sequence number)`, `None` if never written.
+pub fn decode_slots(bytes: &[u8]) -> Result<Option<(u64, u64)>> {
+    let slotted = crate::slots::decode(Path::new("lock"), 0, "the fuzzed slots", bytes)?;
+    Ok(slotted.map(|s| (s.value, s.seq())))
+}
+
+/// The bytes a file holding `file` has after the log writes `value` into the slots at its
+/// start (reading them first, as it does): the file as given, then written in place.
+pub fn write_slots(file: &[u8], value: u64) -> Result<Vec<u8>> {
+    let storage = MemStorage::default();
+    let dir = Path::new("/fuzz");
+    storage.create_dir_all(dir).at(dir)?;
+    let path = dir.join("lock");
+    storage.write_atomic(&path, file).at(&path)?;
+    let mut handle = storage.open(&path).at(&path)?;
+    let current = crate::slots::read(&mut *handle, &path, 0, "the fuzzed slots")?;
+    crate::slots::write(&mut *handle, &path, 0, current, value)?;
+    drop(handle);
+    Ok(storage.read(&path).at(&path)?.unwrap_or_default())
+}
+
+/// Parses a group registry (`txn/lock` from byte 64 on) as the log reads it: the groups, and
+/// the byte after the last entry that checks out.
+pub fn parse_group_registry(bytes: &[u8]) -> (BTreeSet<String>, u64) {
+    crate::txn::parse_registry(bytes)
+}
+
+/// The registry entry the log appends for `group`.
+pub fn group_registry_entry(group: &str) -> Vec<u8> {
+    crate::txn::registry_entry(group)
+}
+
+/// Decodes a partition's `start` file as the log reads it.
+pub fn decode_start(bytes: &[u8]) -> Result<u64> {
+    crate::partition::parse_start(Path::new("start"), bytes)
+}
+
+/// A `start` file for `offset`, as the log writes it.
+pub fn encode_start(offset: u64) -> Vec<u8> {
+    crate::partition::encode_start(offset)
 }

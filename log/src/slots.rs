@@ -25,6 +25,13 @@ pub(crate) struct Slotted {
     seq: u64,
 }
 
+impl Slotted {
+    /// The sequence number of the write that put the value there.
+    pub(crate) fn seq(self) -> u64 {
+        self.seq
+    }
+}
+
 fn encode_slot(s: Slotted) -> [u8; SLOT_LEN] {
     let mut slot = [0u8; SLOT_LEN];
     slot[..8].copy_from_slice(&s.value.to_be_bytes());

@@ -215,6 +215,26 @@ fn an_active_segment_cut_at_a_batch_boundary_below_the_recovery_point_is_an_erro
     );
 }
 
+/// An active segment emptied (cut to 0 bytes) below the recovery point lost fsynced batches too.
+/// Its end offset is its own base, so the file named by the end offset is the segment itself,
+/// not a segment another process rolled since: an error, read-only or not. Found by the fuzz
+/// target `recovery_point`.
+#[test]
+fn an_active_segment_emptied_below_the_recovery_point_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    three_batches_synced(dir.path(), true);
+    std::fs::write(segment(dir.path()), b"").expect("empty");
+    for read_only in [true, false] {
+        let options = LogOptions::default().with_read_only(read_only);
+        let err = Log::open(dir.path(), options).expect_err("fsynced batches gone");
+        let text = err.to_string();
+        assert!(
+            text.contains("the segment ends there") && text.contains("offsets 0..9"),
+            "{text}"
+        );
+    }
+}
+
 /// Kafka's CRC does not cover the base offset: a flipped bit there leaves a whole,
 /// checksum-valid batch at the wrong offset. That is no torn write (a write cut short never
 /// checks out), so it is corruption, named, and nothing is cut.

@@ -10,18 +10,18 @@
 //! topic's `partitions`, `Error::TopicDeleted` for the topic's files. "Ok" with fewer, more or
 //! different records or offsets is a failure, and so is any other error.
 //!
-//! A log is built once per fsync policy (`EveryCommit`, `Never`: several topics and
-//! partitions, sealed segments and an active one, every codec, headers, null keys and values,
-//! a purge inside a segment and one past whole segments, plain group commits, transactions
-//! checkpointed into a group file and others left in `txn/journal`), synced with `Log::sync`,
-//! closed, and copied for every case. The case picks a kind of file, each kind as likely
-//! (sealed and active segments and indexes, partition `lock`, `start`, `txn/journal`,
-//! `txn/lock`, group offsets, `format`, `partitions`, `config`, `creating`, `changes`), then a
-//! file of that kind, and does one thing to it: flips a bit, overwrites bytes with random
-//! bytes or with zeros, truncates it, deletes it, or appends garbage. Then it opens the log
+//! A log is built once per fsync policy (`EveryCommit`, `Never`: several topics and partitions,
+//! sealed segments and an active one, every codec, headers, null keys and values, a purge
+//! inside a segment and one past whole segments, plain group commits, transactions checkpointed
+//! into a group file and others left in `txn/journal`), synced with `Log::sync`, closed, and
+//! copied for every case. The case picks a kind of file, each kind as likely (sealed and active
+//! segments and indexes, partition `lock`, `start`, `txn/journal`, `txn/lock`, group offsets,
+//! `format`, `partitions`, `config`, `creating`, `changes`), then a file of that kind, and does
+//! one thing to it: flips a bit, overwrites bytes with random bytes or with zeros, truncates it
+//! (to a random length, or to nothing), deletes it, or appends garbage. Then it opens the log
 //! writable or read-only and reads. After a writable open that read everything right, a
-//! read-only open reads it all again (what the first open cut or rewrote lost nothing); an
-//! open that failed cut nothing (no file gone or shorter, no segment or journal byte changed).
+//! read-only open reads it all again (what the first open cut or rewrote lost nothing); an open
+//! that failed cut nothing (no file gone or shorter, no segment or journal byte changed).
 //!
 //! Derived files never matter: damage to the change file (wake-up hints) or to the index of a
 //! sealed segment (rebuilt from the segment) reads identical data; only the last segment's
@@ -57,6 +57,7 @@ enum Damage {
     Overwrite { at: usize, bytes: Vec<u8> },
     Zero { at: usize, len: usize },
     Truncate { at: usize },
+    Empty,
     Delete,
     Append { bytes: Vec<u8> },
 }
@@ -68,6 +69,7 @@ fn damage() -> impl Strategy<Value = Damage> {
             .prop_map(|(at, bytes)| Damage::Overwrite { at, bytes }),
         (any::<usize>(), 1usize..48).prop_map(|(at, len)| Damage::Zero { at, len }),
         any::<usize>().prop_map(|at| Damage::Truncate { at }),
+        Just(Damage::Empty),
         Just(Damage::Delete),
         prop::collection::vec(any::<u8>(), 1..48).prop_map(|bytes| Damage::Append { bytes }),
     ]
@@ -84,6 +86,7 @@ fn apply(file: &Path, damage: &Damage) -> bool {
         }
         Damage::Append { bytes: more } => bytes.extend_from_slice(more),
         _ if len == 0 => return false,
+        Damage::Empty => bytes.clear(),
         Damage::Flip { at, bit } => bytes[at % len] ^= 1 << bit,
         Damage::Overwrite { at, bytes: with } => {
             let at = at % len;

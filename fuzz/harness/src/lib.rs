@@ -6,18 +6,21 @@
 //!
 //! Everything goes through entry points that stay put while the readers' internals change: the
 //! public `Log` API on a log directory held in memory (`riffle_log::fuzzing::MemDir`), whose
-//! files the targets write byte by byte, `Checkpoint::parse`, the group-offsets codec, and a
-//! topic's `partitions` file and metadata repair.
+//! files the targets write byte by byte, `Checkpoint::parse`, the group-offsets codec, a topic's
+//! `partitions` file and metadata repair, and the readers of the slots, the group registry and
+//! the `start` file (`riffle_log::fuzzing`).
 //! What a reader may answer is kept loose where the corruption rules are being changed (torn
 //! tail cut, or an error) and strict where it is not (no panic, nothing changed but a cut tail,
 //! only `Error::Corrupt` and friends, the same answer twice, never records that differ from the
 //! data).
 
 pub mod checkpoint;
+pub mod durability_records;
 pub mod group_offsets;
 pub mod model;
 pub mod offset_index;
 pub mod records;
+pub mod recovery_point;
 pub mod seeds;
 pub mod segment_reader;
 pub mod topic_meta;

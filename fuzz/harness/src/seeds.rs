@@ -1,13 +1,15 @@
 //! Seed inputs for the targets that read raw files: real files written by the log (segments of
-//! each codec, a transaction journal, group-offsets files), checkpoints as `Checkpoint`
-//! writes them, and topic directories for `topic_meta`, each behind the target's mode byte. The structured targets (`records`,
-//! `offset_index`, the model half of `txn_journal`) build valid files themselves and need none.
+//! each codec, a transaction journal, group-offsets files) and checkpoints as `Checkpoint`
+//! writes them, each behind the target's mode byte; topic directories for `topic_meta`; the
+//! second records (slots, a group registry, `start` files) and segments with a recovery point.
+//! The structured targets (`records`, `offset_index`, the model half of `txn_journal`) build
+//! valid files themselves and need none.
 
-use riffle_log::fuzzing::MemDir;
+use riffle_log::fuzzing::{MemDir, encode_start, group_registry_entry, write_slots};
 use riffle_log::{BatchBuilder, Compression, LogOptions, TopicPartition};
 use riffle_state_dir::Checkpoint;
 
-use crate::{TOPIC, tp};
+use crate::{TOPIC, fix_segment_crcs, tp};
 
 /// `(target, seed name, bytes)` for every seed.
 pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
@@ -62,6 +64,56 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
         let mut input = vec![0u8];
         input.extend_from_slice(&dir.read("groups/g.offsets").unwrap_or_default());
         out.push(("group_offsets", format!("offsets-{i}"), input));
+    }
+    // The second records: slots as the log writes them (once, twice), a group registry, start
+    // files (checksummed, and an older log's), and for the structured modes a few bytes.
+    let once = write_slots(&[], 42).unwrap_or_default();
+    let twice = write_slots(&once, 4242).unwrap_or_default();
+    let registry: Vec<u8> = ["app", "exactly-once", "g"]
+        .iter()
+        .flat_map(|g| group_registry_entry(g))
+        .collect();
+    for (mode, name, bytes) in [
+        (0u8, "slots-once", once),
+        (0, "slots-twice", twice),
+        (
+            1,
+            "slot-writes",
+            vec![0, 3, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        ),
+        (2, "registry", registry),
+        (
+            3,
+            "registry-writes",
+            b"\x02\x03app\x01g\x05torn\x09".to_vec(),
+        ),
+        (4, "start", encode_start(1234)),
+        (4, "start-older", b"1234\n".to_vec()),
+        (5, "start-writes", 1_000_000u64.to_le_bytes().to_vec()),
+    ] {
+        let mut input = vec![mode];
+        input.extend_from_slice(&bytes);
+        out.push(("durability_records", name.to_owned(), input));
+    }
+    // A segment with a recovery point at its end (reads), one past it (an error), a torn second
+    // write of the slots, a start file, and a cut segment.
+    for (name, seg) in segments.iter().take(3) {
+        let end = fix_segment_crcs(&mut seg.clone(), 0);
+        let cut = &seg[..seg.len() - 10];
+        for (flags, point, what, seg) in [
+            (0b0000_0010u8, end, "at-end", &seg[..]),
+            (0b0000_0010, end + 1, "past-end", &seg[..]),
+            (0b0000_0110, end / 2, "torn-slot", &seg[..]),
+            (0b0000_1010, end, "with-start", &seg[..]),
+            (0b0000_0010, end / 2, "cut", cut),
+        ] {
+            let mut input = vec![flags];
+            input.extend_from_slice(&point.to_be_bytes());
+            input.push(3);
+            input.extend_from_slice(&[0, 0]);
+            input.extend_from_slice(seg);
+            out.push(("recovery_point", format!("{name}-{what}"), input));
+        }
     }
     // Checkpoints, as `Checkpoint::to_text` renders them, and Kafka's unknown-offset sentinel.
     let cp: Checkpoint = [

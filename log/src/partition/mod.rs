@@ -49,7 +49,7 @@ pub use compact::CompactionReport;
 pub(crate) use compact::read_cleaning;
 pub(crate) use lock::{LOCK_FILE, Locked};
 pub(crate) use recovery_point::{read_recovery_point, write_recovery_point};
-pub(crate) use retention::{START_FILE, encode_start, read_start};
+pub(crate) use retention::{START_FILE, encode_start, parse_start, read_start};
 
 #[derive(Debug)]
 pub(crate) struct Partition {

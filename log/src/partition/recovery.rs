@@ -175,11 +175,11 @@ impl Partition {
                         return Err(damage.to_error());
                     }
                     // Ending below the recovery point is losing fsynced records, unless the
-                    // segment was rolled since the listing (then the catch-up adopts the next).
-                    if active.end_offset < recovery_point
-                        && (active.problem.is_some()
-                            || !storage.exists(&dir.join(segment_file_name(active.end_offset))))
-                    {
+                    // segment was rolled since the listing (then the catch-up adopts the next:
+                    // a segment named by the end offset, which an empty segment's own name is).
+                    let rolled = active.end_offset > base
+                        && storage.exists(&dir.join(segment_file_name(active.end_offset)));
+                    if active.end_offset < recovery_point && (active.problem.is_some() || !rolled) {
                         return Err(below_recovery_point(
                             &tp,
                             &dir,
