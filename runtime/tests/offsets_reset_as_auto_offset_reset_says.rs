@@ -5,7 +5,7 @@
 //! on the embedded log: the application stops whatever the setting. Checked against the records written, by key: each record has its own
 //! key, so the counted keys say exactly which offsets were read.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use riffle::log::{Log, LogOptions, TopicPartition, partition_for_key};
