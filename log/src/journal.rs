@@ -396,12 +396,7 @@ impl Journal {
         if !self.unsynced {
             return Ok(());
         }
-        let file = Self::file(&mut self.file, &self.path, self.poisoned, storage)?;
-        let synced = file.sync();
-        self.poisoned |= synced.is_err();
-        synced.at(&self.path)?;
-        self.unsynced = false;
-        Ok(())
+        self.sync_file(storage)
     }
 
     /// Fsyncs the file whoever appended to it (other processes' records included); the caller

@@ -126,10 +126,8 @@ impl OffsetStore {
         group: &str,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<()> {
-        let mut created = false;
         if !self.files.contains_key(group) {
             let read = read_file(storage, root, group, &self.registered)?;
-            created = read.is_none();
             self.files
                 .insert(group.to_owned(), read.unwrap_or_default());
         }
@@ -150,8 +148,9 @@ impl OffsetStore {
             self.files.remove(group);
             return Err(e);
         }
-        if (created || !self.registered.contains(group)) && !self.created.iter().any(|g| g == group)
-        {
+        // A registered group whose file was missing failed the read above: an unregistered
+        // one is new, or its file predates the registry.
+        if !self.registered.contains(group) && !self.created.iter().any(|g| g == group) {
             self.created.push(group.to_owned());
         }
         Ok(())

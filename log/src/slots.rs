@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
-use crate::storage::StorageFile;
+use crate::storage::{Storage, StorageFile};
 
 const SLOT_LEN: usize = 24;
 /// The bytes the two slots take.
@@ -119,6 +119,35 @@ pub(crate) fn write(
     let slot_at = at + (seq % 2) * SLOT_LEN as u64;
     file.write_at(slot_at, &encode_slot(Slotted { value, seq }))
         .at(path)
+}
+
+/// The value in the slots at byte `at` of the file `path` (0: none written, or no such file),
+/// read without keeping the file open (on open, and by `riffle log repair`).
+pub(crate) fn read_file(storage: &dyn Storage, path: &Path, at: u64, what: &str) -> Result<u64> {
+    let Some(mut file) = storage.open_existing(path, false).at(path)? else {
+        return Ok(0);
+    };
+    Ok(read(&mut *file, path, at, what)?.map_or(0, |s| s.value))
+}
+
+/// Sets the value in the slots at byte `at` of the existing file `path` to `value`, lower or
+/// higher (`riffle log repair`, after cutting what they vouched for). A missing file, or a
+/// value of 0 where none was written, is left alone.
+pub(crate) fn set_file(
+    storage: &dyn Storage,
+    path: &Path,
+    at: u64,
+    what: &str,
+    value: u64,
+) -> Result<()> {
+    let Some(mut file) = storage.open_existing(path, true).at(path)? else {
+        return Ok(());
+    };
+    let current = read(&mut *file, path, at, what)?;
+    if current.is_none() && value == 0 {
+        return Ok(());
+    }
+    write(&mut *file, path, at, current, value)
 }
 
 #[cfg(test)]

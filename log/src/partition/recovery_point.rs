@@ -27,25 +27,13 @@ const WHAT: &str = "the partition's recovery point";
 /// The recovery point of the partition in `dir` (0: none), read without a `Partition` (on
 /// open, and by `riffle log repair`). A missing lock file has none.
 pub(crate) fn read_recovery_point(storage: &dyn Storage, dir: &Path) -> Result<u64> {
-    let path = dir.join(LOCK_FILE);
-    let Some(mut file) = storage.open_existing(&path, false).at(&path)? else {
-        return Ok(0);
-    };
-    Ok(slots::read(&mut *file, &path, SLOTS_AT, WHAT)?.map_or(0, |p| p.value))
+    slots::read_file(storage, &dir.join(LOCK_FILE), SLOTS_AT, WHAT)
 }
 
 /// Sets the recovery point of the partition in `dir` to `offset`, lower or higher: only
 /// `riffle log repair` calls this, after cutting records below it (it holds the lock).
 pub(crate) fn write_recovery_point(storage: &dyn Storage, dir: &Path, offset: u64) -> Result<()> {
-    let path = dir.join(LOCK_FILE);
-    let Some(mut file) = storage.open_existing(&path, true).at(&path)? else {
-        return Ok(());
-    };
-    let current = slots::read(&mut *file, &path, SLOTS_AT, WHAT)?;
-    if current.is_none() && offset == 0 {
-        return Ok(());
-    }
-    slots::write(&mut *file, &path, SLOTS_AT, current, offset)
+    slots::set_file(storage, &dir.join(LOCK_FILE), SLOTS_AT, WHAT, offset)
 }
 
 impl Partition {

@@ -8,7 +8,7 @@ use super::{CutAction, RepairCut, read_or_empty, sync_dir};
 use crate::error::{IoContext, Result};
 use crate::journal;
 use crate::slots;
-use crate::storage::{FileStorage, Storage};
+use crate::storage::FileStorage;
 use riffle_record::TopicPartition;
 
 /// A dropped byte range: from, to, why, and the group and offsets of the intact transaction
@@ -32,17 +32,12 @@ pub(super) fn repair_journal(
     let bytes = read_or_empty(&path)?;
     // The journal's committed length as `txn/lock` says: bytes below it were fsynced.
     let lock = dir.join("txn").join(crate::txn::LOCK_FILE);
-    let claim = {
-        let raw = read_or_empty(&lock)?;
-        let at = crate::txn::CLAIM_AT as usize;
-        slots::decode(
-            &lock,
-            crate::txn::CLAIM_AT,
-            crate::txn::CLAIM_WHAT,
-            raw.get(at..).unwrap_or_default(),
-        )?
-        .map_or(0, |c| c.value)
-    };
+    let claim = slots::read_file(
+        &FileStorage,
+        &lock,
+        crate::txn::CLAIM_AT,
+        crate::txn::CLAIM_WHAT,
+    )?;
     let len = bytes.len() as u64;
     let lost = (len < claim).then(|| RepairCut {
         file: path.clone(),
@@ -147,7 +142,7 @@ pub(super) fn repair_journal(
     let new_len = kept.len() as u64;
     if dropped.is_empty() {
         if !dry_run && claim > len {
-            write_claim(&lock, len)?;
+            set_claim(&lock, len)?;
         }
         return Ok(());
     }
@@ -196,7 +191,7 @@ pub(super) fn repair_journal(
             sync_dir(parent)?;
         }
         if claim > new_len {
-            write_claim(&lock, new_len)?;
+            set_claim(&lock, new_len)?;
         }
     }
     Ok(())
@@ -204,11 +199,7 @@ pub(super) fn repair_journal(
 
 /// Sets the journal's committed length in `txn/lock` (`lock`) to `len`, after the journal was
 /// cut to it.
-fn write_claim(lock: &Path, len: u64) -> Result<()> {
-    let Some(mut file) = FileStorage.open_existing(lock, true).at(lock)? else {
-        return Ok(());
-    };
-    let at = crate::txn::CLAIM_AT;
-    let current = slots::read(&mut *file, lock, at, crate::txn::CLAIM_WHAT)?;
-    slots::write(&mut *file, lock, at, current, len)
+fn set_claim(lock: &Path, len: u64) -> Result<()> {
+    let (at, what) = (crate::txn::CLAIM_AT, crate::txn::CLAIM_WHAT);
+    slots::set_file(&FileStorage, lock, at, what, len)
 }
