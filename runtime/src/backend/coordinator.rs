@@ -1,21 +1,24 @@
 //! The embedded group coordinator: assigns tasks to the stream threads of this process.
 //!
-//! Threads heartbeat to it as members of a group. Assignment is sticky (a task stays with its
-//! owner while the owner lives and is not over capacity) and balanced (no member gets more than
-//! ⌈tasks / members⌉). A stateful task without an owner goes to the member that reported the
-//! largest offset sum for it: that member holds the most of its state.
+//! Threads heartbeat to it as members of a group, and the assignor (`assignor.rs`) computes
+//! their active tasks: balanced (every member gets ⌊tasks / members⌋ or ⌈tasks / members⌉)
+//! and sticky (a task stays with its owner while the owner lives and balance allows). The
+//! threads are members of one process and share its state directory, so no thread holds
+//! more of a task's state than another: there are no standbys or warm-ups, and the offset sums
+//! they report do not tell them apart.
 
 // The in-process group coordinator serves the embedded backend only; without it (no
 // `embedded` feature) only `OffsetSendPolicy` is used.
 #![cfg_attr(not(feature = "embedded"), allow(dead_code))]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use riffle_state_dir::TaskId;
 
+use crate::backend::assignor::{self, AssignorInput, AssignorMember, TaskSets};
 use crate::backend::group::{Assignment, GroupCoordinator, Heartbeat};
 use crate::types::error::Result;
 
@@ -101,63 +104,65 @@ impl GroupCoordinator for Coordinator {
     }
 }
 
+/// Runs the assignor over the threads of this process: one process (they share its state
+/// directory), no standbys, no warm-ups.
 fn rebalance(group: &mut Group) {
-    let members: Vec<String> = group.members.keys().cloned().collect();
-    if members.is_empty() {
+    if group.members.is_empty() {
         return;
     }
-    let capacity = group.tasks.len().div_ceil(members.len());
-    let mut next: BTreeMap<&str, BTreeSet<TaskId>> = members
-        .iter()
-        .map(|m| (m.as_str(), BTreeSet::new()))
+    let previous: Vec<TaskSets> = group
+        .members
+        .values()
+        .map(|m| TaskSets {
+            active: (*m.assignment.active).clone(),
+            ..TaskSets::default()
+        })
         .collect();
-    let mut unowned = Vec::new();
-    // Sticky: keep current owners up to capacity.
-    for &task in &group.tasks {
-        let owner = group
-            .members
-            .iter()
-            .find(|(_, m)| m.assignment.active.contains(&task))
-            .map(|(name, _)| name.as_str());
-        match owner.and_then(|o| next.get_mut(o)) {
-            Some(set) if set.len() < capacity => {
-                set.insert(task);
-            }
-            _ => unowned.push(task),
+    let members: Vec<AssignorMember<'_>> = group
+        .members
+        .keys()
+        .zip(&previous)
+        .map(|(id, previous)| AssignorMember {
+            id,
+            process: PROCESS,
+            previous,
+        })
+        .collect();
+    // The threads' reports, merged as one process's.
+    let mut sums: HashMap<TaskId, i64> = HashMap::new();
+    for m in group.members.values() {
+        for (&task, &sum) in &m.offsets {
+            let merged = sums.entry(task).or_insert(sum);
+            *merged = (*merged).max(sum);
         }
     }
-    // Stateful placement, then least loaded.
-    for task in unowned {
-        let with_state = group
-            .members
-            .iter()
-            .filter(|(name, _)| next.get(name.as_str()).is_some_and(|s| s.len() < capacity))
-            .filter_map(|(name, m)| m.offsets.get(&task).map(|&sum| (sum, name.as_str())))
-            .max();
-        let target = match with_state {
-            Some((_, name)) => name,
-            None => next
-                .iter()
-                .min_by_key(|(_, s)| s.len())
-                .map(|(n, _)| *n)
-                .unwrap_or_default(),
-        };
-        if let Some(set) = next.get_mut(target) {
-            set.insert(task);
-        }
-    }
+    let offset_sums = BTreeMap::from([(PROCESS.to_owned(), sums)]);
+    let target = assignor::assign(&AssignorInput {
+        tasks: &group.tasks,
+        // Which tasks have state is not known here; with one process it only orders
+        // placement.
+        stateful: &group.tasks,
+        members: &members,
+        departed: &[],
+        offset_sums: &offset_sums,
+        end_sums: &HashMap::new(),
+        num_standby_replicas: 0,
+        acceptable_recovery_lag: 0,
+        max_warmup_replicas: 0,
+    });
     group.epoch += 1;
     let epoch = group.epoch;
-    let next: Vec<(String, BTreeSet<TaskId>)> =
-        next.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
-    for (name, tasks) in next {
+    for (name, tasks) in target {
         if let Some(m) = group.members.get_mut(&name)
-            && (*m.assignment.active != tasks || m.assignment.epoch == 0)
+            && (*m.assignment.active != tasks.active || m.assignment.epoch == 0)
         {
-            m.assignment = Assignment::active(epoch, tasks);
+            m.assignment = Assignment::active(epoch, tasks.active);
         }
     }
 }
+
+/// The process id the assignor sees for every thread.
+const PROCESS: &str = "";
 
 /// When a heartbeat carries task offsets (docs/design.md §4, "Sending"): on join, when the
 /// assignment changed, when the task-offset interval has passed — and only if the snapshot's
@@ -256,17 +261,37 @@ mod tests {
     }
 
     #[test]
-    fn unowned_stateful_task_goes_where_its_state_is() {
+    fn threads_are_one_process_so_offset_sums_do_not_pick_one() {
         let c = Coordinator::new([t(0)]);
         c.register("a");
         c.register("b");
         let mut offsets = imbl::HashMap::new();
         offsets.insert(t(0), 42);
-        // b reports state for 0_0 in the heartbeat that triggers the first assignment; without
-        // it, the least-loaded rule would pick "a" (first by name).
+        // The threads share the process's state directory: b's report says nothing a's
+        // could not, and the tie goes to the first by name.
         let b = hb(&c, "b", Some(offsets));
-        assert!(b.active.contains(&t(0)));
-        assert!(hb(&c, "a", None).active.is_empty());
+        assert!(b.active.is_empty());
+        assert!(hb(&c, "a", None).active.contains(&t(0)));
+    }
+
+    #[test]
+    fn a_joining_thread_gets_tasks_even_when_no_one_is_over_the_ceiling() {
+        let c = Coordinator::new((0..6).map(t));
+        for m in ["a", "b", "c"] {
+            c.register(m);
+        }
+        let before: Vec<Assignment> = ["a", "b", "c"].map(|m| hb(&c, m, None)).into();
+        assert!(before.iter().all(|a| a.active.len() == 2));
+        // 6 tasks over 4 threads: 2, 2, 1, 1, and only the joining one takes anything.
+        c.register("d");
+        let d = hb(&c, "d", None);
+        assert_eq!(d.active.len(), 1);
+        let after: Vec<Assignment> = ["a", "b", "c"].map(|m| hb(&c, m, None)).into();
+        for (b, a) in before.iter().zip(&after) {
+            assert!(a.active.is_subset(&b.active));
+        }
+        let total: usize = after.iter().map(|a| a.active.len()).sum();
+        assert_eq!(total + d.active.len(), 6);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! outgoing batch is encoded once, in place. Application authors need none of this module
 //! beyond `EmbeddedBackend` — or a backend's `shared()` handle — to run an application.
 
+pub(crate) mod assignor;
 pub(crate) mod coordinator;
 #[cfg(feature = "embedded")]
 pub(crate) mod embedded;
