@@ -3,6 +3,7 @@
 //! (benches/).
 
 mod consume;
+mod groups;
 mod produce;
 mod repair;
 mod reset;
@@ -48,6 +49,12 @@ enum Command {
     /// --create, create one (with Kafka's topic configs: --config retention.ms=…); with
     /// --describe, show each topic's configs and each partition's offsets and files.
     Topics(topics::Args),
+    /// List the groups of application instances on the embedded log (every instance of an
+    /// application on one log directory is a member of its group, one member per stream
+    /// thread); with --describe APP, its members (process, pid, host, thread, last heartbeat),
+    /// the group and member epochs, and each member's active, standby and warm-up tasks with
+    /// their lag, as Kafka's `kafka-streams-groups.sh --describe`.
+    Groups(groups::Args),
     /// Maintain the embedded log.
     #[command(subcommand)]
     Log(repair::LogCommand),
@@ -58,9 +65,10 @@ enum Command {
     /// `kafka-streams-application-reset`: its input offsets moved (--to-earliest by default,
     /// --to-latest, --to-datetime), its internal topics (`<application-id>-…-changelog`,
     /// `…-repartition`) deleted, its local state (`<state-dir>/<application-id>`) wiped.
-    /// Refused while an instance runs: one holding the state directory's lock, or on Kafka any
-    /// member of the streams group. On the embedded log an instance with another state
-    /// directory cannot be seen: stop every instance first.
+    /// Refused while an instance runs — one holding the state directory's lock, or any member
+    /// of the application's group (on the embedded log, any instance on the log directory,
+    /// whatever its state directory) — naming them; on the embedded log --force removes the
+    /// members instead, which fences them.
     Reset(reset::Args),
     /// Look into a state directory.
     #[command(subcommand)]
@@ -80,6 +88,7 @@ fn main() -> std::process::ExitCode {
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
         Command::Topics(args) => topics::run(args),
+        Command::Groups(args) => groups::run(args),
         Command::Log(command) => repair::run(command),
         Command::Sample(sample) => sample::run(*sample),
         Command::Reset(args) => reset::run(args),

@@ -2,7 +2,9 @@
 //! `kafka-streams-application-reset` does — its input offsets moved (to the earliest offsets by
 //! default), its internal topics (`<application-id>-…-changelog`, `…-repartition`) deleted,
 //! and its local state (`<state-dir>/<application-id>`) wiped. Refused while an instance runs:
-//! one holding the state directory's lock, or, on Kafka, any member of the streams group.
+//! one holding the state directory's lock, or any member of the application's group (on the
+//! embedded log, an instance on the log directory with any state directory); on the embedded
+//! log `--force` removes the members instead (fencing them: their commits fail from then on).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,6 +52,11 @@ pub(crate) struct Args {
     /// Print what would be done, and do nothing.
     #[arg(long)]
     dry_run: bool,
+    /// On the embedded log: reset even though instances of the application are alive, removing
+    /// them from its group first (they are fenced: their commits and transactions fail, and
+    /// they rejoin as new members). Their state directories are not wiped.
+    #[arg(long)]
+    force: bool,
 }
 
 /// Where the input offsets go.
@@ -88,11 +95,20 @@ impl Cluster {
         })
     }
 
-    /// Fails if an instance of the group is running (on Kafka: the group has members).
-    fn check_no_members(&self, group: &str) -> anyhow::Result<()> {
-        let Cluster::Kafka(kafka) = self else {
-            return Ok(());
+    /// Fails if an instance of the group is running, naming them; on the embedded log with
+    /// `force`, removes them from the group instead.
+    fn check_no_members(&self, group: &str, force: bool, dry_run: bool) -> anyhow::Result<()> {
+        let kafka = match self {
+            Cluster::Embedded(log) => {
+                return check_no_embedded_members(log, group, force, dry_run);
+            }
+            Cluster::Kafka(kafka) => kafka,
         };
+        if force {
+            bail!(
+                "--force is for the embedded log: on Kafka, stop every instance of {group} first"
+            );
+        }
         match kafka.describe_streams_group(group) {
             Ok(g) if !g.members.is_empty() => {
                 let members: Vec<&str> = g.members.iter().map(|m| m.member_id.as_str()).collect();
@@ -130,6 +146,53 @@ impl Cluster {
         }
         Ok(())
     }
+}
+
+/// The embedded log's part of [`Cluster::check_no_members`]: the live members of the
+/// application's group on the log, by their member files' locks.
+fn check_no_embedded_members(
+    log: &Log,
+    group: &str,
+    force: bool,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    let Some(view) = log.describe_group(group)? else {
+        return Ok(());
+    };
+    let alive: Vec<String> = view
+        .members
+        .iter()
+        .filter(|(_, (_, alive))| *alive)
+        .map(|(id, (record, _))| match record {
+            Some(r) => format!("{id} (pid {})", r.pid),
+            None => id.clone(),
+        })
+        .collect();
+    if alive.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        bail!(
+            "refused: {} instance thread(s) of {group} run on this log: {}; stop them first (or \
+             --force to remove them from the group, which fences them)",
+            alive.len(),
+            alive.join(", ")
+        );
+    }
+    if dry_run {
+        println!(
+            "would remove {} member(s) from group {group} (--force)",
+            alive.len()
+        );
+        return Ok(());
+    }
+    let removed = log.remove_group_members(group)?;
+    println!(
+        "removed {} member(s) from group {group} (--force): {}",
+        removed.len(),
+        removed.join(", ")
+    );
+    Ok(())
 }
 
 /// Whether `topic` is one of `application_id`'s internal topics (Kafka's reset tool's rule:
@@ -196,7 +259,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         Some(root) if root.join(app).exists() => Some(lock_state(root, app)?),
         _ => None,
     };
-    cluster.check_no_members(app)?;
+    cluster.check_no_members(app, args.force, args.dry_run)?;
 
     let backend = cluster.backend();
     let topics = cluster.topics()?;

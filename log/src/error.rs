@@ -140,6 +140,18 @@ pub enum Error {
         /// What is poisoned (a topic-partition, or the group offsets).
         what: String,
     },
+    /// A member of a group of processes was declared gone (its session expired, or a step
+    /// found its lock free) and must not commit: its tasks may run elsewhere
+    /// (log/FORMAT.md, *Groups of processes*).
+    #[error("member {member:?} of group {group:?} is fenced: {reason}")]
+    Fenced {
+        /// The group.
+        group: String,
+        /// The member id.
+        member: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

@@ -131,6 +131,7 @@ mod crash_tests;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+mod group;
 mod handles;
 mod journal;
 mod lease;
@@ -159,6 +160,7 @@ mod wakeup;
 
 pub use crate::{
     error::{Error, Result},
+    group::{Departed, Departure, Group, GroupMember, GroupView, MEMBERS_DIR, MemberRecord, Step},
     log::{Log, PartitionInfo, RetentionReport},
     options::{FsyncPolicy, LogOptions},
     partition::CompactionReport,

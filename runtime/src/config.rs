@@ -191,6 +191,19 @@ pub struct StreamsConfig {
     /// offsets are sent at the next heartbeat (Kafka's `acceptable.recovery.lag`). A Kafka
     /// broker's own value takes precedence.
     pub acceptable_recovery_lag: u64,
+    /// How many standby replicas of each stateful task the embedded log's group keeps, on other
+    /// instances (`num.standby.replicas`; on Kafka the broker's
+    /// `group.streams.num.standby.replicas` decides).
+    pub num_standby_replicas: u32,
+    /// The most warm-up tasks the embedded log's group places at once (`max.warmup.replicas`).
+    pub max_warmup_replicas: u32,
+    /// How long an instance of a group on the embedded log may stay silent before the others
+    /// declare it gone and take its tasks (`group.streams.session.timeout.ms`; a process that
+    /// dies is seen at once, through its file lock). On Kafka the broker's setting decides.
+    pub group_session_timeout: Duration,
+    /// How often the members of a group on the embedded log heartbeat
+    /// (`group.streams.heartbeat.interval.ms`): it bounds how long a task move waits.
+    pub group_heartbeat_interval: Duration,
     /// How long an unowned task directory is kept before cleanup (`state.cleanup.delay.ms`).
     pub state_cleanup_delay: Duration,
     /// The most bytes one fetch of one partition returns.
@@ -292,6 +305,10 @@ impl StreamsConfig {
             heartbeat_interval: Duration::from_secs(5),
             task_offset_interval: Duration::from_secs(60),
             acceptable_recovery_lag: 10_000,
+            num_standby_replicas: 0,
+            max_warmup_replicas: 2,
+            group_session_timeout: Duration::from_secs(10),
+            group_heartbeat_interval: Duration::from_millis(500),
             state_cleanup_delay: Duration::from_secs(600),
             outer_join_emit_interval: Duration::from_secs(1),
             repartition_purge_interval: Duration::from_secs(30),
@@ -357,6 +374,14 @@ impl StreamsConfig {
             "heartbeat_interval_ms" => self.heartbeat_interval = millis(name, value)?,
             "task_offset_interval_ms" => self.task_offset_interval = millis(name, value)?,
             "acceptable_recovery_lag" => self.acceptable_recovery_lag = parse(name, value)?,
+            "num_standby_replicas" | "group_streams_num_standby_replicas" => {
+                self.num_standby_replicas = parse(name, value)?
+            }
+            "max_warmup_replicas" => self.max_warmup_replicas = parse(name, value)?,
+            "group_streams_session_timeout_ms" => self.group_session_timeout = millis(name, value)?,
+            "group_streams_heartbeat_interval_ms" => {
+                self.group_heartbeat_interval = millis(name, value)?
+            }
             "repartition_purge_interval_ms" => {
                 self.repartition_purge_interval = millis(name, value)?
             }
@@ -428,6 +453,17 @@ impl StreamsConfig {
             return Err(Error::Config(
                 "num_stream_threads must be at least 1".into(),
             ));
+        }
+        if self.group_heartbeat_interval.is_zero()
+            || self.group_session_timeout <= self.group_heartbeat_interval
+        {
+            return Err(Error::Config(format!(
+                "group.streams.session.timeout.ms ({} ms) must be above \
+                 group.streams.heartbeat.interval.ms ({} ms), which must be above 0: otherwise \
+                 a live instance would be declared gone between two heartbeats",
+                self.group_session_timeout.as_millis(),
+                self.group_heartbeat_interval.as_millis()
+            )));
         }
         if self.http_header_read_timeout.is_zero() {
             return Err(Error::Config(

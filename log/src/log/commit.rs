@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::{Log, lock, poisoned_topics};
 use crate::error::{Error, Result};
+use crate::group::GroupMember;
 use crate::names::validate_name;
 use crate::options::FsyncPolicy;
 use crate::partition::Partition;
@@ -42,6 +43,27 @@ impl Log {
     /// committed offsets of this group since the last checkpoint, a checkpoint runs first (so
     /// replaying the journal can never roll these offsets back).
     pub fn commit_offsets(&self, group: &str, offsets: &[(TopicPartition, u64)]) -> Result<()> {
+        self.commit_offsets_fenced(group, None, offsets)
+    }
+
+    /// [`commit_offsets`](Self::commit_offsets) as `member` of a group of processes
+    /// ([`Log::group`]): [`Error::Fenced`] and nothing written if the member was declared gone;
+    /// it cannot be declared gone while the commit writes.
+    pub fn commit_offsets_as(
+        &self,
+        group: &str,
+        member: &GroupMember,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
+        self.commit_offsets_fenced(group, Some(member), offsets)
+    }
+
+    fn commit_offsets_fenced(
+        &self,
+        group: &str,
+        member: Option<&GroupMember>,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
         validate_name(group, false)?;
         if self.shared.options.read_only {
             return Err(Error::ReadOnly {
@@ -52,6 +74,7 @@ impl Log {
             self.topic(tp)?;
         }
         let mut txn = self.txn_lock(true)?;
+        let _fence = member.map(GroupMember::fence).transpose()?;
         if lock(&self.shared.groups, &"the group offsets")?.is_pending(group) {
             self.checkpoint(&mut txn)?;
         }

@@ -5,6 +5,7 @@
 use std::sync::{Arc, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::group::GroupMember;
 use crate::journal;
 use crate::log::{Log, lock};
 use crate::names::validate_name;
@@ -68,6 +69,30 @@ impl Log {
         batches: &mut [(TopicPartition, &mut BatchBuilder)],
         offsets: &[(TopicPartition, u64)],
     ) -> Result<Vec<u64>> {
+        self.commit_transaction_fenced(group, None, batches, offsets)
+    }
+
+    /// [`commit_transaction`](Self::commit_transaction) as `member` of a group of processes
+    /// ([`Log::group`]): if the member was declared gone, [`Error::Fenced`] and nothing is
+    /// written (the transaction is aborted: its batches are left to the caller to drop); it
+    /// cannot be declared gone while the transaction writes.
+    pub fn commit_transaction_as(
+        &self,
+        group: &str,
+        member: &GroupMember,
+        batches: &mut [(TopicPartition, &mut BatchBuilder)],
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<Vec<u64>> {
+        self.commit_transaction_fenced(group, Some(member), batches, offsets)
+    }
+
+    fn commit_transaction_fenced(
+        &self,
+        group: &str,
+        member: Option<&GroupMember>,
+        batches: &mut [(TopicPartition, &mut BatchBuilder)],
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<Vec<u64>> {
         validate_name(group, false)?;
         if self.shared.options.read_only {
             return Err(Error::ReadOnly {
@@ -79,6 +104,7 @@ impl Log {
         }
         let shared = &self.shared;
         let mut txn = self.txn_lock(true)?;
+        let _fence = member.map(GroupMember::fence).transpose()?;
         if shared.options.fsync == FsyncPolicy::EveryCommit {
             // A committed offset never points past durable data, as with `commit_offsets`.
             let _syncing = lock(&shared.syncing, &"the sync lock")?;

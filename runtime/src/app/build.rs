@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use riffle_state_dir::StateDirectory;
 
-use crate::backend::group::{GroupInfo, SubtopologyInfo};
+use crate::backend::group::{GroupInfo, GroupSettings, SubtopologyInfo};
 use crate::backend::{Backend, TopicKind};
 use crate::config::{ProcessingGuarantee, StreamsConfig};
 use crate::engine::global::{GlobalState, GlobalTables};
@@ -57,6 +57,7 @@ pub(crate) fn build(
             .map(str::parse)
             .transpose()?,
         processing_guarantee: config.processing_guarantee,
+        settings: GroupSettings::of(&config),
     };
     let coordinator = backend.group_coordinator(&group)?;
     let global_state = GlobalState::open(

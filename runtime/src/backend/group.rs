@@ -5,7 +5,7 @@
 //! member and a process id ties the members of one process together). The embedded backend
 //! coordinates in process; the Kafka backend speaks the streams-group protocol to the broker.
 
-use crate::config::ProcessingGuarantee;
+use crate::config::{ProcessingGuarantee, StreamsConfig};
 use crate::types::host::HostInfo;
 use crate::types::host::StreamsMetadata;
 use std::collections::BTreeSet;
@@ -29,6 +29,9 @@ pub struct Assignment {
     pub standby: Arc<BTreeSet<TaskId>>,
     /// Standbys placed to catch up before they become active.
     pub warmup: Arc<BTreeSet<TaskId>>,
+    /// More active tasks are on their way: the member's target holds tasks another member has
+    /// not revoked yet. A member with tasks pending is not idle.
+    pub pending: bool,
 }
 
 impl Assignment {
@@ -79,6 +82,49 @@ pub struct GroupInfo {
     /// The application's processing guarantee: under exactly_once a backend reads committed
     /// data only.
     pub processing_guarantee: ProcessingGuarantee,
+    /// The group's own settings, for a backend that coordinates the group itself (the
+    /// embedded log); a Kafka broker has its own.
+    pub settings: GroupSettings,
+}
+
+/// What a group coordinator run by the backend itself (the embedded log's) applies: on Kafka,
+/// the broker's group configs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupSettings {
+    /// Standby replicas per stateful task (`num.standby.replicas`).
+    pub num_standby_replicas: u32,
+    /// Warm-up tasks placed at once (`max.warmup.replicas`).
+    pub max_warmup_replicas: u32,
+    /// A warm-up within this many records of its changelogs' ends is caught up
+    /// (`acceptable.recovery.lag`).
+    pub acceptable_recovery_lag: u64,
+    /// Silence after which a member is declared gone (`group.streams.session.timeout.ms`).
+    pub session_timeout: Duration,
+    /// How often members heartbeat (`group.streams.heartbeat.interval.ms`).
+    pub heartbeat_interval: Duration,
+    /// How often members resend their task offsets (`task.offset.interval.ms`).
+    pub task_offset_interval: Duration,
+}
+
+impl GroupSettings {
+    /// The settings `config` asks for.
+    pub fn of(config: &StreamsConfig) -> Self {
+        GroupSettings {
+            num_standby_replicas: config.num_standby_replicas,
+            max_warmup_replicas: config.max_warmup_replicas,
+            acceptable_recovery_lag: config.acceptable_recovery_lag,
+            session_timeout: config.group_session_timeout,
+            heartbeat_interval: config.group_heartbeat_interval,
+            task_offset_interval: config.task_offset_interval,
+        }
+    }
+}
+
+impl Default for GroupSettings {
+    fn default() -> Self {
+        GroupSettings::of(&StreamsConfig::new("default"))
+    }
 }
 
 impl GroupInfo {

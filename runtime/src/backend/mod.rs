@@ -1,6 +1,7 @@
 //! What a backend implements: where records live ([`Backend`]) and how the stream threads form a
 //! group ([`GroupCoordinator`], [`Heartbeat`], [`Assignment`]), with the embedded log's
-//! implementation (`EmbeddedBackend`, in `embedded.rs`, also at the crate root; the `embedded`
+//! implementation (`EmbeddedBackend`, in `embedded/`, also at the crate root, with the group of
+//! an application's instances on one log directory in `embedded/group.rs`; the `embedded`
 //! feature, on by default).
 //!
 //! This is all the runtime sees of storage and membership (docs/design.md §5). The embedded log
@@ -21,7 +22,8 @@ use std::time::Duration;
 use riffle_record::{BatchBuilder, FetchedBatch, TopicPartition};
 
 pub use crate::backend::group::{
-    Assignment, GroupCoordinator, GroupInfo, GroupIntervals, Heartbeat, SubtopologyInfo,
+    Assignment, GroupCoordinator, GroupInfo, GroupIntervals, GroupSettings, Heartbeat,
+    SubtopologyInfo,
 };
 use crate::types::error::Result;
 
@@ -171,4 +173,9 @@ pub trait Backend: Send + Sync + 'static {
 
 #[cfg(feature = "embedded")]
 pub use crate::backend::embedded::EmbeddedBackend;
+/// The record of an application's group on a log directory, as `riffle groups` reads it.
+#[cfg(feature = "embedded")]
+pub use crate::backend::embedded::group::{
+    GroupRecord, MemberState, RecordTasks, SubtopologyRecord,
+};
 use crate::types::error::Error;

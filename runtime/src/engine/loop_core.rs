@@ -105,6 +105,8 @@ pub(crate) struct LoopCore {
     seen_version: Option<u64>,
     last_commit: Instant,
     next_heartbeat: Instant,
+    /// When the last heartbeat was sent.
+    last_heartbeat: Instant,
     heartbeat_interval: Duration,
     seen_generation: u64,
     next_cleanup: Option<Instant>,
@@ -129,6 +131,7 @@ impl LoopCore {
             seen_version: None,
             last_commit: now,
             next_heartbeat: now,
+            last_heartbeat: now,
             heartbeat_interval: settings.heartbeat_interval,
             seen_generation: 0,
             resume_after: None,
@@ -329,6 +332,13 @@ impl LoopCore {
         now >= self.next_heartbeat || generation != self.seen_generation
     }
 
+    /// Whether no heartbeat was sent for longer than `session_timeout` (the process was stopped
+    /// or stuck): the coordinator may have given its tasks away, so the thread must heartbeat
+    /// before it fetches or writes anything.
+    pub(crate) fn session_lapsed(&self, now: Instant, session_timeout: Duration) -> bool {
+        now.saturating_duration_since(self.last_heartbeat) > session_timeout
+    }
+
     /// Heartbeat at the next look (the thread lost its tasks and wants them back).
     pub(crate) fn heartbeat_now(&mut self, now: Instant) {
         self.next_heartbeat = self.next_heartbeat.min(now);
@@ -336,6 +346,7 @@ impl LoopCore {
 
     /// A heartbeat was sent at `now` in `generation`.
     pub(crate) fn heartbeat_sent(&mut self, now: Instant, generation: u64) {
+        self.last_heartbeat = now;
         self.seen_generation = generation;
         self.next_heartbeat = now + self.heartbeat_interval;
     }

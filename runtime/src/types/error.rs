@@ -317,6 +317,8 @@ impl Error {
     pub fn backend_kind(&self) -> Option<BackendErrorKind> {
         match self {
             Error::Backend { kind, .. } => Some(*kind),
+            #[cfg(feature = "embedded")]
+            Error::Log(riffle_log::Error::Fenced { .. }) => Some(BackendErrorKind::Fenced),
             _ => None,
         }
     }

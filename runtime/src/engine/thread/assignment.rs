@@ -41,6 +41,8 @@ impl StreamThread {
             self.send_policy.set_interval(intervals.task_offsets);
             self.acceptable_recovery_lag = intervals.acceptable_recovery_lag;
         }
+        // Read from every answer: tasks may stop being pending without a new epoch.
+        self.tasks_pending = assignment.pending;
         if assignment.epoch == self.assignment.epoch {
             return Ok(false);
         }

@@ -109,6 +109,9 @@ pub(crate) struct StreamThread {
     /// Warm-up tasks already reported as caught up.
     warmups_reported: BTreeSet<TaskId>,
     assignment: Assignment,
+    /// The coordinator holds more active tasks for this thread, not yet revoked by their
+    /// owners: the thread is not idle.
+    tasks_pending: bool,
     send_policy: OffsetSendPolicy,
     snapshot: ThreadSnapshot,
 }
@@ -170,6 +173,7 @@ impl StreamThread {
             acceptable_recovery_lag: None,
             warmups_reported: BTreeSet::new(),
             assignment: Assignment::default(),
+            tasks_pending: false,
             send_policy,
             snapshot,
             wiring,
@@ -259,6 +263,17 @@ impl StreamThread {
             }
             // Fetch the ready inputs.
             let poll_start = Instant::now();
+            if self
+                .core
+                .session_lapsed(poll_start, self.wiring.config.group_session_timeout)
+            {
+                // Silent past its session (a stopped process): its tasks may be elsewhere by
+                // now. It hears from the group before it reads or writes anything, and a
+                // fenced member stops here.
+                let generation = self.wiring.coordinator.generation();
+                self.heartbeat(poll_start)?;
+                self.core.heartbeat_sent(poll_start, generation);
+            }
             self.inputs.clear();
             self.inputs.extend(self.core.ready());
             for &(id, input) in &self.inputs {
@@ -399,8 +414,11 @@ impl StreamThread {
                     backend.wake_waiters();
                 }
             }
-            let settled =
-                !reassigned && !restored && self.restoring.is_empty() && self.waiting.is_empty();
+            let settled = !reassigned
+                && !restored
+                && self.restoring.is_empty()
+                && self.waiting.is_empty()
+                && !self.tasks_pending;
             match self.core.wait(now, settled) {
                 Some(wait) => {
                     // What the core took changes up to: newer than `version` when an append

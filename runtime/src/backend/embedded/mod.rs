@@ -1,5 +1,12 @@
 //! The embedded log as a backend ([`EmbeddedBackend`]): records in a riffle-log directory (or in
-//! memory), groups coordinated in process. Behind the `embedded` feature (on by default).
+//! memory). Behind the `embedded` feature (on by default).
+//!
+//! The instances of an application on one log directory form one group, whatever process they
+//! run in (`group.rs`: the group on the log, with the log's fencing of commits); on an
+//! in-memory log, which one process owns, the in-process coordinator
+//! (runtime/src/backend/coordinator.rs) groups the threads.
+
+pub(crate) mod group;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,15 +16,52 @@ use riffle_log::{Log, TopicConfig};
 use riffle_record::{BatchBuilder, FetchedBatch, TopicPartition};
 
 use crate::backend::coordinator::Coordinator;
+use crate::backend::embedded::group::SharedCoordinator;
 use crate::backend::{Backend, GroupCoordinator, GroupInfo, TopicKind};
-use crate::types::error::Result;
+use crate::types::error::{Error, Result};
 
-/// The embedded log as a backend. Applications with the same id on one backend share a
-/// coordinator, so several instances in one process form one group.
+/// The embedded log as a backend. Applications with the same id on one log directory form one
+/// group, in one process or many; on an in-memory log, those on one backend do.
 #[derive(Clone)]
 pub struct EmbeddedBackend {
     log: Log,
-    coordinators: Arc<Mutex<HashMap<String, Arc<Coordinator>>>>,
+    coordinators: Arc<Mutex<HashMap<String, Coordinators>>>,
+}
+
+/// An application's coordinator: on the log directory, or in this process (in-memory logs).
+#[derive(Clone)]
+enum Coordinators {
+    Shared(Arc<SharedCoordinator>),
+    InProcess(Arc<Coordinator>),
+}
+
+impl EmbeddedBackend {
+    /// The membership of `thread` in `group`'s group on the log, for its commits: `None` for a
+    /// writer outside any group (the producer, the test driver) or an in-memory log.
+    fn membership(&self, group: &str, thread: &str) -> Option<Arc<Mutex<riffle_log::GroupMember>>> {
+        let coordinators = self
+            .coordinators
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match coordinators.get(group)? {
+            Coordinators::Shared(c) => c.membership(thread),
+            Coordinators::InProcess(_) => None,
+        }
+    }
+
+    /// A commit of `thread` was fenced: it joins again as a new member.
+    fn fenced(&self, group: &str, thread: &str, result: &Result<impl Sized>) {
+        if !matches!(result, Err(Error::Log(riffle_log::Error::Fenced { .. }))) {
+            return;
+        }
+        let coordinators = self
+            .coordinators
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(Coordinators::Shared(c)) = coordinators.get(group) {
+            c.forget(thread);
+        }
+    }
 }
 
 impl EmbeddedBackend {
@@ -101,10 +145,20 @@ impl Backend for EmbeddedBackend {
     fn commit_offsets(
         &self,
         group: &str,
-        _member: &str,
+        member: &str,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<()> {
-        Ok(self.log.commit_offsets(group, offsets)?)
+        let Some(membership) = self.membership(group, member) else {
+            return Ok(self.log.commit_offsets(group, offsets)?);
+        };
+        let result = {
+            let m = membership.lock().unwrap_or_else(PoisonError::into_inner);
+            self.log
+                .commit_offsets_as(group, &m, offsets)
+                .map_err(Into::into)
+        };
+        self.fenced(group, member, &result);
+        result
     }
     fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
         Ok(self.log.committed_offset(group, tp)?)
@@ -133,21 +187,42 @@ impl Backend for EmbeddedBackend {
     fn commit_transaction(
         &self,
         group: &str,
-        _member: &str,
+        member: &str,
         batches: &mut [(TopicPartition, &mut BatchBuilder)],
         offsets: &[(TopicPartition, u64)],
     ) -> Result<Vec<u64>> {
-        Ok(self.log.commit_transaction(group, batches, offsets)?)
+        let Some(membership) = self.membership(group, member) else {
+            return Ok(self.log.commit_transaction(group, batches, offsets)?);
+        };
+        let result = {
+            let m = membership.lock().unwrap_or_else(PoisonError::into_inner);
+            self.log
+                .commit_transaction_as(group, &m, batches, offsets)
+                .map_err(Into::into)
+        };
+        self.fenced(group, member, &result);
+        result
     }
     fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>> {
         let mut coordinators = self
             .coordinators
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let coordinator = coordinators
-            .entry(group.application_id.clone())
-            .or_insert_with(|| Arc::new(Coordinator::new(group.tasks())))
-            .clone();
+        if let Some(c) = coordinators.get(&group.application_id) {
+            return Ok(match c {
+                Coordinators::Shared(c) => c.clone(),
+                Coordinators::InProcess(c) => c.clone(),
+            });
+        }
+        let (entry, coordinator): (Coordinators, Arc<dyn GroupCoordinator>) =
+            if self.log.dir().is_some() {
+                let c = Arc::new(SharedCoordinator::new(self.log.clone(), group)?);
+                (Coordinators::Shared(c.clone()), c)
+            } else {
+                let c = Arc::new(Coordinator::new(group.tasks()));
+                (Coordinators::InProcess(c.clone()), c)
+            };
+        coordinators.insert(group.application_id.clone(), entry);
         Ok(coordinator)
     }
 }
