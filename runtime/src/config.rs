@@ -346,7 +346,9 @@ impl StreamsConfig {
     /// Sets one option by its name: Kafka's dotted name (`num.stream.threads`) or riffle's
     /// underscored one (`num_stream_threads`). Durations are given in milliseconds under
     /// their Kafka names (`commit.interval.ms`, `poll.ms`, `heartbeat.interval.ms`,
-    /// `task.offset.interval.ms`, `state.cleanup.delay.ms`) and riffle's own
+    /// `task.offset.interval.ms`, `state.cleanup.delay.ms`, and the embedded log's group
+    /// settings by the broker's names, `group.streams.session.timeout.ms` and
+    /// `group.streams.heartbeat.interval.ms`) and riffle's own
     /// (`riffle.http.header.read.timeout.ms`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
         fn parse<T: FromStr>(name: &str, value: &str) -> Result<T> {
@@ -538,6 +540,26 @@ mod tests {
             .set("processing.guarantee", "at_least_once")
             .unwrap();
         assert_eq!(by_name.commit_interval(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn the_embedded_group_settings_take_kafka_names_and_are_checked() {
+        let mut c = StreamsConfig::new("a");
+        c.set("num.standby.replicas", "1").unwrap();
+        c.set("max.warmup.replicas", "3").unwrap();
+        c.set("group.streams.session.timeout.ms", "4000").unwrap();
+        c.set("group.streams.heartbeat.interval.ms", "250").unwrap();
+        assert_eq!(c.num_standby_replicas, 1);
+        assert_eq!(c.max_warmup_replicas, 3);
+        assert_eq!(c.group_session_timeout, Duration::from_secs(4));
+        assert_eq!(c.group_heartbeat_interval, Duration::from_millis(250));
+        c.validate().unwrap();
+        c.set("group.streams.num.standby.replicas", "2").unwrap();
+        assert_eq!(c.num_standby_replicas, 2);
+        // A session no longer than a heartbeat would declare live instances gone.
+        c.set("group.streams.session.timeout.ms", "250").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("group.streams.session.timeout.ms"), "{e}");
     }
 
     #[test]

@@ -136,8 +136,14 @@ fn instance() {
     let mut app = StreamsApp::new(topology, config, EmbeddedBackend::new(log).shared()).unwrap();
     app.start().unwrap();
     let stop = dir.join(format!("stop-{incarnation}"));
-    // Stops when asked, or when the test is gone (its directory removed).
+    // Stops when asked, or when the test is gone (its directory removed). Meanwhile says how
+    // many records it restored so far.
+    let restored_path = dir.join(format!("restored-{incarnation}"));
+    let tmp = dir.join(format!("restored-{incarnation}.tmp"));
     while !stop.exists() && dir.exists() {
+        if std::fs::write(&tmp, app.records_restored().to_string()).is_ok() {
+            let _ = std::fs::rename(&tmp, &restored_path);
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     let restored = app.records_restored();
@@ -147,6 +153,16 @@ fn instance() {
 }
 
 // ---- the harness -------------------------------------------------------------------------
+
+/// The tests of this file run one at a time: each starts several processes, and two at once on
+/// a small machine could starve an instance past its session timeout.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// One run of an instance; killed if dropped running (a failed test leaves no process behind).
 struct Instance {
@@ -220,6 +236,14 @@ impl Instance {
         let mut child = self.child.take().unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// The records it restored so far, as it last said.
+    fn restored_so_far(&self) -> u64 {
+        std::fs::read_to_string(self.dir.join(format!("restored-{}", self.name)))
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
     }
 
     /// Stops it gracefully; returns (records restored, fenced count) as it printed them.
@@ -427,6 +451,7 @@ fn background_producer(
 /// split the tasks and count exactly: no record is processed twice.
 #[test]
 fn two_instances_split_the_tasks_and_count_exactly() {
+    let _serial = one_at_a_time();
     let mut f = Fixture::new();
     let spec = Spec {
         guarantee: "at_least_once",
@@ -460,6 +485,7 @@ fn two_instances_split_the_tasks_and_count_exactly() {
 /// record processed twice (a moving task is committed and closed before it starts elsewhere).
 #[test]
 fn scale_out_and_in_while_producing_counts_exactly() {
+    let _serial = one_at_a_time();
     let fixture = Arc::new(std::sync::Mutex::new(Fixture::new()));
     let dir = fixture.lock().unwrap().dir.clone();
     let spec = Spec {
@@ -495,6 +521,7 @@ fn scale_out_and_in_while_producing_counts_exactly() {
 }
 
 fn kill_9_again_and_again(guarantee: &str) {
+    let _serial = one_at_a_time();
     let seed = seed();
     println!("kill -9 {guarantee}: seed {seed} (RIFFLE_GROUP_SEED replays it)");
     let mut rng = StdRng::seed_from_u64(seed);
@@ -573,6 +600,7 @@ fn kill_9_random_instances_under_at_least_once_never_loses_a_count() {
 /// continues (SIGCONT) it is fenced — it processes nothing its successor owns — and rejoins.
 #[test]
 fn a_stopped_instance_is_fenced_and_rejoins() {
+    let _serial = one_at_a_time();
     for guarantee in ["at_least_once", "exactly_once"] {
         let fixture = Arc::new(std::sync::Mutex::new(Fixture::new()));
         let dir = fixture.lock().unwrap().dir.clone();
@@ -589,8 +617,8 @@ fn a_stopped_instance_is_fenced_and_rejoins() {
         let mut events = Events::default();
         events.stopped.entry("a".into()).or_default().push(now_ns());
         a.signal("-STOP");
-        // Past the 2 s session: b takes every task.
-        std::thread::sleep(Duration::from_millis(4000));
+        // Past the 3 s session: b takes every task.
+        std::thread::sleep(Duration::from_millis(6000));
         let continued = now_ns();
         a.signal("-CONT");
         std::thread::sleep(Duration::from_millis(3000));
@@ -633,6 +661,7 @@ fn a_stopped_instance_is_fenced_and_rejoins() {
 /// had not applied; without standbys it restores the dead instance's whole state.
 #[test]
 fn a_standby_makes_failover_restore_almost_nothing() {
+    let _serial = one_at_a_time();
     let mut restored = Vec::new();
     for standbys in [0, 1] {
         let mut f = Fixture::new();
@@ -650,11 +679,13 @@ fn a_standby_makes_failover_restore_almost_nothing() {
         f.wait_committed(Duration::from_secs(60));
         // Let standbys catch up with the last commit's changelog records.
         std::thread::sleep(Duration::from_millis(1500));
+        let before = b.restored_so_far();
         let mut events = Events::default();
         a.kill9(&mut events);
         f.produce(600);
         f.wait_committed(Duration::from_secs(60));
         let (b_restored, _) = b.stop();
+        let b_restored = b_restored - before;
         for (k, n) in &f.model {
             assert!(f.output_counts().get(k).copied().unwrap_or(0) >= *n);
         }
