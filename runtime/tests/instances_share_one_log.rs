@@ -190,8 +190,9 @@ struct Spec<'a> {
 /// What the test did to an incarnation, and when.
 #[derive(Default)]
 struct Events {
-    /// Incarnation → times it was killed or stopped.
-    stopped: HashMap<String, Vec<u128>>,
+    /// Incarnation → when it was killed or stopped: the time before the signal was sent and
+    /// the time after it took effect (the process died or stopped somewhere between).
+    stopped: HashMap<String, Vec<(u128, u128)>>,
 }
 
 impl Instance {
@@ -228,14 +229,15 @@ impl Instance {
     }
 
     fn kill9(mut self, events: &mut Events) {
+        let before = now_ns();
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
         events
             .stopped
             .entry(self.name.clone())
             .or_default()
-            .push(now_ns());
-        let mut child = self.child.take().unwrap();
-        child.kill().unwrap();
-        child.wait().unwrap();
+            .push((before, now_ns()));
     }
 
     /// The records it restored so far, as it last said.
@@ -254,8 +256,9 @@ impl Instance {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
-            "instance {} failed: {stdout}\n{stderr}",
-            self.name
+            "instance {} failed ({}): {stdout}\n{stderr}",
+            self.name,
+            out.status
         );
         let line = stdout
             .lines()
@@ -403,10 +406,12 @@ impl Fixture {
             }
             for pair in entries.windows(2) {
                 let [(t1, a), (t2, b)] = pair else { continue };
+                // `a` may have processed it up to when the signal took effect, and `b` only
+                // after it was sent.
                 let a_stopped_between = events
                     .stopped
                     .get(a)
-                    .is_some_and(|ts| ts.iter().any(|t| t1 <= t && t <= t2));
+                    .is_some_and(|ts| ts.iter().any(|(sent, done)| t1 <= done && sent <= t2));
                 assert!(
                     a_stopped_between,
                     "record in-{p}@{o} was processed by {a} at {t1} and again by {b} at {t2}, \
@@ -615,8 +620,15 @@ fn a_stopped_instance_is_fenced_and_rejoins() {
             background_producer(fixture.clone(), 30, Duration::from_millis(20));
         std::thread::sleep(Duration::from_millis(1500));
         let mut events = Events::default();
-        events.stopped.entry("a".into()).or_default().push(now_ns());
+        let sent = now_ns();
         a.signal("-STOP");
+        // `kill` returns once the signal is sent; a stop takes effect within milliseconds.
+        std::thread::sleep(Duration::from_millis(100));
+        events
+            .stopped
+            .entry("a".into())
+            .or_default()
+            .push((sent, now_ns()));
         // Past the 3 s session: b takes every task.
         std::thread::sleep(Duration::from_millis(6000));
         let continued = now_ns();

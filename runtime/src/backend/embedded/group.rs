@@ -15,9 +15,10 @@
 //! next heartbeat.
 //!
 //! The record is JSON (readable with `riffle groups --describe`), written only when a step
-//! changed it, and decoded again only when another process wrote it: a heartbeat that changes
-//! nothing costs the log's step (a directory listing and a lock try per member) and no work
-//! proportional to tasks.
+//! changed it, and decoded again only when another process wrote it; a member's report is read
+//! again only when the epoch of the assignment it holds moved, and what it is given is kept
+//! with the record's generation: a heartbeat that changes nothing costs the log's step (a
+//! directory listing and a lock try per member) and no work proportional to tasks.
 //!
 //! A member declared gone is fenced: the log refuses its commits and transactions
 //! (`Log::commit_offsets_as`, `Log::commit_transaction_as`), its next step fails with
@@ -79,6 +80,10 @@ pub struct MemberState {
     pub current: RecordTasks,
     /// What it last said it owns.
     pub owned: RecordTasks,
+    /// The epoch of the assignment it last said it holds (`owned` is read again only when
+    /// this moves).
+    #[serde(default)]
+    pub owned_epoch: u64,
     /// The task offsets it last sent, by task (`0_1`).
     #[serde(with = "task_map")]
     pub offsets: BTreeMap<TaskId, i64>,
@@ -224,6 +229,9 @@ pub(crate) struct SharedCoordinator {
     members: Mutex<HashMap<String, Arc<Mutex<GroupMember>>>>,
     /// The record last read or written, with its generation.
     cached: Mutex<Option<(u64, GroupRecord)>>,
+    /// What each member of this process was last given, at which generation: a heartbeat
+    /// that changes nothing answers from here, with no work proportional to tasks.
+    given: Mutex<HashMap<String, (u64, Assignment)>>,
     /// Moves when a step of this process changed the record or revoked tasks: the threads of
     /// this process heartbeat at once.
     generation: AtomicU64,
@@ -260,6 +268,7 @@ impl SharedCoordinator {
             host: host_name(),
             members: Mutex::new(HashMap::new()),
             cached: Mutex::new(None),
+            given: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
         })
     }
@@ -367,9 +376,9 @@ impl SharedCoordinator {
                         ..MemberState::default()
                     }
                 });
-            let owned = RecordTasks::of(report.owned);
-            if me.owned != owned {
-                me.owned = owned;
+            if me.owned_epoch != report.owned.epoch {
+                me.owned_epoch = report.owned.epoch;
+                me.owned = RecordTasks::of(report.owned);
                 changed = true;
             }
             if let Some(offsets) = &report.offsets {
@@ -408,6 +417,15 @@ impl SharedCoordinator {
             }
         }
         let mut given = Assignment::default();
+        let mut last_given = locked(&self.given);
+        if !changed
+            && let Some((generation, last)) = last_given.get(member_id)
+            && *generation == step.generation
+        {
+            // Nothing changed since this member was last given its tasks.
+            *cached = Some((step.generation, record));
+            return Ok(last.clone());
+        }
         if !leaving {
             let current = reconcile(&record, member_id);
             if let Some(me) = record.members.get_mut(member_id) {
@@ -444,6 +462,11 @@ impl SharedCoordinator {
             step.generation
         };
         *cached = Some((generation, record));
+        if leaving {
+            last_given.remove(member_id);
+        } else {
+            last_given.insert(member_id.to_owned(), (generation, given.clone()));
+        }
         Ok(given)
     }
 

@@ -18,7 +18,7 @@ use riffle_record::{BatchBuilder, FetchedBatch, TopicPartition};
 use crate::backend::coordinator::Coordinator;
 use crate::backend::embedded::group::SharedCoordinator;
 use crate::backend::{Backend, GroupCoordinator, GroupInfo, TopicKind};
-use crate::types::error::{Error, Result};
+use crate::types::error::Result;
 
 /// The embedded log as a backend. Applications with the same id on one log directory form one
 /// group, in one process or many; on an in-memory log, those on one backend do.
@@ -36,31 +36,42 @@ enum Coordinators {
 }
 
 impl EmbeddedBackend {
-    /// The membership of `thread` in `group`'s group on the log, for its commits: `None` for a
-    /// writer outside any group (the producer, the test driver) or an in-memory log.
-    fn membership(&self, group: &str, thread: &str) -> Option<Arc<Mutex<riffle_log::GroupMember>>> {
+    /// The group on the log of application `group`, if this backend runs one (an in-memory log
+    /// groups its threads in process).
+    fn shared_coordinator(&self, group: &str) -> Option<Arc<SharedCoordinator>> {
         let coordinators = self
             .coordinators
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         match coordinators.get(group)? {
-            Coordinators::Shared(c) => c.membership(thread),
+            Coordinators::Shared(c) => Some(c.clone()),
             Coordinators::InProcess(_) => None,
         }
     }
 
-    /// A commit of `thread` was fenced: it joins again as a new member.
-    fn fenced(&self, group: &str, thread: &str, result: &Result<impl Sized>) {
-        if !matches!(result, Err(Error::Log(riffle_log::Error::Fenced { .. }))) {
-            return;
+    /// A commit of stream thread `thread` of application `group`: `commit` is given the
+    /// thread's membership of the group on the log, to be fenced by, or `None` for a writer
+    /// outside any group (the producer, the test driver) and on an in-memory log. A fenced
+    /// thread joins again as a new member.
+    fn commit_as<T>(
+        &self,
+        group: &str,
+        thread: &str,
+        commit: impl FnOnce(Option<&riffle_log::GroupMember>) -> riffle_log::Result<T>,
+    ) -> Result<T> {
+        let coordinator = self.shared_coordinator(group);
+        let Some((coordinator, membership)) =
+            coordinator.and_then(|c| c.membership(thread).map(|m| (c, m)))
+        else {
+            return Ok(commit(None)?);
+        };
+        let result = commit(Some(
+            &membership.lock().unwrap_or_else(PoisonError::into_inner),
+        ));
+        if let Err(riffle_log::Error::Fenced { .. }) = &result {
+            coordinator.forget(thread);
         }
-        let coordinators = self
-            .coordinators
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(Coordinators::Shared(c)) = coordinators.get(group) {
-            c.forget(thread);
-        }
+        Ok(result?)
     }
 }
 
@@ -148,17 +159,10 @@ impl Backend for EmbeddedBackend {
         member: &str,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<()> {
-        let Some(membership) = self.membership(group, member) else {
-            return Ok(self.log.commit_offsets(group, offsets)?);
-        };
-        let result = {
-            let m = membership.lock().unwrap_or_else(PoisonError::into_inner);
-            self.log
-                .commit_offsets_as(group, &m, offsets)
-                .map_err(Into::into)
-        };
-        self.fenced(group, member, &result);
-        result
+        self.commit_as(group, member, |membership| match membership {
+            Some(m) => self.log.commit_offsets_as(group, m, offsets),
+            None => self.log.commit_offsets(group, offsets),
+        })
     }
     fn committed_offset(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
         Ok(self.log.committed_offset(group, tp)?)
@@ -191,17 +195,10 @@ impl Backend for EmbeddedBackend {
         batches: &mut [(TopicPartition, &mut BatchBuilder)],
         offsets: &[(TopicPartition, u64)],
     ) -> Result<Vec<u64>> {
-        let Some(membership) = self.membership(group, member) else {
-            return Ok(self.log.commit_transaction(group, batches, offsets)?);
-        };
-        let result = {
-            let m = membership.lock().unwrap_or_else(PoisonError::into_inner);
-            self.log
-                .commit_transaction_as(group, &m, batches, offsets)
-                .map_err(Into::into)
-        };
-        self.fenced(group, member, &result);
-        result
+        self.commit_as(group, member, |membership| match membership {
+            Some(m) => self.log.commit_transaction_as(group, m, batches, offsets),
+            None => self.log.commit_transaction(group, batches, offsets),
+        })
     }
     fn group_coordinator(&self, group: &GroupInfo) -> Result<Arc<dyn GroupCoordinator>> {
         let mut coordinators = self
