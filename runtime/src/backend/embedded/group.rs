@@ -382,6 +382,10 @@ impl SharedCoordinator {
                 }
             }
         }
+        // A member joined, left or was declared gone: the record is written even when no
+        // target moves (a member given nothing, more members than tasks), so that it lists
+        // exactly the members.
+        changed |= members_changed;
         let warming = record.members.values().any(|m| !m.target.warmup.is_empty());
         if !record.members.is_empty()
             && (members_changed || record.epoch == 0 || (offsets_changed && warming))
@@ -680,5 +684,93 @@ impl GroupCoordinator for SharedCoordinator {
                 .extend(partitions(&m.current.standby));
         }
         Some(by_host.into_values().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use riffle_log::LogOptions;
+
+    use super::*;
+    use crate::backend::group::{GroupSettings, SubtopologyInfo};
+    use crate::config::ProcessingGuarantee;
+
+    /// One process of an application whose one sub-topology has `tasks` stateless tasks.
+    fn info(process: &str, tasks: u32) -> GroupInfo {
+        GroupInfo {
+            application_id: "app".to_owned(),
+            process_id: process.to_owned(),
+            subtopologies: vec![SubtopologyInfo {
+                id: 0,
+                source_topics: vec!["in".to_owned()],
+                repartition_source_topics: Vec::new(),
+                repartition_sink_topics: Vec::new(),
+                changelog_topics: Vec::new(),
+                windowed_changelog_retention_ms: BTreeMap::new(),
+                partitions: tasks,
+            }],
+            user_endpoint: None,
+            processing_guarantee: ProcessingGuarantee::AtLeastOnce,
+            settings: GroupSettings::default(),
+        }
+    }
+
+    fn heartbeat(c: &SharedCoordinator, owned: &Assignment) -> Assignment {
+        c.heartbeat(Heartbeat {
+            member: "t1",
+            task_offsets: None,
+            owned,
+        })
+        .unwrap()
+    }
+
+    /// The record as another process reads it from the log.
+    fn record(dir: &std::path::Path) -> GroupRecord {
+        let log = Log::open_read_only(dir, LogOptions::default()).unwrap();
+        GroupRecord::decode(&log.describe_group("app").unwrap().unwrap().data).unwrap()
+    }
+
+    /// A member that joins and is given nothing (more members than tasks) is written into the
+    /// record — the other processes' assignments count it, and `riffle groups` lists it as a
+    /// member rather than as joining — and removed from it when it leaves or dies, though no
+    /// target moves either time.
+    #[test]
+    fn members_given_no_task_join_and_leave_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || Log::open(dir.path(), LogOptions::default()).unwrap();
+        let a = SharedCoordinator::new(open(), &info("process-a", 1)).unwrap();
+        let b = SharedCoordinator::new(open(), &info("process-b", 1)).unwrap();
+        let given = heartbeat(&a, &Assignment::default());
+        assert_eq!(given.active.len(), 1);
+        heartbeat(&a, &given);
+        for _ in 0..3 {
+            let idle = heartbeat(&b, &Assignment::default());
+            assert!(idle.active.is_empty(), "{idle:?}");
+        }
+        let r = record(dir.path());
+        let processes: BTreeSet<&str> = r.members.values().map(|m| m.process.as_str()).collect();
+        assert_eq!(
+            processes,
+            BTreeSet::from(["process-a", "process-b"]),
+            "both members are in the record: {r:?}"
+        );
+        // The first process sees the second as a member too.
+        heartbeat(&a, &given);
+        assert_eq!(record(dir.path()).members.len(), 2);
+        // It leaves: gone from the record at once, though no target moved.
+        b.leave("t1");
+        let r = record(dir.path());
+        assert_eq!(r.members.len(), 1, "only a's member is left: {r:?}");
+        // A third joins, is given nothing, and its process dies (its member file's lock is
+        // freed without a leave): the next step of another member removes it from the record.
+        let c = SharedCoordinator::new(open(), &info("process-c", 1)).unwrap();
+        heartbeat(&c, &Assignment::default());
+        assert_eq!(record(dir.path()).members.len(), 2);
+        drop(c);
+        assert_eq!(heartbeat(&a, &given).active, given.active);
+        let r = record(dir.path());
+        assert_eq!(r.members.len(), 1, "the dead member is gone: {r:?}");
     }
 }
