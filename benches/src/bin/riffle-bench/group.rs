@@ -1537,3 +1537,40 @@ fn rebalance(
     anyhow::ensure!(exact, "the counts differ from a HashMap count of the input");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_and_summary_lines_parse() {
+        // As the sample prints them under --follow, and when it stops.
+        let line = "12.3 s: 4567 records processed, 890 records/s, 1234 restored, compaction: 0 partitions cleaned, 0.0 MiB read and written, 0 records removed; caught up";
+        assert_eq!(number_before::<u64>(line, " restored,"), Some(1234));
+        let summary = "processed 2000000 records in 1.23 s: 1626016 records/s (interrupted)";
+        assert_eq!(
+            number_before::<u64>(summary, " records in "),
+            Some(2_000_000)
+        );
+        assert_eq!(number_before::<u64>("no figures here", " restored,"), None);
+    }
+
+    #[test]
+    fn marker_keys_cover_every_partition_in_order() {
+        let keys = marker_keys(8);
+        assert_eq!(keys.len(), 8);
+        for (p, key) in keys.iter().enumerate() {
+            assert_eq!(partition_for_key(key.as_bytes(), 8) as usize, p);
+        }
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 10.0);
+        assert_eq!(quantile(&v, 0.99), 20.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+        assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), 2.5);
+    }
+}
