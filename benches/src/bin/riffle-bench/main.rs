@@ -28,7 +28,11 @@
 //!   at_least_once and exactly_once, records/s and CPU per record (riffle's and the broker's);
 //! - `cargo run --release -p riffle-bench -- log`: the embedded log shared by processes — append
 //!   and fetch throughput with 1 and 4 processes on 1 and 100 partitions, the cross-process wake-up
-//!   latency.
+//!   latency;
+//! - `cargo run --release -p riffle-bench -- group`: instances of the sample in processes of
+//!   their own forming one group on one embedded log — records/s and CPU per record with 1, 2 and
+//!   4 instances, the failover time after a `kill -9` with 0 and 1 standby, and what a rebalance
+//!   that moves nothing costs the instances it does not touch.
 //!
 //! The fixtures live in this package's library (`riffle_bench`), shared with the criterion
 //! benches; the bundled sample's topology, input generator and count check come from
@@ -37,6 +41,7 @@
 //! installs none.
 
 mod app;
+mod group;
 mod idle;
 mod join;
 mod kafka;
@@ -133,7 +138,20 @@ enum Bench {
     /// nothing due (per partition), one deleting old segments (per segment deleted), and
     /// `delete_records` (per call), for 100, 1,000 and 10,000 partitions by default.
     Retention(retention::Args),
-    /// The bundled samples, as `riffle sample` runs them: the child process of `soak`.
+    /// Instances of the groupByKey-count sample (child processes, each with its own state
+    /// directory) forming one group on one embedded log. Throughput: 2,000,000 records over
+    /// 10,000 keys in 8 partitions written first, then 1, 2 and 4 instances of one stream thread
+    /// each, timed until the group committed the input's end: records/s, each instance's CPU
+    /// time and CPU per record, the counts checked. Failover: 2 instances while this process
+    /// appends 5,000 records/s; one killed with SIGKILL (20 times, alternately), timed until every
+    /// input partition's committed offset reached its end at the kill, then started again; with
+    /// 0 and 1 standby replica (p50, p99, max). Rebalance: 2 instances of 3 threads over 4 tasks;
+    /// an idle instance joins and leaves, an instance restarts: the group epoch, and whether the
+    /// untouched instance's members lost a task, had their member epoch moved, or paused
+    /// committing, beside a quiet window. Not for CI (minutes).
+    Group(group::Args),
+    /// The bundled samples, as `riffle sample` runs them: the child process of `soak` and
+    /// `group`.
     #[command(subcommand, hide = true)]
     Sample(riffle_cli::sample::Sample),
 }
@@ -169,6 +187,7 @@ fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Log(args) => log::run(args),
         Bench::Scale(args) => scale::run(args),
         Bench::Soak(args) => soak::run(args),
+        Bench::Group(args) => group::run(args),
         Bench::Retention(args) => retention::run(args),
         Bench::Sample(sample) => riffle_cli::sample::run(sample),
     }
