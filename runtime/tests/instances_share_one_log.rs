@@ -133,6 +133,9 @@ fn instance() {
     config
         .set("num.standby.replicas", &env("RIFFLE_INSTANCE_STANDBYS"))
         .unwrap();
+    if let Ok(lag) = std::env::var("RIFFLE_INSTANCE_RECOVERY_LAG") {
+        config.set("acceptable.recovery.lag", &lag).unwrap();
+    }
     let mut app = StreamsApp::new(topology, config, EmbeddedBackend::new(log).shared()).unwrap();
     app.start().unwrap();
     let stop = dir.join(format!("stop-{incarnation}"));
@@ -185,6 +188,8 @@ struct Spec<'a> {
     guarantee: &'a str,
     threads: u32,
     standbys: u32,
+    /// `acceptable.recovery.lag`, if not the default.
+    recovery_lag: Option<u64>,
 }
 
 /// What the test did to an incarnation, and when.
@@ -205,6 +210,10 @@ impl Instance {
             .env("RIFFLE_INSTANCE_THREADS", spec.threads.to_string())
             .env("RIFFLE_INSTANCE_GUARANTEE", spec.guarantee)
             .env("RIFFLE_INSTANCE_STANDBYS", spec.standbys.to_string())
+            .env(
+                "RIFFLE_INSTANCE_RECOVERY_LAG",
+                spec.recovery_lag.unwrap_or(10_000).to_string(),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -314,6 +323,26 @@ impl Fixture {
                     .append(&TopicPartition::new("in", p as u32), b)
                     .unwrap();
             }
+        }
+    }
+
+    /// Appends `n` records, each of a key of its own (a changelog record each).
+    fn produce_distinct(&mut self, n: u64) {
+        let mut batches: Vec<BatchBuilder> = (0..PARTITIONS)
+            .map(|_| BatchBuilder::new(Compression::None))
+            .collect();
+        for _ in 0..n {
+            let i = self.produced;
+            self.produced += 1;
+            let key = format!("d{i}");
+            let p = partition_for_key(key.as_bytes(), PARTITIONS);
+            batches[p as usize].push(0, Some(key.as_bytes()), Some(i.to_string().as_bytes()));
+            *self.model.entry(key).or_default() += 1;
+        }
+        for (p, b) in batches.iter_mut().enumerate() {
+            self.log
+                .append(&TopicPartition::new("in", p as u32), b)
+                .unwrap();
         }
     }
 
@@ -462,6 +491,7 @@ fn two_instances_split_the_tasks_and_count_exactly() {
         guarantee: "at_least_once",
         threads: 2,
         standbys: 0,
+        recovery_lag: None,
     };
     let a = Instance::spawn(&f.dir, "a", "state-a", spec);
     let b = Instance::spawn(&f.dir, "b", "state-b", spec);
@@ -497,6 +527,7 @@ fn scale_out_and_in_while_producing_counts_exactly() {
         guarantee: "exactly_once",
         threads: 1,
         standbys: 0,
+        recovery_lag: None,
     };
     let (stop, producer, _) = background_producer(fixture.clone(), 60, Duration::from_millis(20));
     let pause = || std::thread::sleep(Duration::from_millis(1500));
@@ -540,6 +571,7 @@ fn kill_9_again_and_again(guarantee: &str) {
         guarantee,
         threads: 2,
         standbys: 0,
+        recovery_lag: None,
     };
     let mut events = Events::default();
     let mut incarnations = 0;
@@ -613,6 +645,7 @@ fn a_stopped_instance_is_fenced_and_rejoins() {
             guarantee,
             threads: 2,
             standbys: 0,
+            recovery_lag: None,
         };
         let a = Instance::spawn(&dir, "a", "state-a", spec);
         let b = Instance::spawn(&dir, "b", "state-b", spec);
@@ -681,6 +714,7 @@ fn a_standby_makes_failover_restore_almost_nothing() {
             guarantee: "at_least_once",
             threads: 1,
             standbys,
+            recovery_lag: None,
         };
         let a = Instance::spawn(&f.dir, "a", "state-a", spec);
         let b = Instance::spawn(&f.dir, "b", "state-b", spec);
@@ -711,5 +745,70 @@ fn a_standby_makes_failover_restore_almost_nothing() {
     assert!(
         restored[1] * 10 <= restored[0],
         "with a standby it restores far less: {restored:?}"
+    );
+}
+
+/// A stateful task that would move to an instance far behind on its changelog (more than
+/// `acceptable.recovery.lag`) is first warmed up there while it stays active where it is; once
+/// the warm-up caught up it moves, and the counts stay exact.
+#[test]
+fn a_lagging_instance_warms_up_before_it_takes_tasks() {
+    let _serial = one_at_a_time();
+    let mut f = Fixture::new();
+    let spec = Spec {
+        guarantee: "exactly_once",
+        threads: 1,
+        standbys: 0,
+        recovery_lag: Some(10),
+    };
+    let a = Instance::spawn(&f.dir, "a", "state-a", spec);
+    // A changelog long enough that a warm-up takes a few heartbeats to catch up.
+    f.produce_distinct(60_000);
+    f.wait_committed(Duration::from_secs(60));
+    let b = Instance::spawn(&f.dir, "b", "state-b", spec);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut warmed, mut settled) = (false, false);
+    while !settled {
+        assert!(
+            Instant::now() < deadline,
+            "the group did not settle with both instances active (warm-ups seen: {warmed})"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+        let Some(view) = f.log.describe_group(APP).unwrap() else {
+            continue;
+        };
+        let record = riffle::backend::GroupRecord::decode(&view.data).unwrap();
+        warmed |= record
+            .members
+            .values()
+            .any(|m| !m.target.warmup.is_empty() || !m.current.warmup.is_empty());
+        let processes: std::collections::HashSet<&str> = record
+            .members
+            .values()
+            .filter(|m| !m.current.active.is_empty())
+            .map(|m| m.process.as_str())
+            .collect();
+        settled = processes.len() == 2
+            && record
+                .members
+                .values()
+                .all(|m| m.target == m.current && m.target.warmup.is_empty());
+    }
+    if !warmed {
+        let view = f.log.describe_group(APP).unwrap().unwrap();
+        panic!(
+            "tasks moving to the empty instance were not warmed up first: {}",
+            String::from_utf8_lossy(&view.data)
+        );
+    }
+    f.produce(2000);
+    f.wait_committed(Duration::from_secs(60));
+    a.stop();
+    b.stop();
+    assert_eq!(f.output_counts(), f.model);
+    assert_eq!(
+        f.check_ledger(&Events::default()),
+        0,
+        "no record processed twice"
     );
 }
