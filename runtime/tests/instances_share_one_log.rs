@@ -306,13 +306,24 @@ impl Fixture {
 
     /// Appends `n` records over the keys, one batch per partition.
     fn produce(&mut self, n: u64) {
+        self.produce_keyed(n, |i| format!("k{}", i % KEYS));
+    }
+
+    /// Appends `n` records, each of a key of its own (a changelog record each).
+    fn produce_distinct(&mut self, n: u64) {
+        self.produce_keyed(n, |i| format!("d{i}"));
+    }
+
+    /// Appends `n` records, record `i` (counting from the first ever produced) under `key(i)`,
+    /// one batch per partition.
+    fn produce_keyed(&mut self, n: u64, key: impl Fn(u64) -> String) {
         let mut batches: Vec<BatchBuilder> = (0..PARTITIONS)
             .map(|_| BatchBuilder::new(Compression::None))
             .collect();
         for _ in 0..n {
             let i = self.produced;
             self.produced += 1;
-            let key = format!("k{}", i % KEYS);
+            let key = key(i);
             let p = partition_for_key(key.as_bytes(), PARTITIONS);
             batches[p as usize].push(0, Some(key.as_bytes()), Some(i.to_string().as_bytes()));
             *self.model.entry(key).or_default() += 1;
@@ -323,26 +334,6 @@ impl Fixture {
                     .append(&TopicPartition::new("in", p as u32), b)
                     .unwrap();
             }
-        }
-    }
-
-    /// Appends `n` records, each of a key of its own (a changelog record each).
-    fn produce_distinct(&mut self, n: u64) {
-        let mut batches: Vec<BatchBuilder> = (0..PARTITIONS)
-            .map(|_| BatchBuilder::new(Compression::None))
-            .collect();
-        for _ in 0..n {
-            let i = self.produced;
-            self.produced += 1;
-            let key = format!("d{i}");
-            let p = partition_for_key(key.as_bytes(), PARTITIONS);
-            batches[p as usize].push(0, Some(key.as_bytes()), Some(i.to_string().as_bytes()));
-            *self.model.entry(key).or_default() += 1;
-        }
-        for (p, b) in batches.iter_mut().enumerate() {
-            self.log
-                .append(&TopicPartition::new("in", p as u32), b)
-                .unwrap();
         }
     }
 
