@@ -607,7 +607,20 @@ fn host_name() -> String {
 
 impl GroupCoordinator for SharedCoordinator {
     fn register(&self, member: &str) {
-        if let Err(e) = self.member(member) {
+        // Joins and enters the record at once (owning nothing, reporting no offsets yet), so
+        // that the first target assignment sees every thread of this instance rather than
+        // giving every task to the first to heartbeat and moving half of them at the next.
+        let owned = Assignment::default();
+        let joined = self.member(member).and_then(|m| {
+            let mut m = locked(&m);
+            let id = m.id().to_owned();
+            let report = Report {
+                owned: &owned,
+                offsets: None,
+            };
+            m.step(|step| self.step(member, step, &id, Some(report)))
+        });
+        if let Err(e) = joined {
             tracing::warn!(thread = member, error = %e, "could not join the group yet; the first heartbeat tries again");
         }
     }
