@@ -117,6 +117,43 @@ struct GroupShared {
     name: String,
     dir: PathBuf,
     step: Mutex<StepState>,
+    /// This process's members' files and session timeouts, by member id: a step waiting for
+    /// the group lock keeps their heartbeats fresh (see [`GroupShared::lock_group`]).
+    here: Mutex<BTreeMap<String, (Arc<File>, u32)>>,
+}
+
+impl GroupShared {
+    /// Takes the group lock. While another process holds it — one stopped (SIGSTOP) inside a
+    /// step holds it until it continues — the members of this process are alive, only
+    /// waiting: their heartbeats are written every 100 ms meanwhile, so that the holder, once
+    /// it continues, does not take the wait for silence and declare them gone.
+    fn lock_group(&self, state: &StepState) -> Result<()> {
+        let path = self.dir.join(LOCK_FILE);
+        let mut pause = Duration::from_millis(1);
+        let mut refreshed = std::time::Instant::now();
+        loop {
+            match state.lock.try_lock() {
+                Ok(()) => return Ok(()),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => return Err(e).at(&path),
+            }
+            if refreshed.elapsed() >= Duration::from_millis(100) {
+                refreshed = std::time::Instant::now();
+                let here = self.here.lock().unwrap_or_else(PoisonError::into_inner);
+                for (id, (file, session_timeout_ms)) in here.iter() {
+                    let record = MemberRecord {
+                        heartbeat_ms: now_ms(),
+                        session_timeout_ms: *session_timeout_ms,
+                        pid: std::process::id(),
+                    };
+                    let member = self.dir.join(format!("{id}{MEMBER_SUFFIX}"));
+                    write_at(file, &record.encode()).at(&member)?;
+                }
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(16));
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -133,9 +170,21 @@ pub struct GroupMember {
     group: Group,
     id: String,
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     identity: u64,
     session_timeout_ms: u32,
+}
+
+impl Drop for GroupMember {
+    fn drop(&mut self) {
+        let mut here = self
+            .group
+            .shared
+            .here
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        here.remove(&self.id);
+    }
 }
 
 /// Held while a fenced commit writes: the member is still in the group, and stays so until this
@@ -207,6 +256,7 @@ impl Log {
                 name: group.to_owned(),
                 dir,
                 step: Mutex::new(StepState { lock, cached: None }),
+                here: Mutex::new(BTreeMap::new()),
             }),
         })
     }
@@ -367,7 +417,7 @@ impl Group {
         // Under the group lock: a step never sees a member file that is not locked yet.
         let state = locked(&self.shared.step);
         let lock_path = self.shared.dir.join(LOCK_FILE);
-        state.lock.lock().at(&lock_path)?;
+        self.shared.lock_group(&state)?;
         let joined = (|| {
             let file = OpenOptions::new()
                 .read(true)
@@ -383,15 +433,21 @@ impl Group {
                 });
             }
             let identity = identity(&file.metadata().at(&path)?);
+            let file = Arc::new(file);
             let mut joined = GroupMember {
                 group: self.clone(),
                 id: member.to_owned(),
                 path,
-                file,
+                file: file.clone(),
                 identity,
                 session_timeout_ms,
             };
             joined.heartbeat()?;
+            self.shared
+                .here
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(member.to_owned(), (file, session_timeout_ms));
             Ok(joined)
         })();
         state.lock.unlock().at(&lock_path)?;
@@ -450,7 +506,7 @@ impl GroupMember {
         let shared = self.group.shared.clone();
         let mut state = locked(&shared.step);
         let lock_path = shared.dir.join(LOCK_FILE);
-        state.lock.lock().at(&lock_path)?;
+        shared.lock_group(&state)?;
         let result = self.step_locked(&shared, &mut state, f);
         state.lock.unlock().at(&lock_path)?;
         result
@@ -575,7 +631,7 @@ impl GroupMember {
         let shared = me.group.shared.clone();
         let mut state = locked(&shared.step);
         let lock_path = shared.dir.join(LOCK_FILE);
-        state.lock.lock().at(&lock_path)?;
+        shared.lock_group(&state)?;
         let result = me.step_locked(&shared, &mut state, f).and_then(|out| {
             std::fs::remove_file(&me.path).at(&me.path)?;
             Ok::<T, E>(out)

@@ -180,3 +180,44 @@ fn records_round_trip_and_damage_is_named() {
         assert!(decode_state(&state[..cut]).is_err(), "cut at {cut}");
     }
 }
+
+#[test]
+fn members_waiting_for_a_stalled_lock_holder_stay_alive() {
+    let (_dir, log) = log();
+    let group = log.group("app").expect("group");
+    let mut a = group.join("a", Duration::from_millis(300)).expect("join a");
+    let idle = group
+        .join("idle", Duration::from_millis(300))
+        .expect("join idle");
+    let other = Log::open(log.dir().expect("dir"), LogOptions::default()).expect("reopen");
+    let mut b = other
+        .group("app")
+        .expect("group")
+        .join("b", LONG)
+        .expect("join b");
+    // A holder stopped inside a step: the group lock held for longer than the sessions.
+    let lock_path = log
+        .dir()
+        .expect("dir")
+        .join(MEMBERS_DIR)
+        .join("app")
+        .join(LOCK_FILE);
+    let holder = std::fs::File::open(&lock_path).expect("open the lock");
+    holder.lock().expect("lock");
+    let waiter = std::thread::spawn(move || {
+        let departed = a
+            .step(|s| Ok::<_, Error>(s.departed.clone()))
+            .expect("step");
+        (a, departed)
+    });
+    std::thread::sleep(Duration::from_millis(900));
+    holder.unlock().expect("unlock");
+    let (_a, departed) = waiter.join().expect("waiter");
+    // Once the holder continues, neither the member that waited nor its idle sibling is gone.
+    assert!(departed.is_empty(), "{departed:?}");
+    let departed = b
+        .step(|s| Ok::<_, Error>(s.departed.clone()))
+        .expect("step");
+    assert!(departed.is_empty(), "{departed:?}");
+    drop(idle);
+}
