@@ -309,6 +309,15 @@ impl Fixture {
         self.produce_keyed(n, |i| format!("k{}", i % KEYS));
     }
 
+    /// `rounds` rounds of `n` records `pause` apart, then waits until all are committed.
+    fn produce_in_rounds(&mut self, rounds: u32, n: u64, pause: Duration) {
+        for _ in 0..rounds {
+            self.produce(n);
+            std::thread::sleep(pause);
+        }
+        self.wait_committed(Duration::from_secs(60));
+    }
+
     /// Appends `n` records, each of a key of its own (a changelog record each).
     fn produce_distinct(&mut self, n: u64) {
         self.produce_keyed(n, |i| format!("d{i}"));
@@ -486,11 +495,7 @@ fn two_instances_split_the_tasks_and_count_exactly() {
     };
     let a = Instance::spawn(&f.dir, "a", "state-a", spec);
     let b = Instance::spawn(&f.dir, "b", "state-b", spec);
-    for _ in 0..20 {
-        f.produce(500);
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f.wait_committed(Duration::from_secs(60));
+    f.produce_in_rounds(20, 500, Duration::from_millis(50));
     a.stop();
     b.stop();
     assert_eq!(f.output_counts(), f.model);
@@ -709,11 +714,7 @@ fn a_standby_makes_failover_restore_almost_nothing() {
         };
         let a = Instance::spawn(&f.dir, "a", "state-a", spec);
         let b = Instance::spawn(&f.dir, "b", "state-b", spec);
-        for _ in 0..20 {
-            f.produce(1000);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        f.wait_committed(Duration::from_secs(60));
+        f.produce_in_rounds(20, 1000, Duration::from_millis(20));
         // Let standbys catch up with the last commit's changelog records.
         std::thread::sleep(Duration::from_millis(1500));
         let before = b.restored_so_far();

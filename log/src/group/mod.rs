@@ -141,11 +141,7 @@ impl GroupShared {
                 refreshed = std::time::Instant::now();
                 let here = self.here.lock().unwrap_or_else(PoisonError::into_inner);
                 for (id, (file, session_timeout_ms)) in here.iter() {
-                    let record = MemberRecord {
-                        heartbeat_ms: now_ms(),
-                        session_timeout_ms: *session_timeout_ms,
-                        pid: std::process::id(),
-                    };
+                    let record = MemberRecord::now(*session_timeout_ms);
                     let member = self.dir.join(format!("{id}{MEMBER_SUFFIX}"));
                     write_at(file, &record.encode()).at(&member)?;
                 }
@@ -468,11 +464,7 @@ impl GroupMember {
 
     /// Records a heartbeat now: one positioned write to the member's file.
     pub fn heartbeat(&mut self) -> Result<()> {
-        let record = MemberRecord {
-            heartbeat_ms: now_ms(),
-            session_timeout_ms: self.session_timeout_ms,
-            pid: std::process::id(),
-        };
+        let record = MemberRecord::now(self.session_timeout_ms);
         write_at(&self.file, &record.encode()).at(&self.path)
     }
 
@@ -503,11 +495,26 @@ impl GroupMember {
         &mut self,
         f: impl FnOnce(&mut Step) -> Result<T, E>,
     ) -> Result<T, E> {
+        self.locked_step(f, false)
+    }
+
+    /// A step under the group lock; `leaving`: then the member's file is removed, in the same
+    /// hold of the lock.
+    fn locked_step<T, E: From<Error>>(
+        &mut self,
+        f: impl FnOnce(&mut Step) -> Result<T, E>,
+        leaving: bool,
+    ) -> Result<T, E> {
         let shared = self.group.shared.clone();
         let mut state = locked(&shared.step);
         let lock_path = shared.dir.join(LOCK_FILE);
         shared.lock_group(&state)?;
-        let result = self.step_locked(&shared, &mut state, f);
+        let result = self.step_locked(&shared, &mut state, f).and_then(|out| {
+            if leaving {
+                std::fs::remove_file(&self.path).at(&self.path)?;
+            }
+            Ok::<T, E>(out)
+        });
         state.lock.unlock().at(&lock_path)?;
         result
     }
@@ -529,14 +536,7 @@ impl GroupMember {
         let mut departed = Vec::new();
         for (id, path) in member_files(&shared.dir)? {
             if id == self.id {
-                members.insert(
-                    id,
-                    MemberRecord {
-                        heartbeat_ms: now,
-                        session_timeout_ms: self.session_timeout_ms,
-                        pid: std::process::id(),
-                    },
-                );
+                members.insert(id, MemberRecord::now(self.session_timeout_ms));
                 continue;
             }
             let file = match File::open(&path) {
@@ -624,20 +624,10 @@ impl GroupMember {
     /// Leaves the group: a last step (`f` removes the member from the record), then its file
     /// is removed.
     pub fn leave<T, E: From<Error>>(
-        self,
+        mut self,
         f: impl FnOnce(&mut Step) -> Result<T, E>,
     ) -> Result<T, E> {
-        let mut me = self;
-        let shared = me.group.shared.clone();
-        let mut state = locked(&shared.step);
-        let lock_path = shared.dir.join(LOCK_FILE);
-        shared.lock_group(&state)?;
-        let result = me.step_locked(&shared, &mut state, f).and_then(|out| {
-            std::fs::remove_file(&me.path).at(&me.path)?;
-            Ok::<T, E>(out)
-        });
-        state.lock.unlock().at(&lock_path)?;
-        result
+        self.locked_step(f, true)
     }
 
     /// Holds the group lock shared and checks that this member is still in the group: a step

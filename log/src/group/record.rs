@@ -35,6 +35,15 @@ pub struct MemberRecord {
 }
 
 impl MemberRecord {
+    /// This process's heartbeat now, for a member with `session_timeout_ms`.
+    pub(super) fn now(session_timeout_ms: u32) -> MemberRecord {
+        MemberRecord {
+            heartbeat_ms: super::now_ms(),
+            session_timeout_ms,
+            pid: std::process::id(),
+        }
+    }
+
     pub(super) fn encode(&self) -> [u8; MEMBER_RECORD_LEN] {
         let mut out = [0u8; MEMBER_RECORD_LEN];
         out[0..8].copy_from_slice(&self.heartbeat_ms.to_be_bytes());

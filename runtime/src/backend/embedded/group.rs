@@ -320,7 +320,6 @@ impl SharedCoordinator {
             })?,
         };
         let mut changed = false;
-        let mut members_changed = false;
         // Members the log no longer lists left or were declared gone.
         let gone: Vec<String> = record
             .members
@@ -332,7 +331,7 @@ impl SharedCoordinator {
             .into_iter()
             .filter_map(|id| record.members.remove(&id).map(|m| (id, m)))
             .collect();
-        members_changed |= !departed.is_empty();
+        let mut members_changed = !departed.is_empty();
         for gone in &step.departed {
             tracing::info!(group = %self.info.application_id, member = %gone.member, reason = ?gone.reason, "a member is gone; its tasks move");
         }
