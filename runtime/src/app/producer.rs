@@ -238,7 +238,9 @@ impl<K: 'static, V: 'static> Producer<K, V> {
     pub fn send_record(&mut self, topic: &str, record: ProducerRecord<'_, K, V>) -> Result<()> {
         self.key.clear();
         self.value.clear();
-        if let Some(key) = record.key {
+        // A key its serde calls null (`Serdes::optional`'s `None`) is a null key, as no key is.
+        let key = record.key.filter(|k| !self.key_serde.is_null(k));
+        if let Some(key) = key {
             self.key_serde.serialize(key, &mut self.key);
         }
         let value = record.value.filter(|v| !self.value_serde.is_null(v));
@@ -275,7 +277,7 @@ impl<K: 'static, V: 'static> Producer<K, V> {
             return Ok(());
         };
         let count = batches.partitions.len() as u32;
-        let partition = match (record.partition, record.key) {
+        let partition = match (record.partition, key) {
             (Some(p), _) if p < count => p,
             (Some(p), _) => {
                 return Err(Error::Config(format!(
@@ -289,7 +291,7 @@ impl<K: 'static, V: 'static> Producer<K, V> {
         let headers = record.headers.map(Headers::encoded);
         pending.batch.push_with_headers(
             timestamp,
-            record.key.is_some().then_some(&self.key[..]),
+            key.is_some().then_some(&self.key[..]),
             value.is_some().then_some(&self.value[..]),
             headers.into_iter().flatten(),
         );

@@ -10,7 +10,7 @@ use crate::dsl::table::node::TableView;
 use crate::dsl::topics::repartition;
 use crate::dsl::{Grouped, KTable, Materialized, StoreType};
 use crate::processor::StoreSerdes;
-use crate::processor::node::{Aggregate, FlushRef, NodeRef};
+use crate::processor::node::{Aggregate, FlushRef, NodeRef, SkipNulls};
 use crate::serdes::{SerdeRef, Serdes};
 use crate::topology::{BuiltNode, GraphBuilder, NodeFactory, OldValues, StoreDef, TopicRef};
 
@@ -131,13 +131,16 @@ where
             self.grouped.key.clone(),
             agg_serde,
             fold,
+            Some(self.grouped.value.clone()),
         )
     }
 }
 
 /// Adds an aggregation node `<prefix>-<n>` below `parent`, folding what `parent` forwards into
 /// the store `store_name` (named, typed and backed as `materialized` says), and returns its
-/// table: the stream aggregations' and, folding `Change`s, the grouped tables'.
+/// table: the stream aggregations' and, folding `Change`s, the grouped tables'. A record whose
+/// key, or value (`value_serde`, a stream aggregation's), is null is dropped, as Kafka's
+/// aggregations drop it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn aggregate_table<K, VIn, A>(
     graph: &Rc<RefCell<GraphBuilder>>,
@@ -148,6 +151,7 @@ pub(crate) fn aggregate_table<K, VIn, A>(
     key_serde: SerdeRef<K>,
     agg_serde: SerdeRef<A>,
     fold: FoldFn<K, VIn, A>,
+    value_serde: Option<SerdeRef<VIn>>,
 ) -> KTable<K, A>
 where
     K: Clone + 'static,
@@ -165,7 +169,12 @@ where
             send_old: ctx.sends_old_values(),
         }));
         let flush: FlushRef = aggregate.clone();
-        let node: NodeRef<K, VIn> = aggregate;
+        let node = SkipNulls::wrap(
+            ctx.name(),
+            Some(key_serde.clone()),
+            value_serde.clone(),
+            aggregate as NodeRef<K, VIn>,
+        );
         BuiltNode {
             node: Box::new(node),
             flush: Some(flush),

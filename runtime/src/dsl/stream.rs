@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::dsl::topics::add_sink;
 use crate::dsl::{Grouped, KGroupedStream, Produced};
-use crate::processor::node::{FilterMap, FlatMap, NodeRef};
+use crate::processor::node::{FilterMap, FlatMap, KeepKey, NodeRef};
 use crate::processor::{FixedKeyProcessor, Processor};
 use crate::serdes::DefaultSerde;
 use crate::topology::{BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, TopicRef, TypeSig};
@@ -49,6 +49,11 @@ impl<K, V> std::fmt::Debug for KStream<K, V> {
     }
 }
 
+/// An operator that keeps the key passes a table's delete on (see [`FilterMap`]).
+fn keep<K: 'static>() -> Option<KeepKey<K, K>> {
+    Some(Arc::new(|k| k))
+}
+
 type FilterMapFn<K, V, K2, V2> = Arc<dyn Fn(K, V) -> Option<(K2, V2)> + Send + Sync>;
 type FlatMapFn<K, V, K2, V2> = Arc<dyn Fn(K, V, &mut dyn FnMut(K2, V2)) + Send + Sync>;
 
@@ -62,6 +67,7 @@ where
         prefix: &str,
         parents: &[usize],
         f: FilterMapFn<K, V, K2, V2>,
+        tombstones: Option<KeepKey<K, K2>>,
         repartition_required: bool,
     ) -> KStream<K2, V2>
     where
@@ -72,6 +78,7 @@ where
             let node: NodeRef<K, V> = Rc::new(RefCell::new(FilterMap {
                 f: f.clone(),
                 forward: ctx.forward::<K2, V2>(),
+                tombstones: tombstones.clone(),
             }));
             BuiltNode::plain(Box::new(node) as Erased)
         });
@@ -92,13 +99,25 @@ where
     /// Keeps the records for which `predicate` holds.
     pub fn filter(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
         let f = Arc::new(move |k, v| predicate(&k, &v).then_some((k, v)));
-        self.filter_map("KSTREAM-FILTER", &[self.node], f, self.repartition_required)
+        self.filter_map(
+            "KSTREAM-FILTER",
+            &[self.node],
+            f,
+            keep(),
+            self.repartition_required,
+        )
     }
 
     /// Drops the records for which `predicate` holds.
     pub fn filter_not(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
         let f = Arc::new(move |k, v| (!predicate(&k, &v)).then_some((k, v)));
-        self.filter_map("KSTREAM-FILTER", &[self.node], f, self.repartition_required)
+        self.filter_map(
+            "KSTREAM-FILTER",
+            &[self.node],
+            f,
+            keep(),
+            self.repartition_required,
+        )
     }
 
     /// Maps each record to a new key and value (marks the stream for repartitioning).
@@ -114,6 +133,7 @@ where
             "KSTREAM-MAP",
             &[self.node],
             Arc::new(move |k, v| Some(f(k, v))),
+            None,
             true,
         )
     }
@@ -128,6 +148,7 @@ where
             "KSTREAM-MAPVALUES",
             &[self.node],
             g,
+            keep(),
             self.repartition_required,
         )
     }
@@ -138,7 +159,7 @@ where
         K2: Clone + 'static,
     {
         let g = Arc::new(move |k, v| Some((f(&k, &v), v)));
-        self.filter_map("KSTREAM-KEY-SELECT", &[self.node], g, true)
+        self.filter_map("KSTREAM-KEY-SELECT", &[self.node], g, None, true)
     }
 
     /// Calls `f` on each record and passes it on unchanged.
@@ -147,7 +168,13 @@ where
             f(&k, &v);
             Some((k, v))
         });
-        self.filter_map("KSTREAM-PEEK", &[self.node], g, self.repartition_required)
+        self.filter_map(
+            "KSTREAM-PEEK",
+            &[self.node],
+            g,
+            keep(),
+            self.repartition_required,
+        )
     }
 
     /// Calls `f` on each record; ends the stream.
@@ -156,20 +183,27 @@ where
             f(k, v);
             None
         });
-        self.filter_map("KSTREAM-FOREACH", &[self.node], g, false);
+        self.filter_map("KSTREAM-FOREACH", &[self.node], g, None, false);
     }
 
     /// The records of both streams.
     pub fn merge(&self, other: &KStream<K, V>) -> Self {
         let repartition = self.repartition_required || other.repartition_required;
         let f = Arc::new(|k, v| Some((k, v)));
-        self.filter_map("KSTREAM-MERGE", &[self.node, other.node], f, repartition)
+        self.filter_map(
+            "KSTREAM-MERGE",
+            &[self.node, other.node],
+            f,
+            keep(),
+            repartition,
+        )
     }
 
     fn flat_map_node<K2, V2>(
         &self,
         prefix: &str,
         f: FlatMapFn<K, V, K2, V2>,
+        tombstones: Option<KeepKey<K, K2>>,
         repartition_required: bool,
     ) -> KStream<K2, V2>
     where
@@ -181,6 +215,7 @@ where
                 f: f.clone(),
                 forward: ctx.forward::<K2, V2>(),
                 out: Vec::new(),
+                tombstones: tombstones.clone(),
             }));
             BuiltNode::plain(Box::new(node) as Erased)
         });
@@ -213,7 +248,7 @@ where
                 out(k2, v2);
             }
         });
-        self.flat_map_node("KSTREAM-FLATMAP", g, true)
+        self.flat_map_node("KSTREAM-FLATMAP", g, None, true)
     }
 
     /// Maps each value to zero or more values, keeping the key.
@@ -230,7 +265,12 @@ where
                 out(k.clone(), v2);
             }
         });
-        self.flat_map_node("KSTREAM-FLATMAPVALUES", g, self.repartition_required)
+        self.flat_map_node(
+            "KSTREAM-FLATMAPVALUES",
+            g,
+            keep(),
+            self.repartition_required,
+        )
     }
 
     /// Writes the stream to `topic`, partitioned by key with Kafka's default partitioner.

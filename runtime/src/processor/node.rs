@@ -53,6 +53,23 @@ impl ProcessingContext<'_> {
         }
     }
 
+    /// Drops the record being processed because `processor` cannot take it (`why`: a null
+    /// key or value): counted in `dropped-records` and logged at warn with its topic,
+    /// partition and offset, as Kafka Streams' "Skipping record due to null key or value".
+    pub(crate) fn skip_record(&mut self, processor: Option<&str>, why: &str) {
+        self.signals.dropped_records += 1;
+        let processor = processor.unwrap_or("-");
+        match self.record {
+            Some(record) => {
+                let tp = record.topic_partition();
+                tracing::warn!(task = %self.task, processor, topic = %tp.topic, partition = tp.partition, offset = record.offset(), "skipping a record: {why}");
+            }
+            None => {
+                tracing::warn!(task = %self.task, processor, "skipping a record: {why} (topic, partition and offset not known)");
+            }
+        }
+    }
+
     /// A record a sink made cannot be written (`error`): the production exception handler
     /// fails the thread, or drops this one write (counted in `dropped-records`, and sent to
     /// the dead-letter queue as the input record it came from, if any).
@@ -119,10 +136,12 @@ impl<V> Change<V> {
 pub(crate) trait Node<K, V> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()>;
     /// A record without a value: a table's delete (a session merged away). Nodes that pass
-    /// table updates on (`to_stream`, sinks, suppression) handle it; the stream operators,
-    /// whose functions take values, drop it.
+    /// table updates on (`to_stream`, sinks, suppression, the stream operators that keep the
+    /// key) handle it; an operator whose function needs the value drops it, counted and
+    /// logged (as Kafka's aggregations and joins drop a null value).
     fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
-        let _ = (ctx, key);
+        let _ = key;
+        ctx.skip_record(None, "a table's delete (a record without a value) reaches an operator whose function takes a value; KTable::to_stream_with_deletes passes deletes on as None");
         Ok(())
     }
     /// A table's update with the key's old value, from a table node whose downstream asked for
@@ -288,6 +307,28 @@ pub(crate) struct FlatMap<K, V, K2, V2> {
     pub(crate) f: Arc<dyn Fn(K, V, &mut dyn FnMut(K2, V2)) + Send + Sync>,
     pub(crate) forward: Forward<K2, V2>,
     pub(crate) out: Vec<(K2, V2)>,
+    /// How a table's delete passes (an operator that keeps the key); `None`: it is dropped.
+    pub(crate) tombstones: Option<KeepKey<K, K2>>,
+}
+
+/// The identity on keys, typed from an operator's input key to its output key: how an operator
+/// that keeps the key (`filter`, `map_values`, `peek`, `merge`) passes a table's delete on.
+pub(crate) type KeepKey<K, K2> = Arc<dyn Fn(K) -> K2 + Send + Sync>;
+
+/// Passes a table's delete on through `keep`, or drops it as [`Node::process_tombstone`] does.
+fn pass_tombstone<K, K2: Clone, V2: Clone>(
+    keep: &Option<KeepKey<K, K2>>,
+    forward: &Forward<K2, V2>,
+    ctx: &mut ProcessingContext<'_>,
+    key: K,
+) -> Result<()> {
+    match keep {
+        Some(keep) => forward.send_tombstone(ctx, keep(key)),
+        None => {
+            ctx.skip_record(None, "a table's delete (a record without a value) reaches an operator that changes the key, which needs the value; KTable::to_stream_with_deletes passes deletes on as None");
+            Ok(())
+        }
+    }
 }
 
 impl<K, V, K2: Clone, V2: Clone> Node<K, V> for FlatMap<K, V, K2, V2> {
@@ -303,6 +344,9 @@ impl<K, V, K2: Clone, V2: Clone> Node<K, V> for FlatMap<K, V, K2, V2> {
         self.out = out;
         result
     }
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        pass_tombstone(&self.tombstones, &self.forward, ctx, key)
+    }
 }
 
 /// A one-in, at-most-one-out step, without the buffer of [`FlatMap`].
@@ -310,6 +354,8 @@ pub(crate) struct FilterMap<K, V, K2, V2> {
     #[allow(clippy::type_complexity)]
     pub(crate) f: Arc<dyn Fn(K, V) -> Option<(K2, V2)> + Send + Sync>,
     pub(crate) forward: Forward<K2, V2>,
+    /// How a table's delete passes (an operator that keeps the key); `None`: it is dropped.
+    pub(crate) tombstones: Option<KeepKey<K, K2>>,
 }
 
 impl<K, V, K2: Clone, V2: Clone> Node<K, V> for FilterMap<K, V, K2, V2> {
@@ -319,11 +365,20 @@ impl<K, V, K2: Clone, V2: Clone> Node<K, V> for FilterMap<K, V, K2, V2> {
             None => Ok(()),
         }
     }
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        pass_tombstone(&self.tombstones, &self.forward, ctx, key)
+    }
 }
 
-/// Writes records to a topic, partitioned by the serialized key with Kafka's murmur2.
+/// Writes records to a topic, partitioned by the serialized key with Kafka's murmur2. A key its
+/// serde calls null ([`Serde::is_null`](crate::serdes::Serde::is_null)) is written as a null key.
 pub(crate) struct Sink<K, V> {
+    /// The sink's processor name, for the warnings of what it drops.
+    pub(crate) name: Arc<str>,
     pub(crate) topic: usize,
+    /// A repartition topic's sink: a record with a null key is dropped, counted and logged
+    /// (Kafka Streams filters null keys out before a repartition topic).
+    pub(crate) drop_null_keys: bool,
     pub(crate) key_serde: SerdeRef<K>,
     pub(crate) value_serde: SerdeRef<V>,
 }
@@ -333,13 +388,22 @@ impl<K: 'static, V: 'static> Sink<K, V> {
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
         scratch.value.clear();
-        self.key_serde.serialize(&key, &mut scratch.key);
+        let null_key = self.key_serde.is_null(&key);
+        if null_key && self.drop_null_keys {
+            ctx.skip_record(Some(&self.name), "a null key cannot be repartitioned");
+            return Ok(());
+        }
+        if !null_key {
+            self.key_serde.serialize(&key, &mut scratch.key);
+        }
         let value = value.filter(|v| !self.value_serde.is_null(v));
         if let Some(value) = &value {
             self.value_serde.serialize(value, &mut scratch.value);
         }
         let partitions = ctx.collector.topics().partitions(self.topic);
-        let partition = if scratch.key.is_empty() {
+        // A null key has no hash: its record stays on the task's own partition number (Kafka's
+        // producer picks a sticky partition). An empty key is a key: murmur2 of zero bytes.
+        let partition = if null_key {
             ctx.task.partition % partitions.max(1)
         } else {
             partition_for_key(&scratch.key, partitions)
@@ -348,7 +412,7 @@ impl<K: 'static, V: 'static> Sink<K, V> {
             self.topic,
             partition,
             ctx.timestamp,
-            Some(&scratch.key),
+            (!null_key).then_some(&scratch.key[..]),
             value.is_some().then_some(&scratch.value[..]),
             &ctx.headers,
         ) {
@@ -364,6 +428,85 @@ impl<K: 'static, V: 'static> Node<K, V> for Sink<K, V> {
     }
     fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
         self.write(ctx, key, None)
+    }
+}
+
+/// Passes a table's updates on as `Some` and its deletes as `None`
+/// (`KTable::to_stream_with_deletes`).
+pub(crate) struct WithDeletes<K, V> {
+    pub(crate) forward: Forward<K, Option<V>>,
+}
+
+impl<K: Clone, V: Clone> Node<K, V> for WithDeletes<K, V> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        self.forward.send(ctx, key, Some(value))
+    }
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        self.forward.send(ctx, key, None)
+    }
+}
+
+/// What a key-based operator (an aggregation, a join) does first: drops a record whose key,
+/// or value, its serde calls null, counted and logged (Kafka Streams' "Skipping record due to
+/// null key or value"), and hands the rest to the operator. Built only where a serde has a
+/// null ([`Serde::has_null`](crate::serdes::Serde::has_null)), so other operators pay nothing.
+pub(crate) struct SkipNulls<K, V> {
+    pub(crate) name: Arc<str>,
+    pub(crate) key: Option<SerdeRef<K>>,
+    pub(crate) value: Option<SerdeRef<V>>,
+    pub(crate) inner: NodeRef<K, V>,
+}
+
+impl<K: 'static, V: 'static> SkipNulls<K, V> {
+    /// `inner`, behind a null check if `key` or `value` has a null.
+    pub(crate) fn wrap(
+        name: &str,
+        key: Option<SerdeRef<K>>,
+        value: Option<SerdeRef<V>>,
+        inner: NodeRef<K, V>,
+    ) -> NodeRef<K, V> {
+        let key = key.filter(|s| s.has_null());
+        let value = value.filter(|s| s.has_null());
+        if key.is_none() && value.is_none() {
+            return inner;
+        }
+        Rc::new(RefCell::new(SkipNulls {
+            name: name.into(),
+            key,
+            value,
+            inner,
+        }))
+    }
+}
+
+impl<K: 'static, V: 'static> Node<K, V> for SkipNulls<K, V> {
+    fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
+        if self.key.as_ref().is_some_and(|s| s.is_null(&key))
+            || self.value.as_ref().is_some_and(|s| s.is_null(&value))
+        {
+            ctx.skip_record(Some(&self.name), "null key or value");
+            return Ok(());
+        }
+        self.inner.borrow_mut().process(ctx, key, value)
+    }
+    fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
+        if self.key.as_ref().is_some_and(|s| s.is_null(&key)) {
+            ctx.skip_record(Some(&self.name), "null key");
+            return Ok(());
+        }
+        self.inner.borrow_mut().process_tombstone(ctx, key)
+    }
+    fn process_change(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: K,
+        change: Change<V>,
+    ) -> Result<()> {
+        if self.key.as_ref().is_some_and(|s| s.is_null(&key)) {
+            ctx.skip_record(Some(&self.name), "null key");
+            return Ok(());
+        }
+        self.inner.borrow_mut().process_change(ctx, key, change)
     }
 }
 

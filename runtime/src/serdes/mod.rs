@@ -30,6 +30,11 @@ pub trait Serde<T>: Send + Sync + 'static {
         let _ = value;
         false
     }
+    /// Whether [`Serde::is_null`] is ever true: operators that drop null keys or values skip
+    /// the check for serdes that have no null.
+    fn has_null(&self) -> bool {
+        false
+    }
 }
 
 /// A shared handle to a serde, as the topology stores it.
@@ -258,6 +263,9 @@ impl<T: 'static> Serde<Option<T>> for OptionSerde<T> {
     fn is_null(&self, value: &Option<T>) -> bool {
         value.is_none()
     }
+    fn has_null(&self) -> bool {
+        true
+    }
 }
 
 /// Shorthands for the built-in serdes, as shared handles.
@@ -331,6 +339,12 @@ impl DefaultSerde for Bytes {
 impl DefaultSerde for i64 {
     fn default_serde() -> SerdeRef<Self> {
         Serdes::i64()
+    }
+}
+/// A nullable `T`: `None` is a null key or value.
+impl<T: DefaultSerde> DefaultSerde for Option<T> {
+    fn default_serde() -> SerdeRef<Self> {
+        Serdes::optional(T::default_serde())
     }
 }
 impl DefaultSerde for u64 {

@@ -422,7 +422,7 @@ impl Inner {
     pub(super) fn pipe(
         &mut self,
         topic: &str,
-        key: &[u8],
+        key: Option<&[u8]>,
         value: Option<&[u8]>,
         timestamp: i64,
         headers: &Headers,
@@ -434,7 +434,7 @@ impl Inner {
             )));
         }
         self.builder
-            .push_with_headers(timestamp, Some(key), value, headers.encoded());
+            .push_with_headers(timestamp, key, value, headers.encoded());
         self.log.append(&tp, &mut self.builder)?;
         self.run(false)
     }

@@ -63,11 +63,11 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         self.pipe_record(TestRecord::new(key, value, timestamp_ms))
     }
 
-    /// Pipes a record with its headers.
+    /// Pipes a record with its headers. A key or value its serde writes as a null
+    /// ([`Serdes::optional`](crate::serdes::Serdes::optional)'s `None`) is piped as a null.
     pub fn pipe_record(&self, record: TestRecord<K, V>) -> Result<()> {
         let (mut key, mut value) = (Vec::new(), Vec::new());
-        self.key_serde.serialize(&record.key, &mut key);
-        // A value its serde writes as a null ([`crate::OptionSerde`]'s `None`) is piped as one.
+        let key = self.encode_key(&record.key, &mut key);
         let null = self.value_serde.is_null(&record.value);
         if !null {
             self.value_serde.serialize(&record.value, &mut value);
@@ -75,17 +75,58 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         let value = (!null).then_some(&value[..]);
         self.inner
             .borrow_mut()
-            .pipe(&self.topic, &key, value, record.timestamp, &record.headers)
+            .pipe(&self.topic, key, value, record.timestamp, &record.headers)
+    }
+
+    /// `key`'s bytes in `buf`, or `None` for a key its serde calls null.
+    fn encode_key<'b>(&self, key: &K, buf: &'b mut Vec<u8>) -> Option<&'b [u8]> {
+        if self.key_serde.is_null(key) {
+            return None;
+        }
+        self.key_serde.serialize(key, buf);
+        Some(&buf[..])
     }
 
     /// Pipes a record without a value (a tombstone: a table's delete) with timestamp
     /// `timestamp_ms` (Kafka's `pipeInput(key, null)`).
     pub fn pipe_tombstone_at(&self, key: K, timestamp_ms: i64) -> Result<()> {
         let mut bytes = Vec::new();
-        self.key_serde.serialize(&key, &mut bytes);
+        let key = self.encode_key(&key, &mut bytes);
         self.inner
             .borrow_mut()
-            .pipe(&self.topic, &bytes, None, timestamp_ms, &Headers::new())
+            .pipe(&self.topic, key, None, timestamp_ms, &Headers::new())
+    }
+
+    /// Pipes `value` with a null key and the topic's current time (Kafka's
+    /// `pipeInput(value)`): the topology reads the key as its key serde reads a null (`None`
+    /// with [`Serdes::optional`](crate::serdes::Serdes::optional); an error with a serde that
+    /// has no null, as a real record without a key would be).
+    pub fn pipe_input_value(&self, value: V) -> Result<()> {
+        let ts = self.time.get();
+        self.time.set(ts.saturating_add(self.advance));
+        self.pipe_value_at(value, ts)
+    }
+
+    /// Pipes `value` with a null key and timestamp `timestamp_ms`.
+    pub fn pipe_value_at(&self, value: V, timestamp_ms: i64) -> Result<()> {
+        let mut bytes = Vec::new();
+        let null = self.value_serde.is_null(&value);
+        if !null {
+            self.value_serde.serialize(&value, &mut bytes);
+        }
+        let value = (!null).then_some(&bytes[..]);
+        self.inner
+            .borrow_mut()
+            .pipe(&self.topic, None, value, timestamp_ms, &Headers::new())
+    }
+
+    /// Pipes each value with a null key and the topic's current time (Kafka's
+    /// `pipeValueList`).
+    pub fn pipe_value_list(&self, values: impl IntoIterator<Item = V>) -> Result<()> {
+        for value in values {
+            self.pipe_input_value(value)?;
+        }
+        Ok(())
     }
 
     /// Pipes the records one after another (each processed and committed before the next).

@@ -388,9 +388,12 @@ impl GraphBuilder {
         parents: &[usize],
     ) -> usize {
         let sink_topic = topic.clone();
+        let sink_name: Arc<str> = name.as_str().into();
         let factory: NodeFactory = Arc::new(move |ctx| {
             let node: NodeRef<K, V> = Rc::new(RefCell::new(Sink {
+                name: sink_name.clone(),
                 topic: ctx.topic_index(&sink_topic),
+                drop_null_keys: matches!(sink_topic, TopicRef::Repartition(_)),
                 key_serde: key_serde.clone(),
                 value_serde: value_serde.clone(),
             }));

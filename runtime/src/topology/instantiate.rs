@@ -113,6 +113,11 @@ pub(crate) struct BuildCtx<'a> {
 
 impl BuildCtx<'_> {
     /// Whether the node forwards old values (`Change`s): a downstream node asked.
+    /// The node's processor name.
+    pub(crate) fn name(&self) -> &str {
+        self.name
+    }
+
     pub(crate) fn sends_old_values(&self) -> bool {
         self.send_old_values
     }

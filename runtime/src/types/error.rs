@@ -15,7 +15,9 @@ pub enum SerdeError {
         reason: String,
     },
     /// The serde does not accept a null key or value.
-    #[error("{type_name}: unexpected null")]
+    #[error(
+        "{type_name}: unexpected null (a null key or value reads as `None` with a nullable serde: `Serdes::optional(..)`)"
+    )]
     UnexpectedNull {
         /// The type that was being decoded.
         type_name: &'static str,

@@ -202,6 +202,7 @@ where
             self.grouped.key.clone(),
             agg_serde,
             fold,
+            None,
         )
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::dsl::table::node::{TableMap, TableStore, TableView};
 use crate::dsl::{Consumed, KStream, Materialized, StoreType, StreamsBuilder};
 use crate::processor::StoreSerdes;
-use crate::processor::node::{FlushRef, NodeRef, Passthrough};
+use crate::processor::node::{FlushRef, NodeRef, Passthrough, WithDeletes};
 use crate::serdes::SerdeRef;
 use crate::topology::GraphBuilder;
 use crate::topology::{
@@ -48,7 +48,13 @@ where
     K: Clone + 'static,
     V: Clone + 'static,
 {
-    /// The stream of the table's updates.
+    /// The stream of the table's updates. A delete travels on as a tombstone: operators that
+    /// keep the key (`filter`, `map_values`, `flat_map_values`, `peek`, `merge`) pass it on
+    /// without calling their function, and [`KStream::to`] writes it as a record without a
+    /// value; an operator whose function needs the value (`map`, `select_key`, an
+    /// aggregation, a join, a processor) drops it, counted in `dropped-records`. To see deletes
+    /// as values, as Kafka Streams' `toStream()` hands a `null` to the next operator, use
+    /// [`KTable::to_stream_with_deletes`].
     pub fn to_stream(&self) -> KStream<K, V> {
         let factory: NodeFactory = Arc::new(move |ctx| {
             let node: NodeRef<K, V> = Rc::new(RefCell::new(Passthrough {
@@ -66,6 +72,40 @@ where
             factory,
             types,
             types,
+        );
+        KStream::at(self.graph.clone(), node, false)
+    }
+
+    /// The stream of the table's updates with its deletes as `None` (Kafka Streams'
+    /// `toStream()`, whose next operator sees a delete as a `null` value). A sink writes `None`
+    /// as a tombstone when its value serde is [`Serdes::optional`](crate::Serdes::optional).
+    ///
+    /// ```
+    /// use riffle::{Consumed, Materialized, Produced, Serdes, StreamsBuilder};
+    /// let builder = StreamsBuilder::new();
+    /// builder
+    ///     .table("prices", Consumed::with(Serdes::string(), Serdes::i64()), Materialized::new())
+    ///     .to_stream_with_deletes()
+    ///     .map_values(|price| price.map(|cents| format!("{}.{:02}", cents / 100, cents % 100)))
+    ///     .to("labels", Produced::with(Serdes::string(), Serdes::optional(Serdes::string())));
+    /// builder.build().unwrap();
+    /// ```
+    pub fn to_stream_with_deletes(&self) -> KStream<K, Option<V>> {
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(WithDeletes {
+                forward: ctx.forward::<K, Option<V>>(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let mut g = self.graph.borrow_mut();
+        let name = g.next_name("KTABLE-TOSTREAM");
+        let node = g.add_node(
+            name,
+            NodeKind::Processor,
+            &[self.node],
+            factory,
+            Some(TypeSig::of::<K, V>()),
+            Some(TypeSig::of::<K, Option<V>>()),
         );
         KStream::at(self.graph.clone(), node, false)
     }

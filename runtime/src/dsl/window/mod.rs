@@ -16,7 +16,7 @@ use crate::dsl::window::node::{
 use crate::dsl::window::windowed_core::{FoldFn, MergeFn, WindowedCore};
 use crate::dsl::{KGroupedStream, KTable, Materialized, StoreType};
 use crate::processor::StoreSerdes;
-use crate::processor::node::{FlushRef, NodeRef};
+use crate::processor::node::{FlushRef, NodeRef, SkipNulls};
 use crate::serdes::{SerdeRef, Serdes};
 use crate::topology::{
     BuiltNode, LifecycleRef, NodeFactory, NodeKind, StoreDef, StoreKind, TypeSig,
@@ -215,6 +215,7 @@ where
         WindowKind::Session(_) => Serdes::session_windowed(key_serde.clone()),
     };
     let node_agg_serde = agg_serde.clone();
+    let (null_key, null_value) = (key_serde.clone(), grouped.grouped.value.clone());
     let factory: NodeFactory = Arc::new(move |ctx| {
         let core = WindowedCore::new(
             ctx.store_slot(0),
@@ -252,6 +253,12 @@ where
                 (n.clone(), n.clone(), n)
             }
         };
+        let node = SkipNulls::wrap(
+            ctx.name(),
+            Some(null_key.clone()),
+            Some(null_value.clone()),
+            node,
+        );
         BuiltNode {
             node: Box::new(node),
             flush: Some(flush),

@@ -111,6 +111,7 @@ where
         );
         let factory: NodeFactory = Arc::new(move |ctx| {
             let node: NodeRef<K, V> = Rc::new(RefCell::new(StreamGlobalJoin {
+                name: ctx.name().into(),
                 store: ctx.global_store(index),
                 key_selector: key_selector.clone(),
                 key_serde: key_serde.clone(),

@@ -12,6 +12,7 @@ use crate::types::error::{Error, Result};
 /// lookup key (`key_selector`) is read from the global store, and the joiner's result goes on
 /// with the stream record's key and timestamp.
 pub(crate) struct StreamGlobalJoin<K, V, GK, GV, VR> {
+    pub(crate) name: Arc<str>,
     pub(crate) store: Arc<GlobalStore>,
     #[allow(clippy::type_complexity)]
     pub(crate) key_selector: Arc<dyn Fn(&K, &V) -> GK + Send + Sync>,
@@ -28,6 +29,13 @@ impl<K: Clone + 'static, V, GK: 'static, GV: 'static, VR: Clone> Node<K, V>
 {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
         let lookup = (self.key_selector)(&key, &value);
+        if self.key_serde.is_null(&lookup) {
+            // Kafka's rule: a null lookup key cannot be joined (Kafka's left join joins it with
+            // no row when the record's own key is null too; this join does not see that key's
+            // serde, and drops it).
+            ctx.skip_record(Some(&self.name), "null join key");
+            return Ok(());
+        }
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
         self.key_serde.serialize(&lookup, &mut scratch.key);

@@ -13,7 +13,7 @@ use crate::dsl::join::stream_table::node::StreamTableJoin;
 use crate::dsl::table::node::Read;
 use crate::dsl::topics::repartition;
 use crate::dsl::{KStream, KTable};
-use crate::processor::node::NodeRef;
+use crate::processor::node::{NodeRef, SkipNulls};
 use crate::serdes::SerdeRef;
 use crate::topology::{BuiltNode, Erased, NodeFactory, TopicRef};
 
@@ -159,15 +159,23 @@ where
             );
         }
         let factory_view = view.clone();
+        // Kafka's rule (KIP-962): an inner join drops a record with a null key or value; a left
+        // join drops a null value, and joins a null key with no row.
+        let left = prefix == "KSTREAM-LEFTJOIN";
+        let key_serde = Some(table.key_serde.clone()).filter(|s| s.has_null());
+        let value_serde = joined.map(|j| j.value);
         let factory: NodeFactory = Arc::new(move |ctx| {
             let view = factory_view
                 .as_ref()
                 .expect("riffle DSL invariant: a topology with an unjoinable table is not built");
             let node: NodeRef<K, V> = Rc::new(RefCell::new(StreamTableJoin {
                 table: view.bind(ctx, Read::Latest),
+                null_key: key_serde.clone().filter(|_| left),
                 joiner: joiner.clone(),
                 forward: ctx.forward::<K, VR>(),
             }));
+            let key_check = key_serde.clone().filter(|_| !left);
+            let node = SkipNulls::wrap(ctx.name(), key_check, value_serde.clone(), node);
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();

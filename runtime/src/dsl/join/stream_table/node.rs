@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::dsl::table::node::BoundView;
 use crate::processor::node::{Forward, Node, ProcessingContext};
+use crate::serdes::SerdeRef;
 use crate::types::error::Result;
 
 /// A stream–table join: each stream record looks its key up in the table (cache first, then
@@ -11,6 +12,9 @@ use crate::types::error::Result;
 /// updates emit nothing; they only change what later stream records find.
 pub(crate) struct StreamTableJoin<K, V, VT, VR> {
     pub(crate) table: BoundView<K, VT>,
+    /// A left join's key serde, if it has a null: a null key joins with no row, unlooked-up
+    /// (Kafka's KIP-962). An inner join drops null keys before this node.
+    pub(crate) null_key: Option<SerdeRef<K>>,
     /// The joiner, given the table's value if there is one; `None`: nothing to emit (an
     /// inner join's miss).
     #[allow(clippy::type_complexity)]
@@ -20,7 +24,10 @@ pub(crate) struct StreamTableJoin<K, V, VT, VR> {
 
 impl<K: Clone + 'static, V, VT, VR: Clone> Node<K, V> for StreamTableJoin<K, V, VT, VR> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
-        let row = (self.table)(&key, ctx)?.map(|(row, _)| row);
+        let row = match &self.null_key {
+            Some(serde) if serde.is_null(&key) => None,
+            _ => (self.table)(&key, ctx)?.map(|(row, _)| row),
+        };
         match (self.joiner)(&key, value, row) {
             Some(joined) => self.forward.send(ctx, key, joined),
             None => Ok(()),
