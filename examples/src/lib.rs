@@ -1,5 +1,10 @@
 //! Examples live as `[[example]]` targets of this package; the applications they share with
-//! the package's tests live here.
+//! the package's tests live here. The ports of Kafka Streams' own examples (docs/porting.md
+//! maps their methods) are `word_count`, `page_views` and `sessions`.
+
+pub mod page_views;
+pub mod sessions;
+pub mod word_count;
 
 pub mod dedup {
     //! De-duplication by key with the processor API: a record passes unless its key was seen
