@@ -196,8 +196,8 @@ pub use app::{RunSummary, ShutdownHandle, StreamsApp};
 pub use backend::EmbeddedBackend;
 pub use config::{ProcessingGuarantee, StreamsConfig};
 pub use dsl::{
-    Consumed, GlobalKTable, Grouped, JoinWindows, Joined, KGroupedStream, KGroupedTable, KStream,
-    KTable, Materialized, Produced, StreamsBuilder,
+    CogroupedKStream, Consumed, GlobalKTable, Grouped, JoinWindows, Joined, KGroupedStream,
+    KGroupedTable, KStream, KTable, Materialized, Produced, StreamsBuilder,
 };
 pub use processor::{
     FixedKeyProcessor, FixedKeyProcessorContext, Headers, KeyValueStore, Processor,

@@ -184,6 +184,28 @@ where
     let mut g = graph.borrow_mut();
     let node = g.add_processor_node::<K, VIn, K, A>(prefix, &[parent], factory);
     g.nodes[node].old_values = OldValues::FromStore;
+    let store = add_aggregation_store(
+        &mut g,
+        node,
+        store_name,
+        materialized,
+        table_key_serde.clone(),
+        table_value_serde.clone(),
+    );
+    drop(g);
+    aggregation_table(graph, node, store, table_key_serde, table_value_serde)
+}
+
+/// Adds an aggregation's store `store_name` (typed and backed as `materialized` says) to
+/// `node`: a DSL store, cached, timestamped. A name already taken is an error at `build`.
+pub(crate) fn add_aggregation_store<K: 'static, A: 'static>(
+    g: &mut GraphBuilder,
+    node: usize,
+    store_name: String,
+    materialized: &Materialized<A>,
+    key_serde: SerdeRef<K>,
+    agg_serde: SerdeRef<A>,
+) -> usize {
     let persistent = materialized.store_type == StoreType::Persistent;
     if g.stores.iter().any(|s| s.name == store_name) {
         g.errors
@@ -192,10 +214,20 @@ where
     let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
     def.caching = materialized.caching;
     def.serdes = Some(Arc::new(StoreSerdes {
-        key: table_key_serde.clone(),
-        value: table_value_serde.clone(),
+        key: key_serde,
+        value: agg_serde,
     }));
-    let store = g.add_store(node, def);
+    g.add_store(node, def)
+}
+
+/// The table of an aggregation whose node is `node` and store `store`.
+pub(crate) fn aggregation_table<K: Clone + 'static, A: Clone + 'static>(
+    graph: &Rc<RefCell<GraphBuilder>>,
+    node: usize,
+    store: usize,
+    table_key_serde: SerdeRef<K>,
+    table_value_serde: SerdeRef<A>,
+) -> KTable<K, A> {
     KTable {
         graph: graph.clone(),
         node,

@@ -8,9 +8,10 @@
 //! grouping), `topics.rs` (where streams meet topics: sources, sinks, repartition topics),
 //! `grouped.rs` ([`KGroupedStream`] and its aggregations), `options.rs`; and one folder per
 //! feature family with its builder methods beside its operator nodes: `table/` ([`KTable`],
-//! grouped and global tables, suppression), `window/` (windowed aggregations), `join/` (one
-//! folder per join family).
+//! grouped and global tables, suppression), `window/` (windowed aggregations), `cogroup/`
+//! ([`CogroupedKStream`]), `join/` (one folder per join family).
 
+mod cogroup;
 mod grouped;
 pub(crate) mod join;
 mod options;
@@ -19,6 +20,7 @@ pub(crate) mod table;
 mod topics;
 pub(crate) mod window;
 
+pub use cogroup::CogroupedKStream;
 pub use grouped::KGroupedStream;
 pub use join::foreign_key::TableJoined;
 pub use join::stream_stream::{JoinWindows, StreamJoined};

@@ -108,7 +108,7 @@ impl<K: Clone + 'static, V: Clone + 'static> KGroupedStream<K, V> {
         windows.windowed(self)
     }
 
-    fn clone_parts(&self) -> KGroupedStream<K, V> {
+    pub(crate) fn clone_parts(&self) -> KGroupedStream<K, V> {
         KGroupedStream {
             graph: self.graph.clone(),
             node: self.node,
