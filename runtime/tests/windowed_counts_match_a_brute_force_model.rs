@@ -94,8 +94,25 @@ fn check(
     output: &[(Windowed<String>, Option<i64>)],
 ) -> Result<(), TestCaseError> {
     let mut per_window: BTreeMap<WKey, Vec<Option<i64>>> = BTreeMap::new();
-    for (k, v) in output {
+    // The windows emitted and not deleted since, as a reader of the output sees them: a
+    // tombstone deletes one of them, never a window the output did not hold (a session created
+    // and merged away between two commits was never emitted, so its delete goes nowhere, as
+    // Kafka's caching session store skips it).
+    let mut live = std::collections::BTreeSet::new();
+    for (i, (k, v)) in output.iter().enumerate() {
         per_window.entry(wkey(k)).or_default().push(*v);
+        match v {
+            Some(_) => {
+                live.insert(wkey(k));
+            }
+            None => prop_assert!(
+                live.remove(&wkey(k)),
+                "output {} of {} deletes window {:?}, which the output does not hold",
+                i,
+                output.len(),
+                wkey(k)
+            ),
+        }
     }
     match emit {
         Emit::Final | Emit::Suppressed => {
@@ -263,6 +280,75 @@ proptest! {
     }
 }
 
+/// One task's input (key, timestamp) in arrival order, per input partition.
+type PerPartition = BTreeMap<u32, Vec<(String, i64)>>;
+
+/// Runs the windowed count on two stream threads over the embedded log, `records` partitioned
+/// by key over `partitions` (`configure` changes the configuration): each input partition's
+/// records and, per input partition, the output its task wrote, in order.
+#[allow(clippy::type_complexity)]
+fn run_threads(
+    spec: &Spec,
+    emit: Emit,
+    store: StoreType,
+    caching: bool,
+    records: &[(String, i64)],
+    partitions: u32,
+    configure: impl FnOnce(&mut StreamsConfig),
+) -> (
+    PerPartition,
+    BTreeMap<u32, Vec<(Windowed<String>, Option<i64>)>>,
+) {
+    let log = Log::in_memory();
+    log.create_topic("in", partitions).unwrap();
+    let mut per_partition: PerPartition = BTreeMap::new();
+    for (k, ts) in records {
+        let p = partition_for_key(k.as_bytes(), partitions);
+        per_partition.entry(p).or_default().push((k.clone(), *ts));
+    }
+    for (p, recs) in per_partition.iter_mut() {
+        if let Kind::Sliding { diff } = spec.kind {
+            window_model::sliding_in_model_reach(recs, diff, spec.grace);
+        }
+        let mut b = BatchBuilder::new(Compression::None);
+        for (k, ts) in recs.iter() {
+            b.push(*ts, Some(k.as_bytes()), Some(b"v"));
+        }
+        log.append(&TopicPartition::new("in", *p), &mut b).unwrap();
+    }
+    let state = tempfile::tempdir().unwrap();
+    let mut config = StreamsConfig::new("w");
+    config.state_dir = state.path().to_owned();
+    config.num_stream_threads = 2;
+    configure(&mut config);
+    let app = StreamsApp::new(
+        topology(spec, emit, store, caching),
+        config,
+        EmbeddedBackend::new(log.clone()).shared(),
+    )
+    .unwrap();
+    app.run_until_idle().unwrap();
+    let serde = key_serde(spec);
+    let value = Serdes::optional(Serdes::i64());
+    let mut output: BTreeMap<u32, Vec<(Windowed<String>, Option<i64>)>> = BTreeMap::new();
+    for p in 0..log.partitions("out").unwrap_or(0) {
+        for batch in log
+            .fetch(&TopicPartition::new("out", p), 0, usize::MAX)
+            .unwrap()
+        {
+            for r in batch.records() {
+                let r = r.unwrap();
+                let k = serde.deserialize(r.key().map(|b| &b[..])).unwrap();
+                let v = value.deserialize(r.value().map(|b| &b[..])).unwrap();
+                // Output is partitioned by the windowed key: regroup by input partition.
+                let input = partition_for_key(k.key.as_bytes(), partitions);
+                output.entry(input).or_default().push((k, v));
+            }
+        }
+    }
+    (per_partition, output)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -280,53 +366,53 @@ proptest! {
     ) {
         let (spec, records) = scaled(spec, records, scale);
         let store = if persistent { StoreType::Persistent } else { StoreType::InMemory };
-        let log = Log::in_memory();
-        log.create_topic("in", partitions).unwrap();
-        let mut per_partition: BTreeMap<u32, Vec<(String, i64)>> = BTreeMap::new();
-        for (k, ts) in &records {
-            let p = partition_for_key(k.as_bytes(), partitions);
-            per_partition.entry(p).or_default().push((k.clone(), *ts));
-        }
-        for (p, recs) in per_partition.iter_mut() {
-            if let Kind::Sliding { diff } = spec.kind {
-                window_model::sliding_in_model_reach(recs, diff, spec.grace);
-            }
-            let mut b = BatchBuilder::new(Compression::None);
-            for (k, ts) in recs.iter() {
-                b.push(*ts, Some(k.as_bytes()), Some(b"v"));
-            }
-            log.append(&TopicPartition::new("in", *p), &mut b).unwrap();
-        }
-        let state = tempfile::tempdir().unwrap();
-        let mut config = StreamsConfig::new("w");
-        config.state_dir = state.path().to_owned();
-        config.num_stream_threads = 2;
-        let app = StreamsApp::new(
-            topology(&spec, emit, store, true),
-            config,
-            EmbeddedBackend::new(log.clone()).shared(),
-        )
-        .unwrap();
-        app.run_until_idle().unwrap();
-        let serde = key_serde(&spec);
-        let value = Serdes::optional(Serdes::i64());
-        let mut output: BTreeMap<u32, Vec<(Windowed<String>, Option<i64>)>> = BTreeMap::new();
-        for p in 0..log.partitions("out").unwrap_or(0) {
-            for batch in log.fetch(&TopicPartition::new("out", p), 0, usize::MAX).unwrap() {
-                for r in batch.records() {
-                    let r = r.unwrap();
-                    let k = serde.deserialize(r.key().map(|b| &b[..])).unwrap();
-                    let v = value.deserialize(r.value().map(|b| &b[..])).unwrap();
-                    // Output is partitioned by the windowed key: regroup by input partition.
-                    let input = partition_for_key(k.key.as_bytes(), partitions);
-                    output.entry(input).or_default().push((k, v));
-                }
-            }
-        }
+        let (per_partition, mut output) =
+            run_threads(&spec, emit, store, true, &records, partitions, |_| {});
         for (p, recs) in &per_partition {
             let outcome = spec.run(recs);
             let out = output.remove(p).unwrap_or_default();
             check(&spec, emit, &outcome, &out)?;
+        }
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(24)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// Session windows on stream threads that commit after a few records or after all of
+    /// them (a small cache or a short interval commits early; `statestore_cache_max_bytes = 0`
+    /// disables caching), over 1 and 3 partitions: every session's last update is the
+    /// model's, and every tombstone deletes a session the output holds: a session created and
+    /// merged away between two commits was never emitted and gets no tombstone.
+    #[test]
+    fn stream_threads_delete_only_the_sessions_they_emitted(
+        gap in 1i64..20,
+        grace in 0i64..30,
+        records in records(),
+        partitions in prop_oneof![Just(1u32), Just(3u32)],
+        cache in prop_oneof![Just(0usize), Just(300usize), Just(3_000usize), Just(10usize << 20)],
+        interval in prop_oneof![Just(1u64), Just(20u64), Just(30_000u64)],
+        caching in any::<bool>(),
+        persistent in any::<bool>(),
+    ) {
+        let spec = Spec { kind: Kind::Session { gap }, grace };
+        let store = if persistent { StoreType::Persistent } else { StoreType::InMemory };
+        let (per_partition, mut output) =
+            run_threads(&spec, Emit::Updates, store, caching, &records, partitions, |c| {
+                c.statestore_cache_max_bytes = cache;
+                c.commit_interval = Some(Duration::from_millis(interval));
+            });
+        for (p, recs) in &per_partition {
+            let outcome = spec.run(recs);
+            let out = output.remove(p).unwrap_or_default();
+            check(&spec, Emit::Updates, &outcome, &out)?;
         }
     }
 }

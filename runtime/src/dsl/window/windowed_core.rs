@@ -268,7 +268,8 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
     }
 
     /// At commit: writes the stream time, and with emit-on-update forwards every window changed
-    /// since the last commit (its latest value; a tombstone for a session merged away).
+    /// since the last commit (its latest value; a tombstone for a session merged away that the
+    /// store held, so forwarded by an earlier commit).
     pub(super) fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
         if self.observed_dirty {
             let mut key = Vec::new();
@@ -289,11 +290,22 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         // never overtakes an earlier one's (suppression downstream relies on it).
         ctx.stores[self.store].order_by_last_write();
         let dirty = ctx.stores[self.store].dirty_len();
+        let caches_writes = ctx.stores[self.store].caches_writes();
         for i in 0..dirty {
-            let (entry, value, timestamp) = ctx.stores[self.store].dirty(i);
+            let (entry, value, _) = ctx.stores[self.store].dirty(i);
             if is_meta(entry) {
                 continue;
             }
+            // A window deleted that the store did not hold (a session created and merged away
+            // since the last commit) was never forwarded: its delete goes nowhere, as Kafka's
+            // caching session store skips it.
+            if value.is_none()
+                && caches_writes
+                && !ctx.stores[self.store].dirty_old(i, &mut ctx.scratch.old)?
+            {
+                continue;
+            }
+            let (entry, value, timestamp) = ctx.stores[self.store].dirty(i);
             ctx.stores[self.store].decode_entry_into(entry, &mut self.decoded)?;
             let value = value.map(|v| self.agg_serde.deserialize(Some(v)));
             let key = self.key_serde.deserialize(Some(&self.decoded.key));
