@@ -197,3 +197,144 @@ fn the_latest_aggregate_per_key_is_the_models_on_stream_threads() {
         "the re-keyed input went through its repartition topic"
     );
 }
+
+/// Two streams cogrouped in windows: `amounts` summed, `notes` counted.
+fn windowed_topology(windows: &str) -> Topology {
+    use std::time::Duration;
+    let builder = StreamsBuilder::new();
+    let amounts = builder
+        .stream("amounts", Consumed::with(Serdes::string(), Serdes::i64()))
+        .group_by_key();
+    let notes = builder
+        .stream("notes", Consumed::with(Serdes::string(), Serdes::string()))
+        .group_by_key();
+    let cogrouped = amounts
+        .cogroup(|_, amount, (sum, n): (i64, i64)| (sum + amount, n))
+        .cogroup(&notes, |_, _note, (sum, n)| (sum, n + 1));
+    let table = match windows {
+        "hopping" => cogrouped
+            .windowed_by(
+                riffle::TimeWindows::of_size_and_grace(
+                    Duration::from_millis(10),
+                    Duration::from_secs(60),
+                )
+                .advance_by(Duration::from_millis(5)),
+            )
+            .aggregate(|| (0, 0), Materialized::named("windowed"), Serdes::json()),
+        _ => cogrouped
+            .windowed_by(riffle::SessionWindows::of_inactivity_gap_and_grace(
+                Duration::from_millis(4),
+                Duration::from_secs(60),
+            ))
+            .aggregate(
+                || (0, 0),
+                |_, (s1, n1), (s2, n2)| (s1 + s2, n1 + n2),
+                Materialized::named("windowed"),
+                Serdes::json(),
+            ),
+    };
+    table
+        .to_stream_with_deletes()
+        .map(|w, agg| {
+            (
+                format!("{}@{}/{}", w.key, w.window.start, w.window.end),
+                agg,
+            )
+        })
+        .to(
+            "out",
+            Produced::with(
+                Serdes::string(),
+                Serdes::optional(Serdes::json::<(i64, i64)>()),
+            ),
+        );
+    builder.build().unwrap()
+}
+
+/// The model of both windowed cogroups over records in time order (`(key, amount or note,
+/// timestamp)`): each window's (sum, notes), keyed as the topology writes them.
+fn windowed_model(
+    windows: &str,
+    records: &[(String, Option<i64>, i64)],
+) -> BTreeMap<String, (i64, i64)> {
+    let mut out = BTreeMap::new();
+    let add = |agg: &mut (i64, i64), amount: &Option<i64>| match amount {
+        Some(a) => agg.0 += a,
+        None => agg.1 += 1,
+    };
+    if windows == "hopping" {
+        for (k, amount, ts) in records {
+            let mut start = (ts - 10 + 5).max(0) / 5 * 5;
+            while start <= *ts {
+                if *ts < start + 10 {
+                    add(
+                        out.entry(format!("{k}@{start}/{}", start + 10))
+                            .or_insert((0, 0)),
+                        amount,
+                    );
+                }
+                start += 5;
+            }
+        }
+        return out;
+    }
+    // Sessions: in time order a record joins its key's last session if within the gap.
+    let mut sessions: BTreeMap<String, Vec<(i64, i64, (i64, i64))>> = BTreeMap::new();
+    for (k, amount, ts) in records {
+        let list = sessions.entry(k.clone()).or_default();
+        match list.last_mut() {
+            Some((_, end, agg)) if ts - *end <= 4 => {
+                *end = *ts;
+                add(agg, amount);
+            }
+            _ => {
+                let mut agg = (0, 0);
+                add(&mut agg, amount);
+                list.push((*ts, *ts, agg));
+            }
+        }
+    }
+    for (k, list) in sessions {
+        for (start, end, agg) in list {
+            out.insert(format!("{k}@{start}/{end}"), agg);
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Hopping and session windows: the output read as a table (a tombstone deleting a merged
+    /// session) equals the model's windows, in the test driver.
+    #[test]
+    fn windowed_cogroups_match_the_model(
+        steps in prop::collection::vec((0u8..3, prop::option::of(-9i64..10), 0i64..4), 1..80),
+        sessions in any::<bool>(),
+    ) {
+        let windows = if sessions { "session" } else { "hopping" };
+        let driver = TopologyTestDriver::new(windowed_topology(windows), StreamsConfig::new("cogroup-windows")).unwrap();
+        let amounts = driver.create_input_topic("amounts", Serdes::string(), Serdes::i64());
+        let notes = driver.create_input_topic("notes", Serdes::string(), Serdes::string());
+        let out = driver.create_output_topic("out", Serdes::string(), Serdes::optional(Serdes::json::<(i64, i64)>()));
+        let mut ts = 0;
+        let mut records = Vec::new();
+        for (k, amount, step) in steps {
+            ts += step;
+            let key = format!("k{k}");
+            match amount {
+                Some(a) => amounts.pipe_input_at(key.clone(), a, ts).unwrap(),
+                None => notes.pipe_input_at(key.clone(), "n".into(), ts).unwrap(),
+            }
+            records.push((key, amount, ts));
+        }
+        let mut table = BTreeMap::new();
+        for (k, v) in out.read_key_values_to_list().unwrap() {
+            match v {
+                Some(v) => { table.insert(k, v); }
+                None => { prop_assert!(table.remove(&k).is_some(), "a tombstone deletes a window the output holds: {}", k); }
+            }
+        }
+        prop_assert_eq!(table, windowed_model(windows, &records));
+    }
+}

@@ -20,7 +20,9 @@ pub(crate) mod table;
 mod topics;
 pub(crate) mod window;
 
-pub use cogroup::CogroupedKStream;
+pub use cogroup::{
+    CogroupWindows, CogroupedKStream, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream,
+};
 pub use grouped::KGroupedStream;
 pub use join::foreign_key::TableJoined;
 pub use join::stream_stream::{JoinWindows, StreamJoined};

@@ -17,16 +17,39 @@ use std::sync::Arc;
 
 use crate::dsl::cogroup::node::CogroupMerge;
 use crate::dsl::grouped::{FoldFn, add_aggregation_store, aggregation_table};
+use crate::dsl::window::{Flavor, MergeFn, WindowFoldFn, WindowedStore, windowed_node};
 use crate::dsl::{KGroupedStream, KTable, Materialized};
 use crate::processor::node::{Aggregate, FlushRef, NodeRef, SkipNulls};
 use crate::serdes::SerdeRef;
 use crate::topology::{BuiltNode, GraphBuilder, NodeFactory, OldValues};
+use crate::types::window::{
+    EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, WindowKind, Windowed,
+};
 
-/// Adds one input's aggregation node (below its grouped stream, repartitioned if needed) to the
-/// graph, given the store's name, the initializer, the aggregate's serde, and whether this node
-/// flushes the store; returns the node.
-type AddInput<A> =
-    Box<dyn Fn(&str, &Arc<dyn Fn() -> A + Send + Sync>, &SerdeRef<A>, bool) -> usize>;
+type Init<A> = Arc<dyn Fn() -> A + Send + Sync>;
+
+/// One cogrouped input (a grouped stream and its aggregator, its value type erased): adds its
+/// aggregation node to the graph, below its grouped stream (repartitioned if needed), and
+/// returns it. `input` numbers it among the store's nodes: 0 flushes the store.
+trait CogroupInput<K, A> {
+    fn add_plain(
+        &self,
+        store_name: &str,
+        init: &Init<A>,
+        agg_serde: &SerdeRef<A>,
+        input: u32,
+    ) -> usize;
+    fn add_windowed(
+        &self,
+        plan: &WindowedStore,
+        init: &Init<A>,
+        merge: Option<MergeFn<K, A>>,
+        agg_serde: &SerdeRef<A>,
+        input: u32,
+    ) -> usize;
+    /// The node the input's records come from (after its repartition topic, if any).
+    fn parent(&self, store_name: &str) -> usize;
+}
 
 /// Grouped streams cogrouped into one aggregate per key (Kafka Streams' `CogroupedKStream`):
 /// made by [`KGroupedStream::cogroup`], grown by [`CogroupedKStream::cogroup`], and turned into
@@ -53,7 +76,7 @@ type AddInput<A> =
 pub struct CogroupedKStream<K, A> {
     graph: Rc<RefCell<GraphBuilder>>,
     key_serde: SerdeRef<K>,
-    inputs: Vec<AddInput<A>>,
+    inputs: Vec<Box<dyn CogroupInput<K, A>>>,
 }
 
 impl<K, A> std::fmt::Debug for CogroupedKStream<K, A> {
@@ -78,7 +101,10 @@ where
         CogroupedKStream {
             graph: self.graph.clone(),
             key_serde: self.grouped.key.clone(),
-            inputs: vec![input(self.clone_parts(), Arc::new(aggregator))],
+            inputs: vec![Box::new(Input {
+                grouped: self.clone_parts(),
+                aggregator: Arc::new(aggregator),
+            })],
         }
     }
 }
@@ -91,8 +117,10 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
         grouped: &KGroupedStream<K, V>,
         aggregator: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
     ) -> Self {
-        self.inputs
-            .push(input(grouped.clone_parts(), Arc::new(aggregator)));
+        self.inputs.push(Box::new(Input {
+            grouped: grouped.clone_parts(),
+            aggregator: Arc::new(aggregator),
+        }));
         self
     }
 
@@ -113,37 +141,21 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
                 .borrow_mut()
                 .next_name("COGROUPKSTREAM-AGGREGATE-STATE-STORE"),
         };
-        let initializer: Arc<dyn Fn() -> A + Send + Sync> = Arc::new(initializer);
-        let nodes: Vec<usize> = self
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(i, add)| add(&store_name, &initializer, &aggregate_serde, i == 0))
+        let initializer: Init<A> = Arc::new(initializer);
+        let nodes: Vec<usize> = (0u32..)
+            .zip(&self.inputs)
+            .map(|(i, input)| input.add_plain(&store_name, &initializer, &aggregate_serde, i))
             .collect();
-        let mut g = self.graph.borrow_mut();
         let store = add_aggregation_store(
-            &mut g,
+            &mut self.graph.borrow_mut(),
             nodes[0],
             store_name,
             &materialized,
             self.key_serde.clone(),
             aggregate_serde.clone(),
         );
-        for &node in &nodes[1..] {
-            g.nodes[node].stores.push(store);
-            let pair = (g.nodes[nodes[0]].parents[0], g.nodes[node].parents[0]);
-            g.copartitioned.push(pair);
-        }
-        let factory: NodeFactory = Arc::new(|ctx| {
-            let node: NodeRef<K, A> = Rc::new(RefCell::new(CogroupMerge {
-                forward: ctx.forward::<K, A>(),
-                send_old: ctx.sends_old_values(),
-            }));
-            BuiltNode::plain(Box::new(node))
-        });
-        let merge = g.add_processor_node::<K, A, K, A>("COGROUPKSTREAM-MERGE", &nodes, factory);
-        g.nodes[merge].old_values = OldValues::FromParents;
-        drop(g);
+        let merge = self.merge::<K>(&nodes, store);
+        self.graph.borrow_mut().nodes[merge].old_values = OldValues::FromParents;
         aggregation_table(
             &self.graph,
             merge,
@@ -154,22 +166,218 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
     }
 }
 
-/// The [`AddInput`] of `grouped` folded in by `aggregator`.
-fn input<K, V, A>(
+impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
+    /// The cogrouped inputs in windows: [`TimeWindows`] or [`SlidingWindows`] give a
+    /// [`TimeWindowedCogroupedKStream`], [`SessionWindows`] a
+    /// [`SessionWindowedCogroupedKStream`] (Kafka Streams' `CogroupedKStream.windowedBy`). As
+    /// in Kafka Streams, a windowed cogroup emits every update (there is no emit strategy).
+    pub fn windowed_by<W: CogroupWindows<K, A>>(self, windows: W) -> W::Stream {
+        windows.windowed(self)
+    }
+
+    /// Adds every input's windowed node and the merge; the table of their store.
+    fn aggregate_windowed(
+        &self,
+        kind: WindowKind,
+        init: Init<A>,
+        merge: Option<MergeFn<K, A>>,
+        materialized: Materialized<A>,
+        aggregate_serde: SerdeRef<A>,
+    ) -> KTable<Windowed<K>, A> {
+        let store_name = match &materialized.name {
+            Some(name) => name.clone(),
+            None => self
+                .graph
+                .borrow_mut()
+                .next_name("COGROUPKSTREAM-AGGREGATE-STATE-STORE"),
+        };
+        let plan = WindowedStore::plan(&self.graph, kind, store_name, &materialized);
+        let nodes: Vec<usize> = (0u32..)
+            .zip(&self.inputs)
+            .map(|(i, input)| input.add_windowed(&plan, &init, merge.clone(), &aggregate_serde, i))
+            .collect();
+        let store = plan.add_store(
+            nodes[0],
+            &materialized,
+            self.key_serde.clone(),
+            aggregate_serde.clone(),
+        );
+        let merge = self.merge::<Windowed<K>>(&nodes, store);
+        plan.table(merge, self.key_serde.clone(), aggregate_serde)
+    }
+
+    /// Connects `store` to every node but the first (which has it), co-partitions their
+    /// inputs, and adds the merge node below them all.
+    fn merge<KT: Clone + 'static>(&self, nodes: &[usize], store: usize) -> usize {
+        let mut g = self.graph.borrow_mut();
+        for &node in &nodes[1..] {
+            g.nodes[node].stores.push(store);
+            let pair = (g.nodes[nodes[0]].parents[0], g.nodes[node].parents[0]);
+            g.copartitioned.push(pair);
+        }
+        let factory: NodeFactory = Arc::new(|ctx| {
+            let node: NodeRef<KT, A> = Rc::new(RefCell::new(CogroupMerge {
+                forward: ctx.forward::<KT, A>(),
+                send_old: ctx.sends_old_values(),
+            }));
+            BuiltNode::plain(Box::new(node))
+        });
+        g.add_processor_node::<KT, A, KT, A>("COGROUPKSTREAM-MERGE", nodes, factory)
+    }
+}
+
+/// Window definitions [`CogroupedKStream::windowed_by`] takes.
+pub trait CogroupWindows<K, A> {
+    /// The windowed cogrouped stream.
+    type Stream;
+    #[doc(hidden)]
+    fn windowed(self, cogrouped: CogroupedKStream<K, A>) -> Self::Stream;
+}
+
+impl<K, A> CogroupWindows<K, A> for TimeWindows {
+    type Stream = TimeWindowedCogroupedKStream<K, A>;
+    fn windowed(self, cogrouped: CogroupedKStream<K, A>) -> Self::Stream {
+        TimeWindowedCogroupedKStream {
+            cogrouped,
+            kind: WindowKind::Time(self),
+        }
+    }
+}
+
+impl<K, A> CogroupWindows<K, A> for SlidingWindows {
+    type Stream = TimeWindowedCogroupedKStream<K, A>;
+    fn windowed(self, cogrouped: CogroupedKStream<K, A>) -> Self::Stream {
+        TimeWindowedCogroupedKStream {
+            cogrouped,
+            kind: WindowKind::Sliding(self),
+        }
+    }
+}
+
+impl<K, A> CogroupWindows<K, A> for SessionWindows {
+    type Stream = SessionWindowedCogroupedKStream<K, A>;
+    fn windowed(self, cogrouped: CogroupedKStream<K, A>) -> Self::Stream {
+        SessionWindowedCogroupedKStream {
+            cogrouped,
+            windows: self,
+        }
+    }
+}
+
+/// Cogrouped inputs in time or sliding windows (Kafka Streams'
+/// `TimeWindowedCogroupedKStream`).
+pub struct TimeWindowedCogroupedKStream<K, A> {
+    cogrouped: CogroupedKStream<K, A>,
+    kind: WindowKind,
+}
+
+impl<K, A> std::fmt::Debug for TimeWindowedCogroupedKStream<K, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimeWindowedCogroupedKStream")
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl<K: Clone + 'static, A: Clone + 'static> TimeWindowedCogroupedKStream<K, A> {
+    /// Folds every input's records into one aggregate per key and window that starts at
+    /// `initializer()`, kept in the window store `materialized` describes.
+    pub fn aggregate(
+        &self,
+        initializer: impl Fn() -> A + Send + Sync + 'static,
+        materialized: Materialized<A>,
+        aggregate_serde: SerdeRef<A>,
+    ) -> KTable<Windowed<K>, A> {
+        self.cogrouped.aggregate_windowed(
+            self.kind,
+            Arc::new(initializer),
+            None,
+            materialized,
+            aggregate_serde,
+        )
+    }
+}
+
+/// Cogrouped inputs in session windows (Kafka Streams' `SessionWindowedCogroupedKStream`).
+pub struct SessionWindowedCogroupedKStream<K, A> {
+    cogrouped: CogroupedKStream<K, A>,
+    windows: SessionWindows,
+}
+
+impl<K, A> std::fmt::Debug for SessionWindowedCogroupedKStream<K, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionWindowedCogroupedKStream")
+            .field("windows", &self.windows)
+            .finish()
+    }
+}
+
+impl<K: Clone + 'static, A: Clone + 'static> SessionWindowedCogroupedKStream<K, A> {
+    /// Folds every input's records into one aggregate per key and session that starts at
+    /// `initializer()`; `merger` combines the aggregates of the sessions a record joins
+    /// (starting from `initializer()`, as Kafka Streams does).
+    pub fn aggregate(
+        &self,
+        initializer: impl Fn() -> A + Send + Sync + 'static,
+        merger: impl Fn(&K, A, A) -> A + Send + Sync + 'static,
+        materialized: Materialized<A>,
+        aggregate_serde: SerdeRef<A>,
+    ) -> KTable<Windowed<K>, A> {
+        let init: Init<A> = Arc::new(initializer);
+        let start = init.clone();
+        let merge: MergeFn<K, A> =
+            Arc::new(move |k, acc, b| merger(k, acc.unwrap_or_else(|| start()), b));
+        self.cogrouped.aggregate_windowed(
+            WindowKind::Session(self.windows),
+            init,
+            Some(merge),
+            materialized,
+            aggregate_serde,
+        )
+    }
+}
+
+/// A grouped stream with its aggregator.
+struct Input<K, V, A> {
     grouped: KGroupedStream<K, V>,
     aggregator: Arc<dyn Fn(&K, V, A) -> A + Send + Sync>,
-) -> AddInput<A>
+}
+
+impl<K, V, A> Input<K, V, A>
 where
     K: Clone + 'static,
     V: Clone + 'static,
     A: Clone + 'static,
 {
-    Box::new(move |store_name, initializer, agg_serde, flushes| {
-        let parent = grouped.aggregate_parent(store_name);
-        let (aggregator, initializer) = (aggregator.clone(), initializer.clone());
-        let fold: FoldFn<K, V, A> =
-            Arc::new(move |k, v, old| Some(aggregator(k, v, old.unwrap_or_else(|| initializer()))));
-        let (key_serde, value_serde) = (grouped.grouped.key.clone(), grouped.grouped.value.clone());
+    /// `aggregator` folding a value into the aggregate so far, or into `init()`'s.
+    fn fold(&self, init: &Init<A>) -> impl Fn(&K, V, Option<A>) -> A + Send + Sync + 'static {
+        let (aggregator, init) = (self.aggregator.clone(), init.clone());
+        move |k, v, old| aggregator(k, v, old.unwrap_or_else(|| init()))
+    }
+}
+
+impl<K, V, A> CogroupInput<K, A> for Input<K, V, A>
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+    A: Clone + 'static,
+{
+    fn parent(&self, store_name: &str) -> usize {
+        self.grouped.aggregate_parent(store_name)
+    }
+
+    fn add_plain(
+        &self,
+        store_name: &str,
+        init: &Init<A>,
+        agg_serde: &SerdeRef<A>,
+        input: u32,
+    ) -> usize {
+        let parent = self.parent(store_name);
+        let fold = self.fold(init);
+        let fold: FoldFn<K, V, A> = Arc::new(move |k, v, old| Some(fold(k, v, old)));
+        let grouped = &self.grouped.grouped;
+        let (key_serde, value_serde) = (grouped.key.clone(), grouped.value.clone());
         let agg_serde = agg_serde.clone();
         let factory: NodeFactory = Arc::new(move |ctx| {
             let aggregate = Rc::new(RefCell::new(Aggregate {
@@ -180,7 +388,7 @@ where
                 forward: ctx.forward::<K, A>(),
                 send_old: ctx.sends_old_values(),
             }));
-            let flush = flushes.then(|| aggregate.clone() as FlushRef);
+            let flush = (input == 0).then(|| aggregate.clone() as FlushRef);
             let node = SkipNulls::wrap(
                 ctx.name(),
                 Some(key_serde.clone()),
@@ -193,10 +401,40 @@ where
                 lifecycle: None,
             }
         });
-        let mut g = grouped.graph.borrow_mut();
+        let mut g = self.grouped.graph.borrow_mut();
         let node =
             g.add_processor_node::<K, V, K, A>("COGROUPKSTREAM-AGGREGATE", &[parent], factory);
         g.nodes[node].old_values = OldValues::FromStore;
         node
-    })
+    }
+
+    fn add_windowed(
+        &self,
+        plan: &WindowedStore,
+        init: &Init<A>,
+        merge: Option<MergeFn<K, A>>,
+        agg_serde: &SerdeRef<A>,
+        input: u32,
+    ) -> usize {
+        let parent = self.parent(&plan.store_name);
+        let fold: WindowFoldFn<K, V, A> = Arc::new(self.fold(init));
+        let flavor = match (plan.kind(), merge) {
+            (WindowKind::Time(w), _) => Flavor::Time(w, fold),
+            (WindowKind::Sliding(w), _) => Flavor::Sliding(w, fold),
+            (WindowKind::Session(w), Some(merge)) => Flavor::Session(w, fold, merge),
+            (WindowKind::Session(_), None) => {
+                unreachable!("riffle DSL invariant: a session-windowed cogroup has a merger")
+            }
+        };
+        windowed_node(
+            &self.grouped,
+            parent,
+            "COGROUPKSTREAM-AGGREGATE",
+            EmitStrategy::OnWindowUpdate,
+            flavor,
+            plan,
+            agg_serde,
+            input,
+        )
+    }
 }

@@ -13,13 +13,14 @@ use crate::dsl::table::suppress::{BufferTimeFn, SuppressNode, SuppressUntil, Sup
 use crate::dsl::window::node::{
     SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
 };
-use crate::dsl::window::windowed_core::{FoldFn, MergeFn, WindowedCore};
+use crate::dsl::window::windowed_core::WindowedCore;
+pub(crate) use crate::dsl::window::windowed_core::{FoldFn as WindowFoldFn, MergeFn};
 use crate::dsl::{KGroupedStream, KTable, Materialized, StoreType};
 use crate::processor::StoreSerdes;
 use crate::processor::node::{FlushRef, NodeRef, SkipNulls};
 use crate::serdes::{SerdeRef, Serdes};
 use crate::topology::{
-    BuiltNode, LifecycleRef, NodeFactory, NodeKind, StoreDef, StoreKind, TypeSig,
+    BuiltNode, GraphBuilder, LifecycleRef, NodeFactory, NodeKind, StoreDef, StoreKind, TypeSig,
 };
 use crate::types::window::{
     EmitStrategy, SessionWindows, SlidingWindows, TimeWindows, WindowKind, Windowed,
@@ -155,10 +156,10 @@ impl<K, V> std::fmt::Debug for SessionWindowedKStream<K, V> {
 }
 
 /// Which aggregation node to build.
-enum Flavor<K, V, A> {
-    Time(TimeWindows, FoldFn<K, V, A>),
-    Sliding(SlidingWindows, FoldFn<K, V, A>),
-    Session(SessionWindows, FoldFn<K, V, A>, MergeFn<K, A>),
+pub(crate) enum Flavor<K, V, A> {
+    Time(TimeWindows, WindowFoldFn<K, V, A>),
+    Sliding(SlidingWindows, WindowFoldFn<K, V, A>),
+    Session(SessionWindows, WindowFoldFn<K, V, A>, MergeFn<K, A>),
 }
 
 fn build<K, V, A>(
@@ -173,51 +174,191 @@ where
     V: Clone + 'static,
     A: Clone + 'static,
 {
-    let kind = match &flavor {
-        Flavor::Time(w, _) => WindowKind::Time(*w),
-        Flavor::Sliding(w, _) => WindowKind::Sliding(*w),
-        Flavor::Session(w, ..) => WindowKind::Session(*w),
-    };
-    let check = match kind {
-        WindowKind::Time(w) => w.validate(),
-        WindowKind::Sliding(w) => w.validate(),
-        WindowKind::Session(w) => w.validate(),
-    };
-    if let Err(e) = check {
-        grouped.graph.borrow_mut().errors.push(e.to_string());
-    }
+    let kind = flavor.kind();
     let store_name = grouped.store_name(&materialized.name);
-    let min_retention = kind.min_retention_ms();
-    let retention_ms = match materialized.retention {
-        Some(r) => {
-            let r = r.as_millis().min(i64::MAX as u128) as i64;
-            if r < min_retention {
-                grouped.graph.borrow_mut().errors.push(format!(
-                    "store {store_name:?}: the retention ({r} ms) must be at least the window's size plus its grace ({min_retention} ms)"
-                ));
-            }
-            r
+    let plan = WindowedStore::plan(&grouped.graph, kind, store_name, &materialized);
+    let parent = grouped.aggregate_parent(&plan.store_name);
+    let prefix = match kind {
+        WindowKind::Session(_) => "KSTREAM-SESSION-AGGREGATE",
+        WindowKind::Sliding(_) => "KSTREAM-SLIDING-AGGREGATE",
+        WindowKind::Time(_) => "KSTREAM-WINDOW-AGGREGATE",
+    };
+    let node = windowed_node(grouped, parent, prefix, emit, flavor, &plan, &agg_serde, 0);
+    plan.add_store(
+        node,
+        &materialized,
+        grouped.grouped.key.clone(),
+        agg_serde.clone(),
+    );
+    plan.table(node, grouped.grouped.key.clone(), agg_serde)
+}
+
+impl<K, V, A> Flavor<K, V, A> {
+    fn kind(&self) -> WindowKind {
+        match self {
+            Flavor::Time(w, _) => WindowKind::Time(*w),
+            Flavor::Sliding(w, _) => WindowKind::Sliding(*w),
+            Flavor::Session(w, ..) => WindowKind::Session(*w),
         }
-        None => min_retention,
-    };
-    let retention_ms = kind.store_retention_ms(retention_ms);
-    let parent = grouped.aggregate_parent(&store_name);
+    }
+}
+
+/// A windowed aggregation's store as planned before its nodes exist: its windows, name and
+/// retention (checked against the windows).
+pub(crate) struct WindowedStore {
+    graph: Rc<RefCell<GraphBuilder>>,
+    kind: WindowKind,
+    pub(crate) store_name: String,
+    retention_ms: i64,
+}
+
+impl WindowedStore {
+    /// Checks `kind` and the retention `materialized` asks for (errors at `build`).
+    pub(crate) fn plan<A>(
+        graph: &Rc<RefCell<GraphBuilder>>,
+        kind: WindowKind,
+        store_name: String,
+        materialized: &Materialized<A>,
+    ) -> WindowedStore {
+        let check = match kind {
+            WindowKind::Time(w) => w.validate(),
+            WindowKind::Sliding(w) => w.validate(),
+            WindowKind::Session(w) => w.validate(),
+        };
+        if let Err(e) = check {
+            graph.borrow_mut().errors.push(e.to_string());
+        }
+        let min_retention = kind.min_retention_ms();
+        let retention_ms = match materialized.retention {
+            Some(r) => {
+                let r = r.as_millis().min(i64::MAX as u128) as i64;
+                if r < min_retention {
+                    graph.borrow_mut().errors.push(format!(
+                        "store {store_name:?}: the retention ({r} ms) must be at least the window's size plus its grace ({min_retention} ms)"
+                    ));
+                }
+                r
+            }
+            None => min_retention,
+        };
+        WindowedStore {
+            graph: graph.clone(),
+            kind,
+            store_name,
+            retention_ms: kind.store_retention_ms(retention_ms),
+        }
+    }
+
+    /// The windows.
+    pub(crate) fn kind(&self) -> WindowKind {
+        self.kind
+    }
+
+    /// Adds the store to `node` (the aggregation's first node).
+    pub(crate) fn add_store<K: 'static, A: 'static>(
+        &self,
+        node: usize,
+        materialized: &Materialized<A>,
+        key_serde: SerdeRef<K>,
+        agg_serde: SerdeRef<A>,
+    ) -> usize {
+        let mut g = self.graph.borrow_mut();
+        let store_name = self.store_name.clone();
+        if g.stores.iter().any(|s| s.name == store_name) {
+            g.errors
+                .push(format!("a store named {store_name:?} already exists"));
+        }
+        let persistent = materialized.store_type == StoreType::Persistent;
+        let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
+        def.caching = materialized.caching;
+        let retention_ms = self.retention_ms;
+        let segment_ms = segment_interval(retention_ms);
+        def.kind = match self.kind {
+            WindowKind::Session(_) => {
+                def.timestamped = false;
+                StoreKind::Session {
+                    retention_ms,
+                    segment_ms,
+                }
+            }
+            WindowKind::Sliding(w) => StoreKind::Window {
+                retention_ms,
+                segment_ms,
+                ordered: true,
+                window_ms: w.difference_ms,
+                retain_duplicates: false,
+            },
+            WindowKind::Time(w) => StoreKind::Window {
+                retention_ms,
+                segment_ms,
+                ordered: false,
+                window_ms: w.size_ms,
+                retain_duplicates: false,
+            },
+        };
+        def.serdes = Some(Arc::new(StoreSerdes {
+            key: key_serde,
+            value: agg_serde,
+        }));
+        g.add_store(node, def)
+    }
+
+    /// The windowed table whose node is `node`.
+    pub(crate) fn table<K: Clone + 'static, A: Clone + 'static>(
+        &self,
+        node: usize,
+        key_serde: SerdeRef<K>,
+        agg_serde: SerdeRef<A>,
+    ) -> KTable<Windowed<K>, A> {
+        let table_key_serde = match self.kind {
+            WindowKind::Time(w) => Serdes::time_windowed(
+                key_serde,
+                std::time::Duration::from_millis(w.size_ms as u64),
+            ),
+            WindowKind::Sliding(w) => Serdes::time_windowed(
+                key_serde,
+                std::time::Duration::from_millis(w.difference_ms as u64),
+            ),
+            WindowKind::Session(_) => Serdes::session_windowed(key_serde),
+        };
+        KTable {
+            graph: self.graph.clone(),
+            node,
+            key_serde: table_key_serde,
+            value_serde: agg_serde,
+            windows: Some(self.kind),
+            window_end: Some(Arc::new(|k: &Windowed<K>| k.window.end)),
+            view: None,
+        }
+    }
+}
+
+/// Adds a windowed aggregation node `<prefix>-<n>` below `parent`, folding `grouped`'s records
+/// into `plan`'s store as `flavor` says. `input` numbers it among the nodes sharing the store
+/// (a cogroup's): each keeps its stream time under its own meta key, and only input 0 forwards
+/// the store's updates at commit.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn windowed_node<K, V, A>(
+    grouped: &KGroupedStream<K, V>,
+    parent: usize,
+    prefix: &str,
+    emit: EmitStrategy,
+    flavor: Flavor<K, V, A>,
+    plan: &WindowedStore,
+    agg_serde: &SerdeRef<A>,
+    input: u32,
+) -> usize
+where
+    K: Clone + 'static,
+    V: Clone + 'static,
+    A: Clone + 'static,
+{
+    let (kind, retention_ms) = (plan.kind, plan.retention_ms);
     let key_serde = grouped.grouped.key.clone();
-    let table_key_serde = match kind {
-        WindowKind::Time(w) => Serdes::time_windowed(
-            key_serde.clone(),
-            std::time::Duration::from_millis(w.size_ms as u64),
-        ),
-        WindowKind::Sliding(w) => Serdes::time_windowed(
-            key_serde.clone(),
-            std::time::Duration::from_millis(w.difference_ms as u64),
-        ),
-        WindowKind::Session(_) => Serdes::session_windowed(key_serde.clone()),
-    };
     let node_agg_serde = agg_serde.clone();
     let (null_key, null_value) = (key_serde.clone(), grouped.grouped.value.clone());
     let factory: NodeFactory = Arc::new(move |ctx| {
-        let core = WindowedCore::new(
+        let mut core = WindowedCore::new(
             ctx.store_slot(0),
             key_serde.clone(),
             node_agg_serde.clone(),
@@ -226,6 +367,7 @@ where
             retention_ms,
             ctx.forward::<Windowed<K>, A>(),
         );
+        core.share(input);
         let (node, flush, lifecycle): (NodeRef<K, V>, FlushRef, LifecycleRef) = match &flavor {
             Flavor::Time(windows, fold) => {
                 let n = Rc::new(RefCell::new(TimeWindowAggregate {
@@ -266,69 +408,19 @@ where
         }
     });
     let mut g = grouped.graph.borrow_mut();
-    let prefix = match kind {
-        WindowKind::Session(_) => "KSTREAM-SESSION-AGGREGATE",
-        WindowKind::Sliding(_) => "KSTREAM-SLIDING-AGGREGATE",
-        WindowKind::Time(_) => "KSTREAM-WINDOW-AGGREGATE",
-    };
     let name = g.next_name(prefix);
     let types = (
         Some(TypeSig::of::<K, V>()),
         Some(TypeSig::of::<Windowed<K>, A>()),
     );
-    let node = g.add_node(
+    g.add_node(
         name,
         NodeKind::Processor,
         &[parent],
         factory,
         types.0,
         types.1,
-    );
-    if g.stores.iter().any(|s| s.name == store_name) {
-        g.errors
-            .push(format!("a store named {store_name:?} already exists"));
-    }
-    let persistent = materialized.store_type == StoreType::Persistent;
-    let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
-    def.caching = materialized.caching;
-    let segment_ms = segment_interval(retention_ms);
-    def.kind = match kind {
-        WindowKind::Session(_) => {
-            def.timestamped = false;
-            StoreKind::Session {
-                retention_ms,
-                segment_ms,
-            }
-        }
-        WindowKind::Sliding(w) => StoreKind::Window {
-            retention_ms,
-            segment_ms,
-            ordered: true,
-            window_ms: w.difference_ms,
-            retain_duplicates: false,
-        },
-        WindowKind::Time(w) => StoreKind::Window {
-            retention_ms,
-            segment_ms,
-            ordered: false,
-            window_ms: w.size_ms,
-            retain_duplicates: false,
-        },
-    };
-    def.serdes = Some(Arc::new(StoreSerdes {
-        key: grouped.grouped.key.clone(),
-        value: agg_serde.clone(),
-    }));
-    g.add_store(node, def);
-    KTable {
-        graph: grouped.graph.clone(),
-        node,
-        key_serde: table_key_serde,
-        value_serde: agg_serde,
-        windows: Some(kind),
-        window_end: Some(Arc::new(|k: &Windowed<K>| k.window.end)),
-        view: None,
-    }
+    )
 }
 
 impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
@@ -339,7 +431,7 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
         self
     }
 
-    fn flavor<A>(&self, fold: FoldFn<K, V, A>) -> Flavor<K, V, A> {
+    fn flavor<A>(&self, fold: WindowFoldFn<K, V, A>) -> Flavor<K, V, A> {
         match self.windows {
             WindowKind::Sliding(w) => Flavor::Sliding(w, fold),
             WindowKind::Time(w) => Flavor::Time(w, fold),
@@ -386,7 +478,7 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
         materialized: Materialized<A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<Windowed<K>, A> {
-        let fold: FoldFn<K, V, A> =
+        let fold: WindowFoldFn<K, V, A> =
             Arc::new(move |k, v, old| aggregator(k, v, old.unwrap_or_else(&init)));
         build(
             &self.grouped,
@@ -398,13 +490,13 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
     }
 }
 
-fn count_fold<K, V>() -> FoldFn<K, V, i64> {
+fn count_fold<K, V>() -> WindowFoldFn<K, V, i64> {
     Arc::new(|_, _, old| old.unwrap_or(0).saturating_add(1))
 }
 
 type Reducer<V> = Arc<dyn Fn(V, V) -> V + Send + Sync>;
 
-fn reduce_fold<K, V: 'static>(reducer: Reducer<V>) -> FoldFn<K, V, V> {
+fn reduce_fold<K, V: 'static>(reducer: Reducer<V>) -> WindowFoldFn<K, V, V> {
     Arc::new(move |_, v, old| match old {
         Some(old) => reducer(old, v),
         None => v,
@@ -470,7 +562,7 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
     ) -> KTable<Windowed<K>, A> {
         let init = Arc::new(init);
         let i2 = init.clone();
-        let fold: FoldFn<K, V, A> =
+        let fold: WindowFoldFn<K, V, A> =
             Arc::new(move |k, v, old| aggregator(k, v, old.unwrap_or_else(|| init())));
         let merge: MergeFn<K, A> =
             Arc::new(move |k, acc, v| merger(k, acc.unwrap_or_else(|| i2()), v));

@@ -54,6 +54,10 @@ pub(crate) struct WindowedCore<K, A> {
     pub(super) entry: Vec<u8>,
     /// Reused for the entry keys taken apart at commit.
     decoded: DecodedEntry,
+    /// Among the aggregations sharing this store (a cogroup's inputs), this one's number: its
+    /// stream time's meta key, and whether it forwards the store's updates at commit (input 0
+    /// only: one store, one flush).
+    input: u32,
 }
 
 impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
@@ -79,6 +83,24 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             pending: BTreeSet::new(),
             entry: Vec::new(),
             decoded: DecodedEntry::default(),
+            input: 0,
+        }
+    }
+
+    /// Makes this the `input`-th of the aggregations sharing its store (a cogroup's).
+    pub(crate) fn share(&mut self, input: u32) {
+        self.input = input;
+    }
+
+    /// This aggregation's stream-time meta key: input 0's is the plain aggregation's.
+    fn observed_key(&self, out: &mut Vec<u8>) {
+        if self.input == 0 {
+            meta_key(OBSERVED, out);
+        } else {
+            meta_key(
+                format!("observed-stream-time-{}", self.input).as_bytes(),
+                out,
+            );
         }
     }
 
@@ -230,7 +252,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
     /// At task start: the stream time of the last commit, and the windows still open.
     pub(super) fn load(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
         let mut key = Vec::new();
-        meta_key(OBSERVED, &mut key);
+        self.observed_key(&mut key);
         let scratch = &mut *ctx.scratch;
         if ctx.stores[self.store]
             .get_with_timestamp(&key, &mut scratch.old)?
@@ -273,7 +295,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
     pub(super) fn flush(&mut self, ctx: &mut ProcessingContext<'_>) -> Result<()> {
         if self.observed_dirty {
             let mut key = Vec::new();
-            meta_key(OBSERVED, &mut key);
+            self.observed_key(&mut key);
             let headers = Headers::new();
             ctx.stores[self.store].put(
                 &key,
@@ -283,7 +305,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             );
             self.observed_dirty = false;
         }
-        if self.emit != EmitStrategy::OnWindowUpdate {
+        if self.emit != EmitStrategy::OnWindowUpdate || self.input != 0 {
             return Ok(());
         }
         // In the order of their last write, as Kafka's cache flushes: an update's timestamp
