@@ -112,6 +112,11 @@ pub(crate) struct BuildCtx<'a> {
 }
 
 impl BuildCtx<'_> {
+    /// The node's name.
+    pub(crate) fn name(&self) -> &str {
+        self.name
+    }
+
     /// Whether the node forwards old values (`Change`s): a downstream node asked.
     pub(crate) fn sends_old_values(&self) -> bool {
         self.send_old_values
