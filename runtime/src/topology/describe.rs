@@ -31,8 +31,10 @@ impl fmt::Display for TopologyDescription<'_> {
                 (sizes[b].cmp(&sizes[a])).then_with(|| t.nodes[a].name.cmp(&t.nodes[b].name))
             });
         };
-        for sub in &t.subtopologies {
-            writeln!(f, "   Sub-topology: {}", sub.id)?;
+        for (i, sub) in t.subtopologies.iter().enumerate() {
+            // Kafka indents the first sub-topology by three spaces, the others by two.
+            let indent = if i == 0 { "   " } else { "  " };
+            writeln!(f, "{indent}Sub-topology: {}", sub.id)?;
             let mut nodes = sub.nodes.clone();
             order(&mut nodes);
             for id in nodes {
