@@ -197,7 +197,11 @@ fn to_table_print_and_a_dynamic_sink() {
     let builder = StreamsBuilder::new();
     let changes = builder
         .stream("in", consumed())
-        .to_table_with(Serdes::string(), Serdes::i64(), Materialized::named("latest"))
+        .to_table_with(
+            Serdes::string(),
+            Serdes::i64(),
+            Materialized::named("latest"),
+        )
         .to_stream_named(Named::as_("changes"));
     changes.print(Printed::to_sys_out().with_label("changes"));
     changes.to_dynamic(route, produced().with_name("route"));

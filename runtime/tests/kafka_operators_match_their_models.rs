@@ -58,7 +58,11 @@ fn split_topology() -> riffle::Topology {
         .default_branch();
     let mut names: Vec<&str> = branches.keys().map(String::as_str).collect();
     names.sort_unstable();
-    assert_eq!(names, ["s-0", "s-2", "s-neg"], "a consumer's branch is not in the map");
+    assert_eq!(
+        names,
+        ["s-0", "s-2", "s-neg"],
+        "a consumer's branch is not in the map"
+    );
     branches["s-neg"].to("neg", produced());
     branches["s-2"].to("even", produced());
     branches["s-0"].to("other", produced());
@@ -206,17 +210,25 @@ fn print_writes_kafkas_format_to_a_file() {
     let builder = StreamsBuilder::new();
     let stream = builder.stream("in", strings_longs());
     stream.print(Printed::to_file(&plain).unwrap());
-    stream.filter_named(|_, v| v % 2 == 0, Named::as_("evens")).print(
-        Printed::to_file(&mapped)
-            .unwrap()
-            .with_label("even")
-            .with_key_value_mapper(|k, v| format!("{k}={v}"))
-            .with_name("print-evens"),
-    );
+    stream
+        .filter_named(|_, v| v % 2 == 0, Named::as_("evens"))
+        .print(
+            Printed::to_file(&mapped)
+                .unwrap()
+                .with_label("even")
+                .with_key_value_mapper(|k, v| format!("{k}={v}"))
+                .with_name("print-evens"),
+        );
     let topology = builder.build().unwrap();
     let text = topology.describe().to_string();
-    assert!(text.contains("Processor: KSTREAM-PRINTER-0000000001"), "{text}");
-    assert!(text.contains("Processor: print-evens (stores: [])"), "{text}");
+    assert!(
+        text.contains("Processor: KSTREAM-PRINTER-0000000001"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Processor: print-evens (stores: [])"),
+        "{text}"
+    );
     let driver = TopologyTestDriver::new(topology, StreamsConfig::new("print")).unwrap();
     let input = driver.create_input_topic("in", Serdes::string(), Serdes::i64());
     let (mut want_plain, mut want_mapped) = (String::new(), String::new());
@@ -289,7 +301,8 @@ fn named_operations_take_the_given_names_and_keep_kafkas_numbering() {
     // A named operation takes a counter value too, as in Kafka: the sink after it is the 2nd.
     let builder = StreamsBuilder::new();
     let s = builder.stream("a", strings_longs());
-    s.filter_named(|_, _| true, Named::as_("x")).to("out", produced());
+    s.filter_named(|_, _| true, Named::as_("x"))
+        .to("out", produced());
     let text = builder.build().unwrap().describe().to_string();
     assert!(text.contains("Sink: KSTREAM-SINK-0000000002"), "{text}");
 
@@ -327,7 +340,10 @@ fn invalid_and_duplicate_names_fail_the_build() {
     let s = builder.stream("a", strings_longs());
     s.repartition_with(Repartitioned::with(Serdes::string(), Serdes::i64()).with_name("r"));
     s.repartition_with(Repartitioned::with(Serdes::string(), Serdes::i64()).with_name("r"));
-    let err = builder.build().expect_err("one topic, two writers").to_string();
+    let err = builder
+        .build()
+        .expect_err("one topic, two writers")
+        .to_string();
     assert!(err.contains("r-repartition"), "{err}");
 }
 
@@ -346,7 +362,10 @@ fn produce_longs(log: &Log, topic: &str, partitions: u32, records: &[(String, i6
 fn read_longs(log: &Log, topic: &str) -> Vec<(u32, String, i64)> {
     let mut out = Vec::new();
     for p in 0..log.partitions(topic).unwrap_or(0) {
-        for batch in log.fetch(&TopicPartition::new(topic, p), 0, usize::MAX).unwrap() {
+        for batch in log
+            .fetch(&TopicPartition::new(topic, p), 0, usize::MAX)
+            .unwrap()
+        {
             for record in batch.records() {
                 let record = record.unwrap();
                 let key = String::from_utf8(record.key().unwrap().to_vec()).unwrap();
@@ -440,7 +459,9 @@ fn repartition_with_a_stream_partitioner_puts_each_record_on_the_partition_it_ch
     let topology = builder.build().unwrap();
     let text = topology.describe().to_string();
     assert!(
-        text.contains("Sink: KSTREAM-SINK-0000000002 (topic: KSTREAM-REPARTITION-0000000001-repartition)"),
+        text.contains(
+            "Sink: KSTREAM-SINK-0000000002 (topic: KSTREAM-REPARTITION-0000000001-repartition)"
+        ),
         "{text}"
     );
     app(topology, &log, dir.path(), "rep-threads")
@@ -507,7 +528,10 @@ fn a_topic_name_extractor_naming_a_missing_topic_stops_the_app_with_its_name() {
     .unwrap();
     let err = app.run_until_idle().expect_err("no topic nowhere");
     let message = err.to_string();
-    assert!(message.contains("topic nowhere does not exist"), "{message}");
+    assert!(
+        message.contains("topic nowhere does not exist"),
+        "{message}"
+    );
     assert!(message.contains("in-0 offset 0"), "{message}");
     assert_eq!(log.partitions("nowhere"), None, "not created");
 }

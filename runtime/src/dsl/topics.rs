@@ -152,7 +152,14 @@ where
     let filter = g.add_named_processor::<K, V, K, V>(filter, &[parent], factory);
     let (key, value) = (spec.key_serde, spec.value_serde);
     let partitioner = spec.partitioner;
-    g.sink_partitioned(sink, topic.clone(), key.clone(), value.clone(), partitioner, &[filter]);
+    g.sink_partitioned(
+        sink,
+        topic.clone(),
+        key.clone(),
+        value.clone(),
+        partitioner,
+        &[filter],
+    );
     let source = g.source(source, vec![topic.clone()], Consumed::with(key, value));
     match spec.partitions {
         Some(0) => g.errors.push(format!(

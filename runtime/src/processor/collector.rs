@@ -142,8 +142,7 @@ impl RecordCollector {
         let partitions = match self.backend.partitions(topic)? {
             Some(partitions) => partitions,
             None if self.create_dynamic_topics => {
-                self.backend
-                    .create_topic(topic, 1, TopicKind::User)?;
+                self.backend.create_topic(topic, 1, TopicKind::User)?;
                 1
             }
             None => {

@@ -31,8 +31,13 @@ use crate::types::record::Headers;
 pub trait StreamPartitioner<K, V>: Send + Sync + 'static {
     /// The partition of `topic` (which has `num_partitions`) for this record, or `None` for
     /// the default.
-    fn partition(&self, topic: &str, key: &K, value: Option<&V>, num_partitions: u32)
-    -> Option<u32>;
+    fn partition(
+        &self,
+        topic: &str,
+        key: &K,
+        value: Option<&V>,
+        num_partitions: u32,
+    ) -> Option<u32>;
 }
 
 impl<K, V, F> StreamPartitioner<K, V> for F

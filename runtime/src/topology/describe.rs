@@ -66,11 +66,9 @@ impl fmt::Display for TopologyDescription<'_> {
                     NodeKind::Sink { topic } => {
                         writeln!(f, "    Sink: {} (topic: {topic})", node.name)?
                     }
-                    NodeKind::DynamicSink { extractor } => writeln!(
-                        f,
-                        "    Sink: {} (extractor class: {extractor})",
-                        node.name
-                    )?,
+                    NodeKind::DynamicSink { extractor } => {
+                        writeln!(f, "    Sink: {} (extractor class: {extractor})", node.name)?
+                    }
                 }
                 let sink = matches!(
                     node.kind,

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use crate::processor::node::{FlushRef, Node, NodeRef, Sink, Source, SourceRef};
 use crate::processor::routed_sink::{RoutedSink, SinkTopic};
-use crate::processor::{StreamPartitionerRef, TopicNameExtractorRef};
 use crate::processor::{FixedKeyNode, FixedKeyProcessor, Lifecycle, Processor, ProcessorNode};
+use crate::processor::{StreamPartitionerRef, TopicNameExtractorRef};
 use crate::serdes::SerdeRef;
 use crate::state::def::{StoreDef, StoreKind};
 use crate::state::global::CheckFn;

@@ -113,7 +113,14 @@ impl Topology {
             let ids = g.parents_for(name, parents, TypeSig::of::<K, V>())?;
             let topic = TopicRef::External(topic.to_owned());
             let (key, value) = (produced.key, produced.value);
-            g.sink_partitioned(name.to_owned(), topic, key, value, produced.partitioner, &ids);
+            g.sink_partitioned(
+                name.to_owned(),
+                topic,
+                key,
+                value,
+                produced.partitioner,
+                &ids,
+            );
             Ok(())
         })
     }

@@ -10,8 +10,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::dsl::table::node::{TableMap, TableStore, TableView};
 use crate::dsl::named::node_name;
+use crate::dsl::table::node::{TableMap, TableStore, TableView};
 use crate::dsl::{Consumed, KStream, Materialized, Named, StoreType, StreamsBuilder};
 use crate::processor::StoreSerdes;
 use crate::processor::node::{FlushRef, NodeRef, Passthrough};
