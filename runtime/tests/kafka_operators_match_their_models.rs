@@ -548,3 +548,35 @@ fn a_repartition_topic_given_a_partition_count_needs_at_least_one() {
     let err = builder.build().expect_err("zero partitions").to_string();
     assert!(err.contains("0 partitions"), "{err}");
 }
+
+#[test]
+fn a_partition_out_of_range_fails_naming_the_sink_the_topic_and_the_record() {
+    let mut topology = riffle::Topology::new();
+    topology
+        .add_source("read", consumed_longs(), &["in"])
+        .unwrap()
+        .add_sink(
+            "write",
+            "out",
+            produced()
+                .with_stream_partitioner(|_: &str, _: &String, _: Option<&i64>, n: u32| Some(n)),
+            &["read"],
+        )
+        .unwrap();
+    let driver = TopologyTestDriver::new(topology, StreamsConfig::new("range")).unwrap();
+    let input = driver.create_input_topic("in", Serdes::string(), Serdes::i64());
+    let err = input
+        .pipe_input("k".into(), 1)
+        .expect_err("partition 1 of a one-partition topic");
+    let message = err.to_string();
+    assert!(message.contains("processor write"), "{message}");
+    assert!(
+        message.contains("partition 1 of out, which has 1 partitions"),
+        "{message}"
+    );
+    assert!(message.contains("in-0 offset 0"), "{message}");
+}
+
+fn consumed_longs() -> Consumed<String, i64> {
+    strings_longs()
+}
