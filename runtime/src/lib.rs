@@ -197,7 +197,7 @@ pub use backend::EmbeddedBackend;
 pub use config::{ProcessingGuarantee, StreamsConfig};
 pub use dsl::{
     CogroupedKStream, Consumed, GlobalKTable, Grouped, JoinWindows, Joined, KGroupedStream,
-    KGroupedTable, KStream, KTable, Materialized, Produced, StreamsBuilder,
+    KGroupedTable, KStream, KTable, Materialized, Named, Produced, StreamsBuilder,
 };
 pub use processor::{
     FixedKeyProcessor, FixedKeyProcessorContext, Headers, KeyValueStore, Processor,

@@ -4,7 +4,7 @@
 //!   sink writes `None` back as a null key (not an empty one); an empty key is a key, placed by
 //!   murmur2 of zero bytes;
 //! - key-based operators drop what they cannot take, counted in `dropped-records`: an
-//!   aggregation a null key or value, a repartition topic a null key, an inner stream–table
+//!   aggregation a null key or value (after a repartition topic too), an inner stream–table
 //!   join a null key; a left stream–table join joins a null key with no row (KIP-962);
 //! - a table's deletes reach `to()` as tombstones through the operators that keep the key, and
 //!   reach any operator as `None` through `to_stream_with_deletes`.
@@ -67,8 +67,8 @@ proptest! {
         let mut dropped = 0u64;
         for (i, (k, v)) in records.iter().enumerate() {
             input.pipe_input_at(k.clone(), v.clone(), i as i64).unwrap();
-            // Kafka: the aggregation skips a null key or value; the repartition topic's filter
-            // drops the null new key (here: the null value it is made of).
+            // Kafka: the aggregation skips a null key or value; a null new key (here: the null
+            // value it is made of) goes through the repartition topic and is skipped after it.
             match (k, v) {
                 (Some(k), Some(_)) => *key_counts.entry(k.clone()).or_insert(0i64) += 1,
                 _ => dropped += 1,

@@ -147,7 +147,8 @@ fn copartition(
 }
 
 /// Resolves partition counts: source topics must exist; a sub-topology has as many tasks as its
-/// widest source; a repartition topic has as many partitions as the sub-topology writing it;
+/// widest source; a repartition topic has the partitions it was given, else as many as the
+/// sub-topology writing it;
 /// changelogs as many as their sub-topology. Creates internal topics and missing sink topics.
 pub(crate) fn resolve_topics(
     topology: &Topology,
@@ -155,7 +156,20 @@ pub(crate) fn resolve_topics(
     backend: &dyn Backend,
 ) -> Result<(TopicTable, Vec<SubtopologyInfo>)> {
     let subs = &topology.subtopologies;
-    let forced = copartition(topology, backend)?;
+    let mut forced = copartition(topology, backend)?;
+    // A repartition topic given its own count (`Repartitioned::with_number_of_partitions`)
+    // has it, and so has the sub-topology reading it.
+    for (topic, n) in &topology.partition_counts {
+        match forced.insert(topic.clone(), *n) {
+            Some(m) if m != *n => {
+                return Err(Error::Topology(format!(
+                    "repartition topic {topic} is given {n} partitions, but what it is joined \
+                     with has {m}: joined topics must be co-partitioned"
+                )));
+            }
+            _ => {}
+        }
+    }
     let mut counts: Vec<Option<u32>> = vec![None; subs.len()];
     let writer_of = |topic: &TopicRef| subs.iter().position(|s| s.sink_topics.contains(topic));
     for _ in 0..=subs.len() {

@@ -6,17 +6,27 @@
 //!
 //! One file per concern: `stream.rs` ([`KStream`] and its stateless operations, processors,
 //! grouping), `topics.rs` (where streams meet topics: sources, sinks, repartition topics),
-//! `grouped.rs` ([`KGroupedStream`] and its aggregations), `options.rs`; and one folder per
-//! feature family with its builder methods beside its operator nodes: `table/` ([`KTable`],
-//! grouped and global tables, suppression), `window/` (windowed aggregations), `cogroup/`
+//! `grouped.rs` ([`KGroupedStream`] and its aggregations), `options.rs`, `named.rs`
+//! ([`Named`] and the naming rule); one file or folder per operator with a node of its own,
+//! the method beside its node: `split/` ([`KStream::split`], [`BranchedKStream`]),
+//! `repartition.rs` ([`KStream::repartition`]), `to_table.rs`, `print.rs` ([`Printed`]),
+//! `to_dynamic.rs` ([`KStream::to_dynamic`]); and one folder per feature family with its
+//! builder methods beside its operator nodes: `table/` ([`KTable`], grouped and global
+//! tables, suppression), `window/` (windowed aggregations), `cogroup/`
 //! ([`CogroupedKStream`]), `join/` (one folder per join family).
 
 mod cogroup;
 mod grouped;
 pub(crate) mod join;
+mod named;
 mod options;
+mod print;
+mod repartition;
+mod split;
 mod stream;
 pub(crate) mod table;
+mod to_dynamic;
+mod to_table;
 mod topics;
 pub(crate) mod window;
 
@@ -27,7 +37,11 @@ pub use grouped::KGroupedStream;
 pub use join::foreign_key::TableJoined;
 pub use join::stream_stream::{JoinWindows, StreamJoined};
 pub use join::stream_table::Joined;
+pub use named::Named;
 pub use options::{Consumed, Grouped, Materialized, Produced, StoreType};
+pub use print::Printed;
+pub use repartition::Repartitioned;
+pub use split::{Branched, BranchedKStream};
 pub use stream::KStream;
 pub use table::KTable;
 pub use table::global::GlobalKTable;

@@ -1,14 +1,18 @@
 //! [`KStream`]: its stateless operations (`filter`, `map`, `flat_map`, `peek`, `merge`, …),
 //! where it goes (`to`, a processor), and its grouping for an aggregation. Each stateless
-//! operation is one node, a `FilterMap` or a `FlatMap` (runtime/src/processor/node.rs).
+//! operation is one node, a `FilterMap` or a `FlatMap` (runtime/src/processor/node.rs), and
+//! has a `*_named` twin naming its processor ([`Named`]). The operators with nodes of their
+//! own live beside them in runtime/src/dsl/: `split/`, `repartition.rs`, `to_table.rs`,
+//! `print.rs`, `to_dynamic.rs`.
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::dsl::named::node_name;
 use crate::dsl::topics::add_sink;
-use crate::dsl::{Grouped, KGroupedStream, Produced};
+use crate::dsl::{Grouped, KGroupedStream, Named, Produced};
 use crate::processor::node::{FilterMap, FlatMap, KeepKey, NodeRef};
 use crate::processor::{FixedKeyProcessor, Processor};
 use crate::serdes::DefaultSerde;
@@ -65,6 +69,7 @@ where
     fn filter_map<K2, V2>(
         &self,
         prefix: &str,
+        named: Option<&Named>,
         parents: &[usize],
         f: FilterMapFn<K, V, K2, V2>,
         tombstones: Option<KeepKey<K, K2>>,
@@ -83,7 +88,7 @@ where
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
-        let name = g.next_name(prefix);
+        let name = node_name(&mut g, prefix, named);
         let types = (Some(TypeSig::of::<K, V>()), Some(TypeSig::of::<K2, V2>()));
         let node = g.add_node(
             name,
@@ -98,26 +103,47 @@ where
 
     /// Keeps the records for which `predicate` holds.
     pub fn filter(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
+        self.filter_as(predicate, None)
+    }
+
+    /// [`KStream::filter`], its processor named `named`.
+    pub fn filter_named(
+        &self,
+        predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static,
+        named: Named,
+    ) -> Self {
+        self.filter_as(predicate, Some(&named))
+    }
+
+    fn filter_as(
+        &self,
+        predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static,
+        named: Option<&Named>,
+    ) -> Self {
         let f = Arc::new(move |k, v| predicate(&k, &v).then_some((k, v)));
+        let repartition = self.repartition_required;
         self.filter_map(
             "KSTREAM-FILTER",
+            named,
             &[self.node],
             f,
             keep(),
-            self.repartition_required,
+            repartition,
         )
     }
 
     /// Drops the records for which `predicate` holds.
     pub fn filter_not(&self, predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
-        let f = Arc::new(move |k, v| (!predicate(&k, &v)).then_some((k, v)));
-        self.filter_map(
-            "KSTREAM-FILTER",
-            &[self.node],
-            f,
-            keep(),
-            self.repartition_required,
-        )
+        self.filter_as(move |k, v| !predicate(k, v), None)
+    }
+
+    /// [`KStream::filter_not`], its processor named `named`.
+    pub fn filter_not_named(
+        &self,
+        predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static,
+        named: Named,
+    ) -> Self {
+        self.filter_as(move |k, v| !predicate(k, v), Some(&named))
     }
 
     /// Maps each record to a new key and value (marks the stream for repartitioning).
@@ -129,13 +155,33 @@ where
         K2: Clone + 'static,
         V2: Clone + 'static,
     {
-        self.filter_map(
-            "KSTREAM-MAP",
-            &[self.node],
-            Arc::new(move |k, v| Some(f(k, v))),
-            None,
-            true,
-        )
+        self.map_as(f, None)
+    }
+
+    /// [`KStream::map`], its processor named `named`.
+    pub fn map_named<K2, V2>(
+        &self,
+        f: impl Fn(K, V) -> (K2, V2) + Send + Sync + 'static,
+        named: Named,
+    ) -> KStream<K2, V2>
+    where
+        K2: Clone + 'static,
+        V2: Clone + 'static,
+    {
+        self.map_as(f, Some(&named))
+    }
+
+    fn map_as<K2, V2>(
+        &self,
+        f: impl Fn(K, V) -> (K2, V2) + Send + Sync + 'static,
+        named: Option<&Named>,
+    ) -> KStream<K2, V2>
+    where
+        K2: Clone + 'static,
+        V2: Clone + 'static,
+    {
+        let g = Arc::new(move |k, v| Some(f(k, v)));
+        self.filter_map("KSTREAM-MAP", named, &[self.node], g, None, true)
     }
 
     /// Maps each value, keeping the key.
@@ -143,13 +189,38 @@ where
     where
         V2: Clone + 'static,
     {
+        self.map_values_as(f, None)
+    }
+
+    /// [`KStream::map_values`], its processor named `named`.
+    pub fn map_values_named<V2>(
+        &self,
+        f: impl Fn(V) -> V2 + Send + Sync + 'static,
+        named: Named,
+    ) -> KStream<K, V2>
+    where
+        V2: Clone + 'static,
+    {
+        self.map_values_as(f, Some(&named))
+    }
+
+    fn map_values_as<V2>(
+        &self,
+        f: impl Fn(V) -> V2 + Send + Sync + 'static,
+        named: Option<&Named>,
+    ) -> KStream<K, V2>
+    where
+        V2: Clone + 'static,
+    {
         let g = Arc::new(move |k, v| Some((k, f(v))));
+        let repartition = self.repartition_required;
         self.filter_map(
             "KSTREAM-MAPVALUES",
+            named,
             &[self.node],
             g,
             keep(),
-            self.repartition_required,
+            repartition,
         )
     }
 
@@ -158,50 +229,91 @@ where
     where
         K2: Clone + 'static,
     {
+        self.select_key_as(f, None)
+    }
+
+    /// [`KStream::select_key`], its processor named `named`.
+    pub fn select_key_named<K2>(
+        &self,
+        f: impl Fn(&K, &V) -> K2 + Send + Sync + 'static,
+        named: Named,
+    ) -> KStream<K2, V>
+    where
+        K2: Clone + 'static,
+    {
+        self.select_key_as(f, Some(&named))
+    }
+
+    fn select_key_as<K2>(
+        &self,
+        f: impl Fn(&K, &V) -> K2 + Send + Sync + 'static,
+        named: Option<&Named>,
+    ) -> KStream<K2, V>
+    where
+        K2: Clone + 'static,
+    {
         let g = Arc::new(move |k, v| Some((f(&k, &v), v)));
-        self.filter_map("KSTREAM-KEY-SELECT", &[self.node], g, None, true)
+        self.filter_map("KSTREAM-KEY-SELECT", named, &[self.node], g, None, true)
     }
 
     /// Calls `f` on each record and passes it on unchanged.
     pub fn peek(&self, f: impl Fn(&K, &V) + Send + Sync + 'static) -> Self {
+        self.peek_as(f, None)
+    }
+
+    /// [`KStream::peek`], its processor named `named`.
+    pub fn peek_named(&self, f: impl Fn(&K, &V) + Send + Sync + 'static, named: Named) -> Self {
+        self.peek_as(f, Some(&named))
+    }
+
+    fn peek_as(&self, f: impl Fn(&K, &V) + Send + Sync + 'static, named: Option<&Named>) -> Self {
         let g = Arc::new(move |k, v| {
             f(&k, &v);
             Some((k, v))
         });
-        self.filter_map(
-            "KSTREAM-PEEK",
-            &[self.node],
-            g,
-            keep(),
-            self.repartition_required,
-        )
+        let repartition = self.repartition_required;
+        self.filter_map("KSTREAM-PEEK", named, &[self.node], g, keep(), repartition)
     }
 
     /// Calls `f` on each record; ends the stream.
     pub fn foreach(&self, f: impl Fn(K, V) + Send + Sync + 'static) {
+        self.foreach_as(f, None)
+    }
+
+    /// [`KStream::foreach`], its processor named `named`.
+    pub fn foreach_named(&self, f: impl Fn(K, V) + Send + Sync + 'static, named: Named) {
+        self.foreach_as(f, Some(&named))
+    }
+
+    fn foreach_as(&self, f: impl Fn(K, V) + Send + Sync + 'static, named: Option<&Named>) {
         let g: FilterMapFn<K, V, K, V> = Arc::new(move |k, v| {
             f(k, v);
             None
         });
-        self.filter_map("KSTREAM-FOREACH", &[self.node], g, None, false);
+        self.filter_map("KSTREAM-FOREACH", named, &[self.node], g, None, false);
     }
 
     /// The records of both streams.
     pub fn merge(&self, other: &KStream<K, V>) -> Self {
+        self.merge_as(other, None)
+    }
+
+    /// [`KStream::merge`], its processor named `named`.
+    pub fn merge_named(&self, other: &KStream<K, V>, named: Named) -> Self {
+        self.merge_as(other, Some(&named))
+    }
+
+    fn merge_as(&self, other: &KStream<K, V>, named: Option<&Named>) -> Self {
         let repartition = self.repartition_required || other.repartition_required;
         let f = Arc::new(|k, v| Some((k, v)));
-        self.filter_map(
-            "KSTREAM-MERGE",
-            &[self.node, other.node],
-            f,
-            keep(),
-            repartition,
-        )
+        let parents = [self.node, other.node];
+        self.filter_map("KSTREAM-MERGE", named, &parents, f, keep(), repartition)
     }
 
     fn flat_map_node<K2, V2>(
         &self,
         prefix: &str,
+        named: Option<&Named>,
         f: FlatMapFn<K, V, K2, V2>,
         tombstones: Option<KeepKey<K, K2>>,
         repartition_required: bool,
@@ -220,7 +332,7 @@ where
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
-        let name = g.next_name(prefix);
+        let name = node_name(&mut g, prefix, named);
         let types = (Some(TypeSig::of::<K, V>()), Some(TypeSig::of::<K2, V2>()));
         let node = g.add_node(
             name,
@@ -243,12 +355,39 @@ where
         V2: Clone + 'static,
         I: IntoIterator<Item = (K2, V2)>,
     {
+        self.flat_map_as(f, None)
+    }
+
+    /// [`KStream::flat_map`], its processor named `named`.
+    pub fn flat_map_named<K2, V2, I>(
+        &self,
+        f: impl Fn(K, V) -> I + Send + Sync + 'static,
+        named: Named,
+    ) -> KStream<K2, V2>
+    where
+        K2: Clone + 'static,
+        V2: Clone + 'static,
+        I: IntoIterator<Item = (K2, V2)>,
+    {
+        self.flat_map_as(f, Some(&named))
+    }
+
+    fn flat_map_as<K2, V2, I>(
+        &self,
+        f: impl Fn(K, V) -> I + Send + Sync + 'static,
+        named: Option<&Named>,
+    ) -> KStream<K2, V2>
+    where
+        K2: Clone + 'static,
+        V2: Clone + 'static,
+        I: IntoIterator<Item = (K2, V2)>,
+    {
         let g = Arc::new(move |k, v, out: &mut dyn FnMut(K2, V2)| {
             for (k2, v2) in f(k, v) {
                 out(k2, v2);
             }
         });
-        self.flat_map_node("KSTREAM-FLATMAP", g, None, true)
+        self.flat_map_node("KSTREAM-FLATMAP", named, g, None, true)
     }
 
     /// Maps each value to zero or more values, keeping the key.
@@ -260,28 +399,46 @@ where
         V2: Clone + 'static,
         I: IntoIterator<Item = V2>,
     {
+        self.flat_map_values_as(f, None)
+    }
+
+    /// [`KStream::flat_map_values`], its processor named `named`.
+    pub fn flat_map_values_named<V2, I>(
+        &self,
+        f: impl Fn(V) -> I + Send + Sync + 'static,
+        named: Named,
+    ) -> KStream<K, V2>
+    where
+        V2: Clone + 'static,
+        I: IntoIterator<Item = V2>,
+    {
+        self.flat_map_values_as(f, Some(&named))
+    }
+
+    fn flat_map_values_as<V2, I>(
+        &self,
+        f: impl Fn(V) -> I + Send + Sync + 'static,
+        named: Option<&Named>,
+    ) -> KStream<K, V2>
+    where
+        V2: Clone + 'static,
+        I: IntoIterator<Item = V2>,
+    {
         let g = Arc::new(move |k: K, v, out: &mut dyn FnMut(K, V2)| {
             for v2 in f(v) {
                 out(k.clone(), v2);
             }
         });
-        self.flat_map_node(
-            "KSTREAM-FLATMAPVALUES",
-            g,
-            keep(),
-            self.repartition_required,
-        )
+        let repartition = self.repartition_required;
+        self.flat_map_node("KSTREAM-FLATMAPVALUES", named, g, keep(), repartition)
     }
 
-    /// Writes the stream to `topic`, partitioned by key with Kafka's default partitioner.
+    /// Writes the stream to `topic`, partitioned by the [`Produced`]'s `StreamPartitioner`,
+    /// else by key with Kafka's default partitioner; the sink is named as the [`Produced`]
+    /// says, else `KSTREAM-SINK-<n>`.
     pub fn to(&self, topic: &str, produced: Produced<K, V>) {
-        add_sink(
-            &self.graph,
-            self.node,
-            TopicRef::External(topic.to_owned()),
-            produced.key,
-            produced.value,
-        );
+        let topic = TopicRef::External(topic.to_owned());
+        add_sink(&self.graph, self.node, topic, produced);
     }
 
     /// Runs a [`Processor`] made by `supplier` for each task on every record, with the stores
@@ -298,8 +455,37 @@ where
         VOut: Clone + 'static,
         P: Processor<K, V, KOut, VOut>,
     {
+        self.process_as(supplier, None, stores)
+    }
+
+    /// [`KStream::process`], its processor named `named`.
+    pub fn process_named<KOut, VOut, P>(
+        &self,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        named: Named,
+        stores: &[&str],
+    ) -> KStream<KOut, VOut>
+    where
+        KOut: Clone + 'static,
+        VOut: Clone + 'static,
+        P: Processor<K, V, KOut, VOut>,
+    {
+        self.process_as(supplier, Some(&named), stores)
+    }
+
+    fn process_as<KOut, VOut, P>(
+        &self,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        named: Option<&Named>,
+        stores: &[&str],
+    ) -> KStream<KOut, VOut>
+    where
+        KOut: Clone + 'static,
+        VOut: Clone + 'static,
+        P: Processor<K, V, KOut, VOut>,
+    {
         let mut g = self.graph.borrow_mut();
-        let name = g.next_name("KSTREAM-PROCESSOR");
+        let name = node_name(&mut g, "KSTREAM-PROCESSOR", named);
         let node = g.processor(name, supplier, &[self.node]);
         if let Err(e) = g.connect_stores(node, stores) {
             g.errors.push(e);
@@ -318,8 +504,35 @@ where
         VOut: Clone + 'static,
         P: FixedKeyProcessor<K, V, VOut>,
     {
+        self.process_values_as(supplier, None, stores)
+    }
+
+    /// [`KStream::process_values`], its processor named `named`.
+    pub fn process_values_named<VOut, P>(
+        &self,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        named: Named,
+        stores: &[&str],
+    ) -> KStream<K, VOut>
+    where
+        VOut: Clone + 'static,
+        P: FixedKeyProcessor<K, V, VOut>,
+    {
+        self.process_values_as(supplier, Some(&named), stores)
+    }
+
+    fn process_values_as<VOut, P>(
+        &self,
+        supplier: impl Fn() -> P + Send + Sync + 'static,
+        named: Option<&Named>,
+        stores: &[&str],
+    ) -> KStream<K, VOut>
+    where
+        VOut: Clone + 'static,
+        P: FixedKeyProcessor<K, V, VOut>,
+    {
         let mut g = self.graph.borrow_mut();
-        let name = g.next_name("KSTREAM-PROCESSVALUES");
+        let name = node_name(&mut g, "KSTREAM-PROCESSVALUES", named);
         let node = g.fixed_key_processor(name, supplier, &[self.node]);
         if let Err(e) = g.connect_stores(node, stores) {
             g.errors.push(e);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use riffle_record::{BatchBuilder, Compression, Record, TopicPartition};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, TopicKind};
 use crate::types::error::{Error, Result};
 use crate::types::handlers::error_chain;
 use crate::types::handlers::{DLQ_HEADERS, ExceptionHandlerRef, Handlers};
@@ -23,7 +23,7 @@ use crate::types::record::Headers;
 const RECORD_OVERHEAD: usize = 61 + 21;
 
 /// Every topic an application writes or reads, with its partition count, by index.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct TopicTable {
     names: Vec<Arc<str>>,
     partitions: Vec<u32>,
@@ -87,6 +87,9 @@ pub(crate) struct RecordCollector {
     pub(crate) production: ExceptionHandlerRef,
     /// The dead-letter queue: its name, and its index once it is among the topics.
     dead_letter_queue: Option<(String, Option<usize>)>,
+    /// A topic a sink's `TopicNameExtractor` names that does not exist is created (one
+    /// partition), as in the test driver, instead of failing.
+    create_dynamic_topics: bool,
 }
 
 impl RecordCollector {
@@ -119,7 +122,40 @@ impl RecordCollector {
             max_request_size,
             production: handlers.production.clone(),
             dead_letter_queue,
+            create_dynamic_topics: false,
         }
+    }
+
+    /// Creates the topics a `TopicNameExtractor` names that do not exist, with one partition
+    /// (the test driver, where every topic has one, as in Kafka's `TopologyTestDriver`).
+    pub(crate) fn create_missing_dynamic_topics(&mut self) {
+        self.create_dynamic_topics = true;
+    }
+
+    /// The index of `topic`, a topic a sink's `TopicNameExtractor` named: added to this
+    /// thread's table the first time (its partition count asked of the backend). A topic that
+    /// does not exist is [`Error::UnknownTopic`], as Kafka Streams' producer fails on one.
+    pub(crate) fn dynamic_topic(&mut self, topic: &str) -> Result<usize> {
+        if let Some(index) = self.topics.index_of(topic) {
+            return Ok(index);
+        }
+        let partitions = match self.backend.partitions(topic)? {
+            Some(partitions) => partitions,
+            None if self.create_dynamic_topics => {
+                self.backend.create_topic(topic, 1, TopicKind::User)?;
+                1
+            }
+            None => {
+                return Err(Error::UnknownTopic {
+                    topic: topic.to_owned(),
+                });
+            }
+        };
+        // Appended: the indices the tasks hold stay valid.
+        let index = Arc::make_mut(&mut self.topics).insert(topic, partitions);
+        self.builders.push(Vec::new());
+        self.end_offsets.push(Vec::new());
+        Ok(index)
     }
 
     pub(crate) fn topics(&self) -> &Arc<TopicTable> {

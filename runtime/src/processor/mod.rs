@@ -10,12 +10,15 @@
 //! re-exports an application names. The rest is one file per concern:
 //! - `context`: [`ProcessorContext`] and [`FixedKeyProcessorContext`];
 //! - `store_handle`: the typed [`KeyValueStore`] a processor gets from its context;
+//! - `routed_sink`: the sink that routes records itself ([`StreamPartitioner`],
+//!   [`TopicNameExtractor`]);
 //! - `run`: the engine's side, never public: the nodes that run processors, their shared
 //!   state, the task's signals and punctuation schedules.
 
 pub(crate) mod collector;
 mod context;
 pub(crate) mod node;
+pub(crate) mod routed_sink;
 mod run;
 mod store_handle;
 pub(crate) mod window_store;
@@ -34,6 +37,10 @@ pub use crate::types::timestamp::{
 };
 
 pub use context::{FixedKeyProcessorContext, ProcessorContext};
+pub use routed_sink::{
+    RecordContext, StreamPartitioner, StreamPartitionerRef, TopicNameExtractor,
+    TopicNameExtractorRef,
+};
 pub(crate) use run::{
     ConnectedStore, FixedKeyNode, Lifecycle, NodeShared, ProcessorNode, Schedule, TaskSignals,
 };

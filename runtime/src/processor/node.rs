@@ -371,14 +371,10 @@ impl<K, V, K2: Clone, V2: Clone> Node<K, V> for FilterMap<K, V, K2, V2> {
 }
 
 /// Writes records to a topic, partitioned by the serialized key with Kafka's murmur2. A key its
-/// serde calls null ([`Serde::is_null`](crate::serdes::Serde::is_null)) is written as a null key.
+/// serde calls null ([`Serde::is_null`](crate::serdes::Serde::is_null)) is written as a null key
+/// (to a repartition topic too, as Kafka 4 writes it: the operator after the topic decides).
 pub(crate) struct Sink<K, V> {
-    /// The sink's processor name, for the warnings of what it drops.
-    pub(crate) name: Arc<str>,
     pub(crate) topic: usize,
-    /// A repartition topic's sink: a record with a null key is dropped, counted and logged
-    /// (Kafka Streams filters null keys out before a repartition topic).
-    pub(crate) drop_null_keys: bool,
     pub(crate) key_serde: SerdeRef<K>,
     pub(crate) value_serde: SerdeRef<V>,
 }
@@ -389,10 +385,6 @@ impl<K: 'static, V: 'static> Sink<K, V> {
         scratch.key.clear();
         scratch.value.clear();
         let null_key = self.key_serde.is_null(&key);
-        if null_key && self.drop_null_keys {
-            ctx.skip_record(Some(&self.name), "a null key cannot be repartitioned");
-            return Ok(());
-        }
         if !null_key {
             self.key_serde.serialize(&key, &mut scratch.key);
         }

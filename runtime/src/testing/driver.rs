@@ -67,7 +67,7 @@ impl TopologyTestDriver {
 
     /// A driver whose mocked wall clock starts at `wall_clock_ms`.
     pub fn with_wall_clock(
-        topology: Topology,
+        mut topology: Topology,
         config: StreamsConfig,
         wall_clock_ms: i64,
     ) -> Result<Self> {
@@ -75,6 +75,9 @@ impl TopologyTestDriver {
         if topology.nodes.is_empty() {
             return Err(Error::Topology("the topology has no nodes".into()));
         }
+        // Every topic has one partition here, a repartition topic given more too (Kafka's
+        // driver has no partitions at all).
+        topology.partition_counts.clear();
         let log = Log::in_memory();
         let backend = EmbeddedBackend::new(log.clone()).shared();
         let app_id = config.application_id.clone();
@@ -108,6 +111,8 @@ impl TopologyTestDriver {
             false,
             &Handlers::of(&config),
         );
+        // A topic a `TopicNameExtractor` names is created, as Kafka's driver takes any topic.
+        collector.create_missing_dynamic_topics();
         let mut scratch = Scratch::default();
         let mut tasks = Vec::new();
         for sub in &topology.subtopologies {

@@ -1,7 +1,10 @@
 //! [`TopologyTestDriver`]: runs a [`Topology`](crate::Topology) in the calling thread, with
 //! no stream threads, no files and no backend to set up (Kafka Streams' `TopologyTestDriver`).
 //!
-//! Every topic has one partition, so each sub-topology is one task (`<sub>_0`). A piped record
+//! Every topic has one partition (a repartition topic given more by
+//! `Repartitioned::with_number_of_partitions` too), so each sub-topology is one task
+//! (`<sub>_0`); a topic a `TopicNameExtractor` names is created on first use, as Kafka's driver
+//! accepts any topic. A piped record
 //! is appended to its topic in an in-memory log, then the driver does what a stream thread
 //! does — the same tasks, nodes, record caches and commit code — until nothing is left: it
 //! processes every task's records (stream-time punctuators fire as stream time reaches them),

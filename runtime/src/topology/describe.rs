@@ -1,4 +1,7 @@
-//! The printable form of a [`Topology`], in Kafka Streams' `TopologyDescription` layout.
+//! The printable form of a [`Topology`], in Kafka Streams' `TopologyDescription` layout and
+//! order: a sub-topology's nodes, and each node's successors and predecessors, sorted as
+//! Kafka's `InternalTopologyBuilder` sorts them, the node with the larger sub-tree first (a
+//! node's size is one plus its children's sizes), then by name.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -22,9 +25,19 @@ impl fmt::Display for TopologyDescription<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = self.topology;
         writeln!(f, "Topologies:")?;
-        for sub in &t.subtopologies {
-            writeln!(f, "   Sub-topology: {}", sub.id)?;
-            for &id in &sub.nodes {
+        let sizes = subtree_sizes(t);
+        let order = |ids: &mut Vec<usize>| {
+            ids.sort_by(|&a, &b| {
+                (sizes[b].cmp(&sizes[a])).then_with(|| t.nodes[a].name.cmp(&t.nodes[b].name))
+            });
+        };
+        for (i, sub) in t.subtopologies.iter().enumerate() {
+            // Kafka indents the first sub-topology by three spaces, the others by two.
+            let indent = if i == 0 { "   " } else { "  " };
+            writeln!(f, "{indent}Sub-topology: {}", sub.id)?;
+            let mut nodes = sub.nodes.clone();
+            order(&mut nodes);
+            for id in nodes {
                 let node = &t.nodes[id];
                 match &node.kind {
                     NodeKind::Source { topics, .. } => {
@@ -53,23 +66,28 @@ impl fmt::Display for TopologyDescription<'_> {
                     NodeKind::Sink { topic } => {
                         writeln!(f, "    Sink: {} (topic: {topic})", node.name)?
                     }
+                    NodeKind::DynamicSink { extractor } => {
+                        writeln!(f, "    Sink: {} (extractor class: {extractor})", node.name)?
+                    }
                 }
-                if !node.children.is_empty() {
-                    let names: Vec<&str> = node
-                        .children
-                        .iter()
-                        .map(|&c| t.nodes[c].name.as_str())
-                        .collect();
+                let sink = matches!(
+                    node.kind,
+                    NodeKind::Sink { .. } | NodeKind::DynamicSink { .. }
+                );
+                let mut children = node.children.clone();
+                order(&mut children);
+                if !children.is_empty() {
+                    let names: Vec<&str> =
+                        children.iter().map(|&c| t.nodes[c].name.as_str()).collect();
                     writeln!(f, "      --> {}", names.join(", "))?;
-                } else if !matches!(node.kind, NodeKind::Sink { .. }) {
+                } else if !sink {
                     writeln!(f, "      --> none")?;
                 }
-                if !node.parents.is_empty() {
-                    let names: Vec<&str> = node
-                        .parents
-                        .iter()
-                        .map(|&p| t.nodes[p].name.as_str())
-                        .collect();
+                let mut parents = node.parents.clone();
+                order(&mut parents);
+                if !parents.is_empty() {
+                    let names: Vec<&str> =
+                        parents.iter().map(|&p| t.nodes[p].name.as_str()).collect();
                     writeln!(f, "      <-- {}", names.join(", "))?;
                 }
             }
@@ -84,4 +102,16 @@ impl fmt::Display for TopologyDescription<'_> {
         }
         Ok(())
     }
+}
+
+/// Each node's size as Kafka's description counts it: one plus the sizes of its children (a
+/// node reached by two paths counts twice).
+fn subtree_sizes(t: &Topology) -> Vec<usize> {
+    // Children are added after their parents, so one pass from the last node back suffices.
+    let mut sizes = vec![1usize; t.nodes.len()];
+    for id in (0..t.nodes.len()).rev() {
+        let below: usize = t.nodes[id].children.iter().map(|&c| sizes[c]).sum();
+        sizes[id] = sizes[id].saturating_add(below);
+    }
+    sizes
 }

@@ -14,7 +14,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::processor::node::{FlushRef, Node, NodeRef, Sink, Source, SourceRef};
+use crate::processor::routed_sink::{RoutedSink, SinkTopic};
 use crate::processor::{FixedKeyNode, FixedKeyProcessor, Lifecycle, Processor, ProcessorNode};
+use crate::processor::{StreamPartitionerRef, TopicNameExtractorRef};
 use crate::serdes::SerdeRef;
 use crate::state::def::{StoreDef, StoreKind};
 use crate::state::global::CheckFn;
@@ -33,6 +35,10 @@ pub(crate) enum NodeKind {
     Processor,
     Sink {
         topic: TopicRef,
+    },
+    /// A sink whose `TopicNameExtractor` names each record's topic; `extractor` describes it.
+    DynamicSink {
+        extractor: String,
     },
 }
 
@@ -179,6 +185,9 @@ pub(crate) struct GraphBuilder {
     /// second operation through the same topic from the same node reads the same source
     /// (Kafka reuses a named grouping's repartition topic).
     pub(crate) repartitions: Vec<(TopicRef, usize, usize)>,
+    /// Repartition topics given a partition count (Kafka's `Repartitioned.withNumberOfPartitions`)
+    /// instead of their writer's.
+    pub(crate) partition_counts: Vec<(TopicRef, u32)>,
 }
 
 impl GraphBuilder {
@@ -388,12 +397,9 @@ impl GraphBuilder {
         parents: &[usize],
     ) -> usize {
         let sink_topic = topic.clone();
-        let sink_name: Arc<str> = name.as_str().into();
         let factory: NodeFactory = Arc::new(move |ctx| {
             let node: NodeRef<K, V> = Rc::new(RefCell::new(Sink {
-                name: sink_name.clone(),
                 topic: ctx.topic_index(&sink_topic),
-                drop_null_keys: matches!(sink_topic, TopicRef::Repartition(_)),
                 key_serde: key_serde.clone(),
                 value_serde: value_serde.clone(),
             }));
@@ -408,6 +414,67 @@ impl GraphBuilder {
             input,
             None,
         )
+    }
+
+    /// Adds a sink writing to `topic`, partitioned by `partitioner` when there is one (else
+    /// the plain [`Sink`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn sink_partitioned<K: 'static, V: 'static>(
+        &mut self,
+        name: String,
+        topic: TopicRef,
+        key_serde: SerdeRef<K>,
+        value_serde: SerdeRef<V>,
+        partitioner: Option<StreamPartitionerRef<K, V>>,
+        parents: &[usize],
+    ) -> usize {
+        let Some(partitioner) = partitioner else {
+            return self.sink(name, topic, key_serde, value_serde, parents);
+        };
+        let sink_topic = topic.clone();
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(RoutedSink {
+                name: Arc::from(ctx.name()),
+                topic: SinkTopic::Fixed(ctx.topic_index(&sink_topic)),
+                key_serde: key_serde.clone(),
+                value_serde: value_serde.clone(),
+                partitioner: Some(partitioner.clone()),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let input = Some(TypeSig::of::<K, V>());
+        let kind = NodeKind::Sink { topic };
+        self.add_node(name, kind, parents, factory, input, None)
+    }
+
+    /// Adds a sink writing each record to the topic `extractor` names (`description`: how
+    /// `describe` names the extractor), partitioned by `partitioner` when there is one.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dynamic_sink<K: 'static, V: 'static>(
+        &mut self,
+        name: String,
+        extractor: TopicNameExtractorRef<K, V>,
+        description: String,
+        key_serde: SerdeRef<K>,
+        value_serde: SerdeRef<V>,
+        partitioner: Option<StreamPartitionerRef<K, V>>,
+        parents: &[usize],
+    ) -> usize {
+        let factory: NodeFactory = Arc::new(move |ctx| {
+            let node: NodeRef<K, V> = Rc::new(RefCell::new(RoutedSink {
+                name: Arc::from(ctx.name()),
+                topic: SinkTopic::Extracted(extractor.clone()),
+                key_serde: key_serde.clone(),
+                value_serde: value_serde.clone(),
+                partitioner: partitioner.clone(),
+            }));
+            BuiltNode::plain(Box::new(node) as Erased)
+        });
+        let input = Some(TypeSig::of::<K, V>());
+        let kind = NodeKind::DynamicSink {
+            extractor: description,
+        };
+        self.add_node(name, kind, parents, factory, input, None)
     }
 
     /// Adds a node running a [`Processor`] from `supplier`.

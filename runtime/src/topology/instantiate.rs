@@ -112,12 +112,12 @@ pub(crate) struct BuildCtx<'a> {
 }
 
 impl BuildCtx<'_> {
-    /// Whether the node forwards old values (`Change`s): a downstream node asked.
-    /// The node's processor name.
+    /// The node's name.
     pub(crate) fn name(&self) -> &str {
         self.name
     }
 
+    /// Whether the node forwards old values (`Change`s): a downstream node asked.
     pub(crate) fn sends_old_values(&self) -> bool {
         self.send_old_values
     }

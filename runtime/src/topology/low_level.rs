@@ -25,6 +25,7 @@ impl Topology {
             errors: Vec::new(),
             copartitioned: std::mem::take(&mut self.copartitioned),
             repartitions: Vec::new(),
+            partition_counts: std::mem::take(&mut self.partition_counts),
         };
         let (node_count, store_count) = (graph.nodes.len(), graph.stores.len());
         let mut result = change(&mut graph).map_err(Error::Topology);
@@ -47,6 +48,7 @@ impl Topology {
         self.stores = graph.stores;
         self.globals = graph.globals;
         self.copartitioned = graph.copartitioned;
+        self.partition_counts = graph.partition_counts;
         result.map(|()| self)
     }
 
@@ -98,7 +100,8 @@ impl Topology {
     }
 
     /// Adds a sink node `name` below `parents`, writing to `topic` (Kafka's
-    /// `Topology.addSink`), partitioned by the serialized key as Kafka's producer does.
+    /// `Topology.addSink`), partitioned by the [`Produced`]'s `StreamPartitioner`, else by the
+    /// serialized key as Kafka's producer does.
     pub fn add_sink<K: 'static, V: 'static>(
         &mut self,
         name: &str,
@@ -109,7 +112,15 @@ impl Topology {
         self.change(|g| {
             let ids = g.parents_for(name, parents, TypeSig::of::<K, V>())?;
             let topic = TopicRef::External(topic.to_owned());
-            g.sink(name.to_owned(), topic, produced.key, produced.value, &ids);
+            let (key, value) = (produced.key, produced.value);
+            g.sink_partitioned(
+                name.to_owned(),
+                topic,
+                key,
+                value,
+                produced.partitioner,
+                &ids,
+            );
             Ok(())
         })
     }

@@ -83,6 +83,8 @@ pub struct Topology {
     counter: usize,
     /// Joined node pairs (see [`GraphBuilder`]).
     pub(crate) copartitioned: Vec<(usize, usize)>,
+    /// Repartition topics with a partition count of their own (see [`GraphBuilder`]).
+    pub(crate) partition_counts: Vec<(TopicRef, u32)>,
 }
 
 impl fmt::Debug for Topology {
@@ -117,6 +119,7 @@ impl Topology {
             subtopologies,
             counter: graph.counter,
             copartitioned: graph.copartitioned,
+            partition_counts: graph.partition_counts,
         })
     }
 
@@ -150,6 +153,7 @@ impl Topology {
             subtopologies: Vec::new(),
             counter: 0,
             copartitioned: Vec::new(),
+            partition_counts: Vec::new(),
         }
     }
 

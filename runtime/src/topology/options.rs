@@ -1,6 +1,9 @@
 //! How the low-level API and the DSL read a source topic ([`Consumed`]) and write a sink
 //! ([`Produced`]).
 
+use std::sync::Arc;
+
+use crate::processor::{StreamPartitioner, StreamPartitionerRef};
 use crate::serdes::SerdeRef;
 use crate::types::timestamp::TimestampExtractorRef;
 
@@ -28,15 +31,36 @@ impl<K, V> Consumed<K, V> {
     }
 }
 
-/// How a sink writes keys and values.
+/// How a sink writes keys and values, to which partitions, and what the sink is named.
 pub struct Produced<K, V> {
     pub(crate) key: SerdeRef<K>,
     pub(crate) value: SerdeRef<V>,
+    pub(crate) name: Option<String>,
+    pub(crate) partitioner: Option<StreamPartitionerRef<K, V>>,
 }
 
 impl<K, V> Produced<K, V> {
-    /// Write with these serdes.
+    /// Write with these serdes, partitioned by the serialized key (Kafka's default
+    /// partitioner).
     pub fn with(key: SerdeRef<K>, value: SerdeRef<V>) -> Self {
-        Produced { key, value }
+        Produced {
+            key,
+            value,
+            name: None,
+            partitioner: None,
+        }
+    }
+
+    /// Names the sink node (Kafka's `Produced.withName`), instead of `KSTREAM-SINK-<n>`.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Each record goes to the partition `partitioner` chooses, or, when it gives none, where
+    /// the default partitioner puts it (Kafka's `Produced.withStreamPartitioner`).
+    pub fn with_stream_partitioner(mut self, partitioner: impl StreamPartitioner<K, V>) -> Self {
+        self.partitioner = Some(Arc::new(partitioner));
+        self
     }
 }

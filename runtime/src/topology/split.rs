@@ -85,7 +85,7 @@ pub(super) fn split(nodes: &[NodeDef]) -> Result<Vec<SubtopologyDef>> {
         match &node.kind {
             NodeKind::Source { topics, .. } => sub.source_topics.extend(topics.iter().cloned()),
             NodeKind::Sink { topic } => sub.sink_topics.push(topic.clone()),
-            NodeKind::Processor => {}
+            NodeKind::Processor | NodeKind::DynamicSink { .. } => {}
         }
     }
     for sub in &subtopologies {

@@ -10,8 +10,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::dsl::named::node_name;
 use crate::dsl::table::node::{TableMap, TableStore, TableView};
-use crate::dsl::{Consumed, KStream, Materialized, StoreType, StreamsBuilder};
+use crate::dsl::{Consumed, KStream, Materialized, Named, StoreType, StreamsBuilder};
 use crate::processor::StoreSerdes;
 use crate::processor::node::{FlushRef, NodeRef, Passthrough, WithDeletes};
 use crate::serdes::SerdeRef;
@@ -56,6 +57,15 @@ where
     /// as values, as Kafka Streams' `toStream()` hands a `null` to the next operator, use
     /// [`KTable::to_stream_with_deletes`].
     pub fn to_stream(&self) -> KStream<K, V> {
+        self.to_stream_as(None)
+    }
+
+    /// [`KTable::to_stream`], its processor named `named`.
+    pub fn to_stream_named(&self, named: Named) -> KStream<K, V> {
+        self.to_stream_as(Some(&named))
+    }
+
+    fn to_stream_as(&self, named: Option<&Named>) -> KStream<K, V> {
         let factory: NodeFactory = Arc::new(move |ctx| {
             let node: NodeRef<K, V> = Rc::new(RefCell::new(Passthrough {
                 forward: ctx.forward::<K, V>(),
@@ -63,7 +73,7 @@ where
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
-        let name = g.next_name("KTABLE-TOSTREAM");
+        let name = node_name(&mut g, "KTABLE-TOSTREAM", named);
         let types = Some(TypeSig::of::<K, V>());
         let node = g.add_node(
             name,
