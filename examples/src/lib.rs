@@ -1,10 +1,14 @@
 //! Examples live as `[[example]]` targets of this package; the applications they share with
 //! the package's tests live here. The ports of Kafka Streams' own examples (docs/porting.md
-//! maps their methods) are `word_count`, `page_views` and `sessions`.
+//! maps their methods) are `word_count`, `word_count_processor`, `page_views`, `sessions`,
+//! `router` (`split` and a `TopicNameExtractor`) and `activity` (a cogroup of three streams).
 
+pub mod activity;
 pub mod page_views;
+pub mod router;
 pub mod sessions;
 pub mod word_count;
+pub mod word_count_processor;
 
 pub mod dedup {
     //! De-duplication by key with the processor API: a record passes unless its key was seen

@@ -1,7 +1,8 @@
-//! The ports of Kafka Streams' examples (`riffle_examples::{word_count, page_views,
-//! sessions}`), each checked as Kafka's own tests check them — in the topology test driver,
-//! against a model — and then run on the embedded log (files, two stream threads, three
-//! partitions) and on a real Kafka 4.4 broker, where each gives the test driver's output.
+//! The ports of Kafka Streams' examples (`riffle_examples::{word_count, word_count_processor,
+//! page_views, sessions, router, activity}`), each checked as Kafka's own tests check them — in
+//! the topology test driver, against a model — and then run on the embedded log (files, two
+//! stream threads, three partitions) and on a real Kafka 4.4 broker, where each gives the test
+//! driver's output.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,11 +15,13 @@ use rand::{Rng, SeedableRng};
 use riffle::backend::{Backend, TopicKind};
 use riffle::log::{BatchBuilder, Compression, Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::{EmbeddedBackend, Serdes, StreamsApp, StreamsConfig, Topology, TopologyTestDriver};
+use riffle_examples::activity::{self, Activity};
 use riffle_examples::page_views::{
     self, PageView, RegionCount, UserProfile, WindowedPageViewByRegion,
 };
+use riffle_examples::router::{self, Order};
 use riffle_examples::sessions::{self, Session};
-use riffle_examples::word_count;
+use riffle_examples::{word_count, word_count_processor};
 use riffle_kafka::{KafkaBackend, KafkaConfig};
 use riffle_kafka_testkit::KafkaBroker;
 
@@ -117,6 +120,197 @@ fn word_count_in_driver(lines: &[String]) -> BTreeMap<String, i64> {
         .unwrap()
         .into_iter()
         .collect()
+}
+
+// ---- WordCountProcessorDemo ----
+
+/// Kafka's test of the demo's processor: five words, one punctuation, each word's count as a
+/// string stamped with the punctuation time.
+#[test]
+fn word_count_processor_demo_forwards_counts_on_the_wall_clock() {
+    let driver = TopologyTestDriver::with_wall_clock(
+        word_count_processor::topology().unwrap(),
+        StreamsConfig::new("wcp"),
+        0,
+    )
+    .unwrap();
+    let input = driver.create_input_topic(
+        word_count_processor::INPUT,
+        Serdes::optional(Serdes::string()),
+        Serdes::string(),
+    );
+    let output = driver.create_output_topic(
+        word_count_processor::OUTPUT,
+        Serdes::string(),
+        Serdes::string(),
+    );
+    input
+        .pipe_input_value("Alpha Beta Gamma Alpha Gamma".into())
+        .unwrap();
+    assert!(output.is_empty().unwrap(), "nothing before the punctuation");
+    driver
+        .advance_wall_clock_time(word_count_processor::EVERY)
+        .unwrap();
+    let mut forwarded: Vec<(String, String, i64)> = output
+        .read_records_to_list()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.key, r.value, r.timestamp))
+        .collect();
+    forwarded.sort();
+    assert_eq!(
+        forwarded,
+        [
+            ("alpha".to_string(), "2".to_string(), 1_000),
+            ("beta".to_string(), "1".to_string(), 1_000),
+            ("gamma".to_string(), "2".to_string(), 1_000),
+        ]
+    );
+}
+
+// ---- the router: split() and a TopicNameExtractor ----
+
+fn orders() -> Vec<(String, Order)> {
+    let mut rng = StdRng::seed_from_u64(5);
+    (0..900)
+        .map(|i| {
+            let order = Order {
+                region: router::REGIONS[rng.random_range(0..3)].to_string(),
+                amount: rng.random_range(-200..1_500),
+            };
+            (format!("order-{i}"), order)
+        })
+        .collect()
+}
+
+fn router_topics() -> Vec<String> {
+    let mut topics = vec!["orders-large".to_string(), "orders-refunds".to_string()];
+    topics.extend(router::REGIONS.iter().map(|r| format!("orders-{r}")));
+    topics
+}
+
+/// Each output topic's records, sorted.
+type Routed = BTreeMap<String, Vec<(String, Order)>>;
+
+fn router_model(orders: &[(String, Order)]) -> Routed {
+    let mut out: Routed = router_topics()
+        .into_iter()
+        .map(|t| (t, Vec::new()))
+        .collect();
+    for (id, order) in orders {
+        out.get_mut(&router::route(order))
+            .unwrap()
+            .push((id.clone(), order.clone()));
+    }
+    for records in out.values_mut() {
+        records.sort();
+    }
+    out
+}
+
+fn router_in_driver(orders: &[(String, Order)]) -> Routed {
+    let driver =
+        TopologyTestDriver::new(router::topology().unwrap(), StreamsConfig::new("router")).unwrap();
+    let input = driver.create_input_topic(router::ORDERS, Serdes::string(), Serdes::json());
+    for (i, (id, order)) in orders.iter().enumerate() {
+        input
+            .pipe_input_at(id.clone(), order.clone(), i as i64)
+            .unwrap();
+    }
+    router_topics()
+        .into_iter()
+        .map(|t| {
+            let topic = driver.create_output_topic(&t, Serdes::string(), Serdes::json::<Order>());
+            let mut records = topic.read_key_values_to_list().unwrap();
+            records.sort();
+            (t, records)
+        })
+        .collect()
+}
+
+#[test]
+fn the_router_sends_each_order_where_the_rules_say() {
+    let orders = orders();
+    assert_eq!(router_in_driver(&orders), router_model(&orders));
+}
+
+// ---- a cogroup of three streams ----
+
+type ActivityInput = (
+    Vec<(String, String)>,
+    Vec<(String, String)>,
+    Vec<(String, i64)>,
+);
+
+/// Clicks (keyed by session), cart additions and purchases of 20 customers.
+fn activity_input() -> ActivityInput {
+    let mut rng = StdRng::seed_from_u64(9);
+    let customer = |rng: &mut StdRng| format!("c{}", rng.random_range(0..20));
+    let clicks = (0..700)
+        .map(|i| {
+            (
+                format!("session-{}", i % 37),
+                format!("{}:/p{i}", customer(&mut rng)),
+            )
+        })
+        .collect();
+    let carts = (0..300)
+        .map(|i| (customer(&mut rng), format!("item-{i}")))
+        .collect();
+    let purchases = (0..200)
+        .map(|_| (customer(&mut rng), rng.random_range(100..10_000)))
+        .collect();
+    (clicks, carts, purchases)
+}
+
+fn activity_model((clicks, carts, purchases): &ActivityInput) -> BTreeMap<String, Activity> {
+    let mut out: BTreeMap<String, Activity> = BTreeMap::new();
+    for (_, click) in clicks {
+        out.entry(click.split(':').next().unwrap().to_string())
+            .or_default()
+            .clicks += 1;
+    }
+    for (c, _) in carts {
+        out.entry(c.clone()).or_default().cart_items += 1;
+    }
+    for (c, cents) in purchases {
+        let a = out.entry(c.clone()).or_default();
+        a.purchases += 1;
+        a.spent += cents;
+    }
+    out
+}
+
+fn activity_in_driver((clicks, carts, purchases): &ActivityInput) -> BTreeMap<String, Activity> {
+    let driver = TopologyTestDriver::new(
+        activity::topology().unwrap(),
+        StreamsConfig::new("activity"),
+    )
+    .unwrap();
+    let c = driver.create_input_topic(activity::CLICKS, Serdes::string(), Serdes::string());
+    let k = driver.create_input_topic(activity::CARTS, Serdes::string(), Serdes::string());
+    let p = driver.create_input_topic(activity::PURCHASES, Serdes::string(), Serdes::i64());
+    let out = driver.create_output_topic(
+        activity::SUMMARIES,
+        Serdes::string(),
+        Serdes::json::<Activity>(),
+    );
+    for (session, click) in clicks {
+        c.pipe_input(session.clone(), click.clone()).unwrap();
+    }
+    for (customer, item) in carts {
+        k.pipe_input(customer.clone(), item.clone()).unwrap();
+    }
+    for (customer, cents) in purchases {
+        p.pipe_input(customer.clone(), *cents).unwrap();
+    }
+    out.read_key_values_to_list().unwrap().into_iter().collect()
+}
+
+#[test]
+fn the_cogroup_of_three_streams_folds_each_customers_activity() {
+    let input = activity_input();
+    assert_eq!(activity_in_driver(&input), activity_model(&input));
 }
 
 // ---- the page-view demo ----
@@ -344,18 +538,29 @@ fn sessionization_emits_each_final_session_once_as_the_model() {
 /// Appends `(key, value, timestamp)` records to `topic` (created with three partitions),
 /// keyed records by murmur2, null keys round-robin.
 fn produce(backend: &dyn Backend, topic: &str, records: &[(Option<Vec<u8>>, Vec<u8>, i64)]) {
+    produce_to(backend, topic, PARTITIONS, records);
+}
+
+/// As [`produce`], to a topic of `partitions`.
+fn produce_to(
+    backend: &dyn Backend,
+    topic: &str,
+    partitions: u32,
+    records: &[(Option<Vec<u8>>, Vec<u8>, i64)],
+) {
     if backend.partitions(topic).unwrap().is_none() {
         backend
-            .create_topic(topic, PARTITIONS, TopicKind::User)
+            .create_topic(topic, partitions, TopicKind::User)
             .unwrap();
     }
-    let mut builders: Vec<BatchBuilder> = (0..PARTITIONS)
+    let partitions = backend.partitions(topic).unwrap().unwrap();
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
         .map(|_| BatchBuilder::new(Compression::None))
         .collect();
     for (i, (k, v, ts)) in records.iter().enumerate() {
         let p = match k {
-            Some(k) => partition_for_key(k, PARTITIONS) as usize,
-            None => i % PARTITIONS as usize,
+            Some(k) => partition_for_key(k, partitions) as usize,
+            None => i % partitions as usize,
         };
         builders[p].push(*ts, k.as_deref(), Some(v));
         if builders[p].len() >= 200 {
@@ -449,12 +654,12 @@ fn examples_on(backend: Arc<dyn Backend>, name: &str) {
     let lines = lines();
     let expected = word_count_in_driver(&lines);
     assert_eq!(expected, word_count_model(&lines));
-    let records: Vec<_> = lines
+    let records_of_lines: Vec<_> = lines
         .iter()
         .enumerate()
         .map(|(i, l)| (None, l.as_bytes().to_vec(), i as i64))
         .collect();
-    produce(&*backend, word_count::INPUT, &records);
+    produce(&*backend, word_count::INPUT, &records_of_lines);
     let (s, l) = (Serdes::string(), Serdes::i64());
     let table = || -> BTreeMap<String, i64> {
         read_all(&*backend, word_count::OUTPUT, &s, &l)
@@ -544,6 +749,102 @@ fn examples_on(backend: Arc<dyn Backend>, name: &str) {
         |o| o.len() >= expected.len(),
     );
     assert_eq!(got, expected, "sessionization on {name}");
+
+    // WordCountProcessorDemo: every word's count, forwarded each second; on an input of one
+    // partition, as the demo's counts are per task.
+    let one_partition = "streams-plaintext-input-single";
+    produce_to(&*backend, one_partition, 1, &records_of_lines);
+    let expected: BTreeMap<String, String> = word_count_model(&lines)
+        .into_iter()
+        .map(|(w, c)| (w, c.to_string()))
+        .collect();
+    let table = || -> BTreeMap<String, String> {
+        read_all(&*backend, word_count_processor::OUTPUT, &string, &string)
+            .into_iter()
+            .collect()
+    };
+    let got = run_until(
+        &backend,
+        &format!("wcp-{id}"),
+        word_count_processor::topology_reading(one_partition).unwrap(),
+        table,
+        |t| *t == expected,
+    );
+    assert_eq!(got, expected, "WordCountProcessorDemo on {name}");
+
+    // The router: its topics exist, as Kafka's producer needs them to.
+    let orders = orders();
+    let expected = router_in_driver(&orders);
+    for topic in router_topics() {
+        backend
+            .create_topic(&topic, PARTITIONS, TopicKind::User)
+            .unwrap();
+    }
+    let order = Serdes::json::<Order>();
+    let records: Vec<_> = orders
+        .iter()
+        .enumerate()
+        .map(|(i, (id, o))| (Some(id.as_bytes().to_vec()), encode(&order, o), i as i64))
+        .collect();
+    produce(&*backend, router::ORDERS, &records);
+    let routed = || -> Routed {
+        router_topics()
+            .into_iter()
+            .map(|t| {
+                let mut records = read_all(&*backend, &t, &string, &order);
+                records.sort();
+                (t, records)
+            })
+            .collect()
+    };
+    let got = run_until(
+        &backend,
+        &format!("router-{id}"),
+        router::topology().unwrap(),
+        routed,
+        |r| *r == expected,
+    );
+    assert_eq!(got, expected, "the router on {name}");
+
+    // The cogroup of three streams.
+    let input = activity_input();
+    let expected = activity_in_driver(&input);
+    let text = |pairs: &[(String, String)]| -> Vec<_> {
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| (Some(k.as_bytes().to_vec()), v.as_bytes().to_vec(), i as i64))
+            .collect()
+    };
+    produce(&*backend, activity::CLICKS, &text(&input.0));
+    produce(&*backend, activity::CARTS, &text(&input.1));
+    let purchases: Vec<_> = input
+        .2
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| {
+            (
+                Some(k.as_bytes().to_vec()),
+                v.to_be_bytes().to_vec(),
+                i as i64,
+            )
+        })
+        .collect();
+    produce(&*backend, activity::PURCHASES, &purchases);
+    let summary = Serdes::json::<Activity>();
+    let table = || -> BTreeMap<String, Activity> {
+        read_all(&*backend, activity::SUMMARIES, &string, &summary)
+            .into_iter()
+            .collect()
+    };
+    let got = run_until(
+        &backend,
+        &format!("activity-{id}"),
+        activity::topology().unwrap(),
+        table,
+        |t| *t == expected,
+    );
+    assert_eq!(got, expected, "the cogroup of three streams on {name}");
 }
 
 #[test]
