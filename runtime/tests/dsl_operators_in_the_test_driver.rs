@@ -192,3 +192,86 @@ fn an_aggregate_keeps_the_largest_timestamp_of_its_inputs_like_kafka() {
         .collect();
     assert_eq!(got, [(1, 5), (2, 5), (3, 7), (4, 7)]);
 }
+
+/// The joins' `ValueJoinerWithKey` twins hand the joiner the record's key: stream–table inner
+/// and left, and stream–stream inner, left and outer, each against the same join without the
+/// key.
+#[test]
+fn joiners_with_key_see_the_key() {
+    use riffle::JoinWindows;
+    use riffle::dsl::StreamJoined;
+    use std::time::Duration;
+    let builder = StreamsBuilder::new();
+    let table = builder.table(
+        "t",
+        Consumed::with(Serdes::string(), Serdes::string()),
+        Materialized::new(),
+    );
+    let left = builder.stream("l", Consumed::with(Serdes::string(), Serdes::string()));
+    let right = builder.stream("r", Consumed::with(Serdes::string(), Serdes::string()));
+    let out = |name: &str, s: riffle::KStream<String, String>| {
+        s.to(name, Produced::with(Serdes::string(), Serdes::string()));
+    };
+    out(
+        "st-inner",
+        left.join_with_key(&table, |k, v, t| format!("{k}:{v}+{t}")),
+    );
+    out(
+        "st-left",
+        left.left_join_with_key(&table, |k, v, t: Option<String>| {
+            format!("{k}:{v}+{}", t.unwrap_or_default())
+        }),
+    );
+    let windows = JoinWindows::of_time_difference_with_no_grace(Duration::from_secs(10));
+    let joined = || StreamJoined::with(Serdes::string(), Serdes::string(), Serdes::string());
+    out(
+        "ss-inner",
+        left.join_stream_with_key(&right, |k, l, r| format!("{k}:{l}+{r}"), windows, joined()),
+    );
+    out(
+        "ss-left",
+        left.left_join_stream_with_key(
+            &right,
+            |k, l, r| format!("{k}:{l}+{}", r.cloned().unwrap_or_default()),
+            windows,
+            joined().with_store_name("ss-left"),
+        ),
+    );
+    out(
+        "ss-outer",
+        left.outer_join_stream_with_key(
+            &right,
+            |k, l, r| {
+                format!(
+                    "{k}:{}+{}",
+                    l.cloned().unwrap_or_default(),
+                    r.cloned().unwrap_or_default()
+                )
+            },
+            windows,
+            joined().with_store_name("ss-outer"),
+        ),
+    );
+    let driver =
+        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("with-key")).unwrap();
+    let t = driver.create_input_topic("t", Serdes::string(), Serdes::string());
+    let l = driver.create_input_topic("l", Serdes::string(), Serdes::string());
+    let r = driver.create_input_topic("r", Serdes::string(), Serdes::string());
+    t.pipe_input_at("a".into(), "T".into(), 0).unwrap();
+    r.pipe_input_at("a".into(), "R".into(), 1).unwrap();
+    l.pipe_input_at("a".into(), "L".into(), 2).unwrap();
+    let read = |topic: &str| {
+        driver
+            .create_output_topic(topic, Serdes::string(), Serdes::string())
+            .read_key_values_to_list()
+            .unwrap()
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(read("st-inner"), ["a:L+T"]);
+    assert_eq!(read("st-left"), ["a:L+T"]);
+    assert_eq!(read("ss-inner"), ["a:L+R"]);
+    assert_eq!(read("ss-left"), ["a:L+R"]);
+    assert_eq!(read("ss-outer"), ["a:L+R"]);
+}

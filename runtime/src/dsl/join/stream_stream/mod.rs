@@ -117,6 +117,63 @@ where
         self.join_streams(other, f, windows, joined, (true, true))
     }
 
+    /// [`KStream::join_stream`] with the joiner given the key too (Kafka Streams'
+    /// `ValueJoinerWithKey`).
+    pub fn join_stream_with_key<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(&K, &V1, &V2) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |k, l, r| match (l, r) {
+            (Some(l), Some(r)) => joiner(k, l, r),
+            _ => unreachable!("riffle invariant: an inner join joins two records"),
+        });
+        self.join_streams(other, f, windows, joined, (false, false))
+    }
+
+    /// [`KStream::left_join_stream`] with the joiner given the key too.
+    pub fn left_join_stream_with_key<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(&K, &V1, Option<&V2>) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |k, l, r| match l {
+            Some(l) => joiner(k, l, r),
+            None => unreachable!(
+                "riffle invariant: a left join's processors never emit a right record alone"
+            ),
+        });
+        self.join_streams(other, f, windows, joined, (true, false))
+    }
+
+    /// [`KStream::outer_join_stream`] with the joiner given the key too.
+    pub fn outer_join_stream_with_key<V2, VR>(
+        &self,
+        other: &KStream<K, V2>,
+        joiner: impl Fn(&K, Option<&V1>, Option<&V2>) -> VR + Send + Sync + 'static,
+        windows: JoinWindows,
+        joined: StreamJoined<K, V1, V2>,
+    ) -> KStream<K, VR>
+    where
+        V2: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: Joiner<K, V1, V2, VR> = Arc::new(move |k, l, r| joiner(k, l, r));
+        self.join_streams(other, f, windows, joined, (true, true))
+    }
+
     /// The join of both streams: `outer` says whether the left and the right side emit their
     /// unmatched records.
     fn join_streams<V2, VR>(

@@ -30,9 +30,15 @@ impl JoinWindows {
         }
     }
 
-    /// [`JoinWindows::of_time_difference_and_grace`] without grace.
-    pub fn of_time_difference_without_grace(difference: Duration) -> Self {
+    /// [`JoinWindows::of_time_difference_and_grace`] without grace (Kafka Streams'
+    /// `JoinWindows.ofTimeDifferenceWithNoGrace`).
+    pub fn of_time_difference_with_no_grace(difference: Duration) -> Self {
         Self::of_time_difference_and_grace(difference, Duration::ZERO)
+    }
+
+    /// [`JoinWindows::of_time_difference_with_no_grace`], by another name.
+    pub fn of_time_difference_without_grace(difference: Duration) -> Self {
+        Self::of_time_difference_with_no_grace(difference)
     }
 
     /// A left record at `t` joins right records from `t - before` (the other bound stays).

@@ -82,6 +82,36 @@ where
         self.join_table("KSTREAM-LEFTJOIN", table, f, None)
     }
 
+    /// [`KStream::join`] with the joiner given the key too (Kafka Streams'
+    /// `KStream.join(KTable, ValueJoinerWithKey)`).
+    pub fn join_with_key<VT, VR>(
+        &self,
+        table: &KTable<K, VT>,
+        joiner: impl Fn(&K, V, VT) -> VR + Send + Sync + 'static,
+    ) -> KStream<K, VR>
+    where
+        VT: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: JoinFn<K, V, VT, VR> = Arc::new(move |k, v, t| t.map(|t| joiner(k, v, t)));
+        self.join_table("KSTREAM-JOIN", table, f, None)
+    }
+
+    /// [`KStream::left_join`] with the joiner given the key too (Kafka Streams'
+    /// `KStream.leftJoin(KTable, ValueJoinerWithKey)`).
+    pub fn left_join_with_key<VT, VR>(
+        &self,
+        table: &KTable<K, VT>,
+        joiner: impl Fn(&K, V, Option<VT>) -> VR + Send + Sync + 'static,
+    ) -> KStream<K, VR>
+    where
+        VT: Clone + 'static,
+        VR: Clone + 'static,
+    {
+        let f: JoinFn<K, V, VT, VR> = Arc::new(move |k, v, t| Some(joiner(k, v, t)));
+        self.join_table("KSTREAM-LEFTJOIN", table, f, None)
+    }
+
     /// [`KStream::join`] with the joiner given the key too (Kafka's `ValueJoinerWithKey`),
     /// and, for a stream whose key changed upstream, the serdes of the repartition topic it
     /// goes through first.
