@@ -366,3 +366,49 @@ fn word_count_of_unkeyed_lines_and_null_keys_on_stream_threads() {
     expected.sort();
     assert_eq!(copied, expected);
 }
+
+/// Stream–stream joins take null keys as KIP-962 says: the inner join drops a record with a
+/// null key, counted; the left and outer joins emit it at once, unjoined.
+#[test]
+fn stream_stream_joins_take_null_keys_as_kafka() {
+    use riffle::JoinWindows;
+    use riffle::dsl::StreamJoined;
+    let builder = StreamsBuilder::new();
+    let left = builder.stream("l", Consumed::with(opt(), Serdes::string()));
+    let right = builder.stream("r", Consumed::with(opt(), Serdes::string()));
+    let windows = JoinWindows::of_time_difference_with_no_grace(std::time::Duration::from_secs(1));
+    let joined = |store: &str| {
+        StreamJoined::with(opt(), Serdes::string(), Serdes::string()).with_store_name(store)
+    };
+    left.join_stream(&right, |l, r| format!("{l}+{r}"), windows, joined("inner"))
+        .to("inner", Produced::with(opt(), Serdes::string()));
+    left.left_join_stream(
+        &right,
+        |l, r| format!("{l}+{}", r.cloned().unwrap_or_else(|| "-".into())),
+        windows,
+        joined("left"),
+    )
+    .to("left", Produced::with(opt(), Serdes::string()));
+    let driver =
+        TopologyTestDriver::new(builder.build().unwrap(), StreamsConfig::new("ss")).unwrap();
+    let l = driver.create_input_topic("l", opt(), Serdes::string());
+    let r = driver.create_input_topic("r", opt(), Serdes::string());
+    let inner = driver.create_output_topic("inner", opt(), Serdes::string());
+    let left_out = driver.create_output_topic("left", opt(), Serdes::string());
+    r.pipe_input_at(Some("a".into()), "R".into(), 0).unwrap();
+    l.pipe_input_at(Some("a".into()), "L".into(), 1).unwrap();
+    l.pipe_value_at("N".into(), 2).unwrap();
+    assert_eq!(
+        inner.read_key_values_to_list().unwrap(),
+        [(Some("a".to_string()), "L+R".to_string())]
+    );
+    assert_eq!(
+        left_out.read_key_values_to_list().unwrap(),
+        [
+            (Some("a".to_string()), "L+R".to_string()),
+            (None, "N+-".to_string())
+        ],
+        "the left join emits the null key at once, unjoined"
+    );
+    assert_eq!(driver.dropped_records(), 1, "the inner join drops the null key, counted");
+}
