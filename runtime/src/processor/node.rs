@@ -16,8 +16,8 @@ use crate::processor::collector::RecordCollector;
 use crate::processor::{StoreScratch, TaskSignals};
 use crate::serdes::SerdeRef;
 use crate::state::CachedStore;
-use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
+use crate::types::error::{SerdeError, SerializationExceptionOrigin};
 use crate::types::handlers::{ErrorHandlerContext, HandlerResponse};
 use crate::types::record::Headers;
 
@@ -333,10 +333,8 @@ impl<K: 'static, V: 'static> Sink<K, V> {
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
         scratch.value.clear();
-        self.key_serde.serialize(&key, &mut scratch.key);
-        let value = value.filter(|v| !self.value_serde.is_null(v));
-        if let Some(value) = &value {
-            self.value_serde.serialize(value, &mut scratch.value);
+        if let Err(e) = self.key_serde.serialize(&key, &mut scratch.key) {
+            return self.serialization_failed(ctx, SerializationExceptionOrigin::Key, None, e);
         }
         let partitions = ctx.collector.topics().partitions(self.topic);
         let partition = if scratch.key.is_empty() {
@@ -344,6 +342,13 @@ impl<K: 'static, V: 'static> Sink<K, V> {
         } else {
             partition_for_key(&scratch.key, partitions)
         };
+        let value = value.filter(|v| !self.value_serde.is_null(v));
+        if let Some(value) = &value
+            && let Err(e) = self.value_serde.serialize(value, &mut scratch.value)
+        {
+            let origin = SerializationExceptionOrigin::Value;
+            return self.serialization_failed(ctx, origin, Some(partition), e);
+        }
         match ctx.collector.send(
             self.topic,
             partition,
@@ -355,6 +360,28 @@ impl<K: 'static, V: 'static> Sink<K, V> {
             Err(error @ Error::RecordTooLarge { .. }) => ctx.production_failed(error),
             sent => sent,
         }
+    }
+}
+
+impl<K, V> Sink<K, V> {
+    /// The key or value of a record for this sink's topic does not serialize: the production
+    /// exception handler decides (Kafka's `handleSerializationException`), as for a record too
+    /// large.
+    fn serialization_failed(
+        &self,
+        ctx: &mut ProcessingContext<'_>,
+        origin: SerializationExceptionOrigin,
+        partition: Option<u32>,
+        source: SerdeError,
+    ) -> Result<()> {
+        let topic = ctx.collector.topics().name(self.topic).to_string();
+        let error = Error::Serialize {
+            origin,
+            topic,
+            partition,
+            source,
+        };
+        ctx.production_failed(error)
     }
 }
 
@@ -413,7 +440,14 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
-        self.key_serde.serialize(&key, &mut scratch.key);
+        if let Err(e) = self.key_serde.serialize(&key, &mut scratch.key) {
+            return Err(unserializable_state(
+                ctx,
+                self.store,
+                SerializationExceptionOrigin::Key,
+                e,
+            ));
+        }
         let found = ctx.stores[self.store].get_with_timestamp(&scratch.key, &mut scratch.old)?;
         // The result's timestamp is the largest of its inputs' (Kafka's timestamped
         // aggregation), so a late record does not move an aggregate back in time.
@@ -427,8 +461,11 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
         let new = (self.fold)(&key, value, old);
         let scratch = &mut *ctx.scratch;
         scratch.value.clear();
-        if let Some(new) = &new {
-            self.agg_serde.serialize(new, &mut scratch.value);
+        if let Some(new) = &new
+            && let Err(e) = self.agg_serde.serialize(new, &mut scratch.value)
+        {
+            let origin = SerializationExceptionOrigin::Value;
+            return Err(unserializable_state(ctx, self.store, origin, e));
         }
         let value = new.as_ref().map(|_| &scratch.value[..]);
         ctx.stores[self.store].put(&scratch.key, value, timestamp, &ctx.headers);
@@ -446,6 +483,20 @@ impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for Aggregate<K, V, A>
             &self.forward,
             self.send_old,
         )
+    }
+}
+
+/// A key or value the serde of the task's store `store` (a slot) could not serialize.
+pub(crate) fn unserializable_state(
+    ctx: &ProcessingContext<'_>,
+    store: usize,
+    origin: SerializationExceptionOrigin,
+    source: SerdeError,
+) -> Error {
+    Error::SerializeState {
+        store: ctx.stores[store].inner.name().to_owned(),
+        origin,
+        source,
     }
 }
 

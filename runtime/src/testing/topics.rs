@@ -11,7 +11,8 @@ use std::time::Duration;
 use riffle_record::TopicPartition;
 
 use super::driver::Inner;
-use crate::serdes::SerdeRef;
+use crate::serdes::{Serde, SerdeRef};
+use crate::types::error::SerializationExceptionOrigin::{self, Key, Value};
 use crate::types::error::{Error, Result};
 use crate::types::record::Headers;
 
@@ -66,11 +67,11 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
     /// Pipes a record with its headers.
     pub fn pipe_record(&self, record: TestRecord<K, V>) -> Result<()> {
         let (mut key, mut value) = (Vec::new(), Vec::new());
-        self.key_serde.serialize(&record.key, &mut key);
+        self.serialize(&*self.key_serde, &record.key, &mut key, Key)?;
         // A value its serde writes as a null ([`crate::OptionSerde`]'s `None`) is piped as one.
         let null = self.value_serde.is_null(&record.value);
         if !null {
-            self.value_serde.serialize(&record.value, &mut value);
+            self.serialize(&*self.value_serde, &record.value, &mut value, Value)?;
         }
         let value = (!null).then_some(&value[..]);
         self.inner
@@ -82,10 +83,29 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
     /// `timestamp_ms` (Kafka's `pipeInput(key, null)`).
     pub fn pipe_tombstone_at(&self, key: K, timestamp_ms: i64) -> Result<()> {
         let mut bytes = Vec::new();
-        self.key_serde.serialize(&key, &mut bytes);
+        self.serialize(&*self.key_serde, &key, &mut bytes, Key)?;
         self.inner
             .borrow_mut()
             .pipe(&self.topic, &bytes, None, timestamp_ms, &Headers::new())
+    }
+
+    /// `value` through `serde`; a failure is an error naming the topic, as a producer's
+    /// (Kafka's `TestInputTopic` throws the serializer's exception).
+    fn serialize<T: 'static>(
+        &self,
+        serde: &dyn Serde<T>,
+        value: &T,
+        out: &mut Vec<u8>,
+        origin: SerializationExceptionOrigin,
+    ) -> Result<()> {
+        serde
+            .serialize(value, out)
+            .map_err(|source| Error::Serialize {
+                origin,
+                topic: self.topic.clone(),
+                partition: None,
+                source,
+            })
     }
 
     /// Pipes the records one after another (each processed and committed before the next).
