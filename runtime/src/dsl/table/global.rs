@@ -71,7 +71,7 @@ impl StreamsBuilder {
         &self,
         topic: &str,
         consumed: Consumed<K, V>,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> GlobalKTable<K, V>
     where
         K: 'static,

@@ -165,7 +165,7 @@ fn build<K, V, A>(
     grouped: &KGroupedStream<K, V>,
     emit: EmitStrategy,
     flavor: Flavor<K, V, A>,
-    materialized: Materialized<A>,
+    materialized: Materialized<K, A>,
     agg_serde: SerdeRef<A>,
 ) -> KTable<Windowed<K>, A>
 where
@@ -202,7 +202,8 @@ where
     };
     let retention_ms = kind.store_retention_ms(retention_ms);
     let parent = grouped.aggregate_parent(&store_name);
-    let key_serde = grouped.grouped.key.clone();
+    let key_serde = materialized.key_serde_or(&grouped.grouped.key);
+    let agg_serde = materialized.value_serde_or(&agg_serde);
     let table_key_serde = match kind {
         WindowKind::Time(w) => Serdes::time_windowed(
             key_serde.clone(),
@@ -346,7 +347,7 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
     }
 
     /// Counts the records per key and window, in the store `materialized` describes.
-    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<Windowed<K>, i64> {
+    pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<Windowed<K>, i64> {
         let flavor = self.flavor(count_fold());
         build(
             &self.grouped,
@@ -361,12 +362,9 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
     pub fn reduce(
         &self,
         reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<Windowed<K>, V> {
-        let serde = materialized
-            .value_serde
-            .clone()
-            .unwrap_or_else(|| self.grouped.grouped.value.clone());
+        let serde = self.grouped.grouped.value.clone();
         let flavor = self.flavor(reduce_fold(Arc::new(reducer)));
         build(&self.grouped, self.emit, flavor, materialized, serde)
     }
@@ -376,7 +374,7 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
         &self,
         init: impl Fn() -> A + Send + Sync + 'static,
         aggregator: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<Windowed<K>, A> {
         let fold: FoldFn<K, V, A> =
@@ -418,7 +416,7 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
     }
 
     /// Counts the records per key and session, in the store `materialized` describes.
-    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<Windowed<K>, i64> {
+    pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<Windowed<K>, i64> {
         let merge: MergeFn<K, i64> = Arc::new(|_, a, b| a.unwrap_or(0).saturating_add(b));
         let flavor = Flavor::Session(self.windows, count_fold(), merge);
         build(
@@ -434,12 +432,9 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
     pub fn reduce(
         &self,
         reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<Windowed<K>, V> {
-        let serde = materialized
-            .value_serde
-            .clone()
-            .unwrap_or_else(|| self.grouped.grouped.value.clone());
+        let serde = self.grouped.grouped.value.clone();
         let reducer: Reducer<V> = Arc::new(reducer);
         let r2 = reducer.clone();
         let merge: MergeFn<K, V> = Arc::new(move |_, acc, v| match acc {
@@ -458,7 +453,7 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
         init: impl Fn() -> A + Send + Sync + 'static,
         aggregator: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
         merger: impl Fn(&K, A, A) -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<Windowed<K>, A> {
         let init = Arc::new(init);

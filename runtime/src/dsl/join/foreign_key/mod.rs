@@ -111,7 +111,7 @@ where
         joiner: impl Fn(V, VO) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
         table_joined: TableJoined,
-        materialized: Materialized<VR>,
+        materialized: Materialized<K, VR>,
     ) -> KTable<K, VR>
     where
         KO: Clone + 'static,
@@ -161,7 +161,7 @@ where
         joiner: impl Fn(V, Option<VO>) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
         table_joined: TableJoined,
-        materialized: Materialized<VR>,
+        materialized: Materialized<K, VR>,
     ) -> KTable<K, VR>
     where
         KO: Clone + 'static,
@@ -183,7 +183,7 @@ where
         joiner: Joiner<V, VO, VR>,
         value_serde: SerdeRef<VR>,
         table_joined: TableJoined,
-        materialized: Option<Materialized<VR>>,
+        materialized: Option<Materialized<K, VR>>,
     ) -> KTable<K, VR>
     where
         KO: Clone + 'static,
