@@ -5,16 +5,22 @@
 //!   changelog keys are the keys' JSON);
 //! - `Materialized::with(key_serde, value_serde)` (Kafka's `Materialized.with`) writes the
 //!   store, and so its changelog, with those serdes (bytes written out by hand: Kafka's
-//!   `IntegerSerde`, a JSON string).
+//!   `IntegerSerde`, a JSON string);
+//! - DSL stores are persistent unless told otherwise, as Kafka's: after a restart a default
+//!   store restores nothing written before its checkpoint, an in-memory one restores all.
 
 use std::collections::HashMap;
 
 use proptest::prelude::*;
+use riffle::dsl::StoreType;
+use riffle::log::{Log, LogOptions};
 use riffle::{
-    Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder, StreamsConfig,
-    TopologyTestDriver,
+    Consumed, EmbeddedBackend, Grouped, Materialized, Produced, Serdes, StreamsApp, StreamsBuilder,
+    StreamsConfig, TopologyTestDriver,
 };
 use serde::{Deserialize, Serialize};
+
+mod common;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct User {
@@ -128,4 +134,63 @@ fn materialized_with_writes_the_store_with_its_serdes() {
     let counts = out.read_key_values_to_map().expect("out");
     assert_eq!(counts.get("k"), Some(&3));
     assert_eq!(counts.get("ab"), Some(&1));
+}
+
+/// A count in a store of `store_type` (`None`: the default), run twice on stream threads over
+/// the same log and state directory: what the second run restored.
+fn restored_on_restart(store_type: Option<StoreType>) -> u64 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+    let records: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("k{}", i % 17), format!("v{i}")))
+        .collect();
+    common::produce(&log, "in", 2, &records);
+    let topology = || {
+        let builder = StreamsBuilder::new();
+        let materialized = Materialized::named("counts");
+        let materialized = match store_type {
+            Some(t) => materialized.with_store_type(t),
+            None => materialized,
+        };
+        builder
+            .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+            .group_by_key()
+            .count_with(materialized)
+            .to_stream()
+            .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+        builder.build().expect("topology")
+    };
+    let run = || {
+        let mut config = StreamsConfig::new("restarts");
+        config.state_dir = dir.path().join("state");
+        config.poll = std::time::Duration::from_millis(5);
+        let app = StreamsApp::new(
+            topology(),
+            config,
+            EmbeddedBackend::new(log.clone()).shared(),
+        )
+        .expect("app");
+        common::run_until_idle(app)
+    };
+    let (processed, _) = run();
+    assert_eq!(processed, 200);
+    let model = common::count_model(records.iter().map(|(k, _)| k.as_str()));
+    assert_eq!(common::latest_longs(&log, "out"), model);
+    let (processed, restored) = run();
+    assert_eq!(processed, 0);
+    restored
+}
+
+#[test]
+fn dsl_stores_are_persistent_unless_told() {
+    assert_eq!(
+        restored_on_restart(None),
+        0,
+        "persistent: its checkpoint is current"
+    );
+    assert_eq!(restored_on_restart(Some(StoreType::Persistent)), 0);
+    assert!(
+        restored_on_restart(Some(StoreType::InMemory)) > 0,
+        "in memory: restored from the changelog"
+    );
 }

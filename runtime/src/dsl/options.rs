@@ -31,17 +31,19 @@ impl<K, V> Grouped<K, V> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum StoreType {
-    /// In memory; rebuilt from the changelog on start.
-    #[default]
+    /// In memory (Kafka's `Stores.inMemoryKeyValueStore`); rebuilt from the changelog on start.
     InMemory,
-    /// On disk in the state directory.
+    /// On disk in the state directory (riffle's fjall database, where Kafka's default is
+    /// RocksDB): the default, as Kafka's. After a restart it restores only the changelog
+    /// written since its last checkpoint.
+    #[default]
     Persistent,
 }
 
 /// How an aggregation's or a table's store is named, typed and backed (Kafka's
 /// `Materialized<K, V, S>`): its name, its key and value serdes, logging, caching, retention
 /// and [`StoreType`]. Without serdes the store takes its operation's (the grouping's key
-/// serde, the aggregation's value serde).
+/// serde, the aggregation's value serde); without a store type it is persistent, as Kafka's.
 ///
 /// ```
 /// use riffle::dsl::StoreType;
@@ -80,7 +82,7 @@ impl<K, V> Default for Materialized<K, V> {
 }
 
 impl<K, V> Materialized<K, V> {
-    /// An unnamed, logged, cached, in-memory store with its operation's serdes.
+    /// An unnamed, logged, cached, persistent store with its operation's serdes.
     pub fn new() -> Self {
         Self::default()
     }
@@ -154,7 +156,7 @@ impl<K, V> Materialized<K, V> {
         self
     }
 
-    /// Chooses where the store keeps its data.
+    /// Chooses where the store keeps its data ([`StoreType::Persistent`] unless told).
     pub fn with_store_type(mut self, store_type: StoreType) -> Self {
         self.store_type = store_type;
         self
