@@ -8,8 +8,9 @@
 //!   `dropped-records` and sent to the dead-letter queue, and every other record is written
 //!   exactly as a model of the input says;
 //! - in a repartition topic, the same, naming the repartition topic;
-//! - in a store (an aggregation's value), the processing exception handler decides, as
-//!   Kafka's store serdes' exceptions inside a processor, with an error naming the store.
+//! - in a store (an aggregation's value, a processor-API store's), the processing exception
+//!   handler decides, as Kafka's store serdes' exceptions inside a processor, with an error
+//!   naming the store (and the processor, for the processor API).
 //!
 //! Through the test driver and through stream threads on the embedded log.
 
@@ -25,8 +26,9 @@ use riffle::errors::{
 use riffle::log::{Log, LogOptions, TopicPartition, partition_for_key};
 use riffle::serde::Serde;
 use riffle::{
-    Consumed, EmbeddedBackend, Error, Grouped, Materialized, Produced, SerdeRef, Serdes,
-    StreamsApp, StreamsBuilder, StreamsConfig, TopologyTestDriver,
+    Consumed, EmbeddedBackend, Error, Grouped, Materialized, Processor, ProcessorContext, Produced,
+    Record, SerdeRef, Serdes, Stores, StreamsApp, StreamsBuilder, StreamsConfig,
+    TopologyTestDriver,
 };
 
 mod common;
@@ -484,5 +486,99 @@ fn stream_threads_drop_unserializable_records_once_or_stop() {
              serialize: refuses \"bad-v1\""
         ),
         "{text}"
+    );
+}
+
+/// Keeps each record's value in store `kept` (a [`Picky`] value serde) and forwards it.
+struct Keeper;
+
+impl Processor<String, String, String, String> for Keeper {
+    fn process(
+        &mut self,
+        ctx: &mut ProcessorContext<'_, String, String>,
+        record: Record<String, String>,
+    ) -> riffle::Result<()> {
+        ctx.get_state_store::<String, String>("kept")?
+            .put(record.key(), record.value())?;
+        ctx.forward(record)
+    }
+}
+
+/// A processor-API store's serde refusing a value: the processor's failure, named, for the
+/// processing handler (as Kafka's store serdes' exceptions inside `process`).
+#[test]
+fn a_processor_store_refusing_a_value_fails_the_processor() {
+    let topology = || {
+        let builder = StreamsBuilder::new();
+        builder.add_state_store(Stores::key_value_store_builder(
+            Stores::persistent_key_value_store("kept"),
+            Serdes::string(),
+            picky(),
+        ));
+        builder
+            .stream("in", Consumed::with(Serdes::string(), Serdes::string()))
+            .process(|| Keeper, &["kept"])
+            .to("out", Produced::with(Serdes::string(), Serdes::string()));
+        builder.build().expect("topology")
+    };
+    let driver = TopologyTestDriver::new(topology(), StreamsConfig::new("keeper")).expect("driver");
+    let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
+    input.pipe_input("a".into(), "v0".into()).expect("good");
+    let err = input
+        .pipe_input("a".into(), "bad-v1".into())
+        .expect_err("fail is the default");
+    let Error::RecordFailed {
+        offset, processor, ..
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    assert_eq!(
+        (*offset, processor.as_deref()),
+        (1, Some("KSTREAM-PROCESSOR-0000000001"))
+    );
+    assert!(
+        err.to_string().contains(
+            "cannot serialize a value for store kept: Picky: cannot serialize: refuses \"bad-v1\""
+        ),
+        "{err}"
+    );
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut config = StreamsConfig::new("keeper-continue");
+    let names = seen.clone();
+    config.processing_exception_handler =
+        ExceptionHandlerRef::from_fn(move |context: &ErrorHandlerContext<'_>, error: &Error| {
+            let named = context.processor_node_id.map(str::to_owned);
+            names
+                .lock()
+                .expect("names")
+                .push((named, error.to_string()));
+            HandlerResponse::Continue
+        });
+    let driver = TopologyTestDriver::new(topology(), config).expect("driver");
+    let input = driver.create_input_topic("in", Serdes::string(), Serdes::string());
+    for v in ["v0", "bad-v1", "v2"] {
+        input.pipe_input("a".into(), v.into()).expect("continue");
+    }
+    let out = driver.create_output_topic("out", Serdes::string(), Serdes::string());
+    let values: Vec<String> = out
+        .read_key_values_to_list()
+        .expect("out")
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(values, ["v0", "v2"]);
+    assert_eq!(driver.dropped_records(), 1);
+    let seen = seen.lock().expect("names").clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].0.as_deref(), Some("KSTREAM-PROCESSOR-0000000001"));
+    assert!(seen[0].1.contains("store kept"), "{}", seen[0].1);
+    let kept = driver
+        .get_key_value_store::<String, String>("kept")
+        .expect("kept");
+    assert_eq!(
+        kept.get(&"a".to_owned()).expect("get"),
+        Some("v2".to_owned())
     );
 }

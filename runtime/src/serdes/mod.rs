@@ -340,8 +340,8 @@ impl Serde<Uuid> for UuidSerde {
     }
 }
 
-/// `()` as a null, always, like Kafka's `VoidSerde`: a sink writes no bytes (a null key, or a
-/// tombstone as a value), and reading anything but a null is an error, as Kafka's.
+/// `()` as a null, always, like Kafka's `VoidSerde` ([`Serde::is_null`] says so: as a value,
+/// a sink writes a tombstone), and reading anything but a null is an error, as Kafka's.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct VoidSerde;
 

@@ -1,6 +1,6 @@
 //! The serdes against byte layouts written out by hand from Kafka's serializers and
-//! deserializers (clients/src/main/java/org/apache/kafka/common/serialization/ in Kafka's
-//! source), round trips, and bad input.
+//! deserializers (its `ShortSerializer` … `ListSerializer`, `ListDeserializer`), round trips,
+//! and bad input.
 
 use std::collections::BTreeMap;
 
