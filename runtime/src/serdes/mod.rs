@@ -421,10 +421,9 @@ where
 /// `Serdes::optional(..)` entries, `Vec<Option<T>>`, holds nulls), and a null entry reads
 /// through its serde's `deserialize(None)`.
 ///
-/// Reading is stricter than Kafka's in three ways, none of which Kafka's writer produces:
-/// a list cut short is an error (Kafka's reader fills a partial last entry with zeros); bytes
-/// after the last entry are an error (Kafka ignores them); a negative count or length other
-/// than a null entry's `-1` is an error (Kafka fails with a Java exception).
+/// Reading fails where Kafka's reader fails (an unknown strategy, a list cut short, a negative
+/// count or length other than a null entry's `-1`) and, stricter than Kafka's, on bytes after
+/// the last entry, which Kafka's reader ignores and its writer never writes.
 pub struct ListSerde<T> {
     inner: SerdeRef<T>,
 }
