@@ -580,7 +580,7 @@ fn produce_to(
 
 fn encode<T: 'static>(serde: &riffle::SerdeRef<T>, value: &T) -> Vec<u8> {
     let mut out = Vec::new();
-    serde.serialize(value, &mut out);
+    serde.serialize(value, &mut out).expect("serializes");
     out
 }
 

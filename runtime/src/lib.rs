@@ -223,12 +223,14 @@ pub mod window {
 }
 
 pub mod serde {
-    //! Keys and values as bytes: the [`Serde`] trait, [`Serdes`]' built-in serdes, and the
-    //! windowed keys' serdes.
+    //! Keys and values as bytes: the [`Serde`] trait, [`Serdes`]' built-in serdes (Kafka's
+    //! byte layouts), the windowed keys' serdes, and [`DefaultSerde`] (with
+    //! [`json_default_serde!`](crate::json_default_serde)).
 
     pub use crate::serdes::{
-        ByteVecSerde, BytesSerde, DefaultSerde, I64Serde, JsonSerde, OptionSerde, Serde, SerdeRef,
-        Serdes, SessionWindowedSerde, StringSerde, TimeWindowedSerde, U64Serde,
+        BoolSerde, ByteVecSerde, BytesSerde, DefaultSerde, F32Serde, F64Serde, I16Serde, I32Serde,
+        I64Serde, JsonSerde, ListSerde, OptionSerde, Serde, SerdeRef, Serdes, SessionWindowedSerde,
+        StringSerde, TimeWindowedSerde, U64Serde, Uuid, UuidSerde, VoidSerde,
     };
 }
 
@@ -238,7 +240,9 @@ pub mod errors {
     //! to do when a stream thread dies ([`StreamThreadExceptionResponse`]).
 
     pub use crate::app::threads::StreamThreadExceptionResponse;
-    pub use crate::types::error::{BackendErrorKind, Error, Result, SerdeError, StoreError};
+    pub use crate::types::error::{
+        BackendErrorKind, Error, Result, SerdeError, SerializationExceptionOrigin, StoreError,
+    };
     pub use crate::types::handlers::{
         DLQ_HEADERS, ErrorHandlerContext, ExceptionHandlerRef, HandlerResponse,
     };

@@ -410,5 +410,9 @@ fn stream_stream_joins_take_null_keys_as_kafka() {
         ],
         "the left join emits the null key at once, unjoined"
     );
-    assert_eq!(driver.dropped_records(), 1, "the inner join drops the null key, counted");
+    assert_eq!(
+        driver.dropped_records(),
+        1,
+        "the inner join drops the null key, counted"
+    );
 }

@@ -20,7 +20,7 @@ use riffle_record::{TopicPartition, partition_for_key};
 
 use crate::engine::instance::InstanceWiring;
 use crate::serdes::SerdeRef;
-use crate::types::error::{Error, Result};
+use crate::types::error::{Error, Result, SerializationExceptionOrigin};
 pub(crate) use crate::types::host::{HostInfo, StreamsMetadata};
 
 /// Where one key of one store lives (Kafka's `KeyQueryMetadata`).
@@ -63,7 +63,13 @@ impl MetadataHandle {
         key_serde: &SerdeRef<K>,
     ) -> Result<KeyQueryMetadata> {
         let mut bytes = Vec::new();
-        key_serde.serialize(key, &mut bytes);
+        if let Err(source) = key_serde.serialize(key, &mut bytes) {
+            return Err(Error::SerializeState {
+                store: store.to_owned(),
+                origin: SerializationExceptionOrigin::Key,
+                source,
+            });
+        }
         key_query_metadata(&self.wiring, store, &bytes)
     }
 

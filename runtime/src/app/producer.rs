@@ -29,7 +29,7 @@ use riffle_record::{BatchBuilder, Compression, TopicPartition, partition_for_key
 
 use crate::backend::Backend;
 use crate::serdes::SerdeRef;
-use crate::types::error::{Error, Result};
+use crate::types::error::{Error, Result, SerializationExceptionOrigin};
 use crate::types::record::Headers;
 
 /// How a [`Producer`] batches (Kafka's producer settings of the same names).
@@ -238,14 +238,24 @@ impl<K: 'static, V: 'static> Producer<K, V> {
     pub fn send_record(&mut self, topic: &str, record: ProducerRecord<'_, K, V>) -> Result<()> {
         self.key.clear();
         self.value.clear();
+        let unserializable = |origin, source| Error::Serialize {
+            origin,
+            topic: topic.to_owned(),
+            partition: record.partition,
+            source,
+        };
         // A key its serde calls null (`Serdes::optional`'s `None`) is a null key, as no key is.
         let key = record.key.filter(|k| !self.key_serde.is_null(k));
-        if let Some(key) = key {
-            self.key_serde.serialize(key, &mut self.key);
+        if let Some(key) = key
+            && let Err(e) = self.key_serde.serialize(key, &mut self.key)
+        {
+            return Err(unserializable(SerializationExceptionOrigin::Key, e));
         }
         let value = record.value.filter(|v| !self.value_serde.is_null(v));
-        if let Some(value) = value {
-            self.value_serde.serialize(value, &mut self.value);
+        if let Some(value) = value
+            && let Err(e) = self.value_serde.serialize(value, &mut self.value)
+        {
+            return Err(unserializable(SerializationExceptionOrigin::Value, e));
         }
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let shared = &*self.shared;

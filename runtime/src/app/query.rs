@@ -24,7 +24,7 @@ use crate::processor::StoreSerdes;
 use crate::serdes::SerdeRef;
 use crate::state::{SegmentedKind, decode_entry, encode_key, key_bounds};
 use crate::topology::{StoreDef, StoreKind, Topology};
-use crate::types::error::{Error, Result};
+use crate::types::error::{Error, Result, SerializationExceptionOrigin};
 use crate::types::window::{Window, Windowed};
 
 /// How long a query waits for the stream threads' answers.
@@ -280,6 +280,19 @@ impl Asker {
         Ok(all)
     }
 
+    /// `key`'s bytes through the store's key serde.
+    fn key_bytes<T: 'static>(&self, serde: &SerdeRef<T>, key: &T) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        match serde.serialize(key, &mut out) {
+            Ok(()) => Ok(out),
+            Err(source) => Err(Error::SerializeState {
+                store: self.name.clone(),
+                origin: SerializationExceptionOrigin::Key,
+                source,
+            }),
+        }
+    }
+
     fn decode<T: 'static>(&self, serde: &SerdeRef<T>, bytes: &[u8], what: &str) -> Result<T> {
         serde
             .deserialize(Some(bytes))
@@ -306,8 +319,7 @@ impl<K, V> std::fmt::Debug for ReadOnlyKeyValueStore<K, V> {
 impl<K: 'static, V: 'static> ReadOnlyKeyValueStore<K, V> {
     /// The value of `key` in whichever local task holds it.
     pub fn get(&self, key: &K) -> Result<Option<V>> {
-        let mut bytes = Vec::new();
-        self.key_serde.serialize(key, &mut bytes);
+        let bytes = self.asker.key_bytes(&self.key_serde, key)?;
         let entries = self.asker.entries(QueryOp::Get(bytes), true)?;
         match entries.into_iter().next() {
             Some((_, value)) => self.value(&value).map(Some),
@@ -318,9 +330,8 @@ impl<K: 'static, V: 'static> ReadOnlyKeyValueStore<K, V> {
     /// The entries with `from <= key <= to` in the serialized keys' order, over every local
     /// task (Kafka's `range`).
     pub fn range(&self, from: &K, to: &K) -> Result<Vec<(K, V)>> {
-        let (mut f, mut t) = (Vec::new(), Vec::new());
-        self.key_serde.serialize(from, &mut f);
-        self.key_serde.serialize(to, &mut t);
+        let f = self.asker.key_bytes(&self.key_serde, from)?;
+        let t = self.asker.key_bytes(&self.key_serde, to)?;
         self.entries(QueryOp::Range(Some(f), Some(t)))
     }
 
@@ -356,25 +367,20 @@ impl<K: 'static, V: 'static> ReadOnlyKeyValueStore<K, V> {
 
 /// The encoded-key bounds `[lo, hi)` of the serialized keys `from..=to` (absent: unbounded).
 fn encoded_bounds<K: 'static>(
+    asker: &Asker,
     serde: &SerdeRef<K>,
     from: Option<&K>,
     to: Option<&K>,
-) -> (Vec<u8>, Vec<u8>) {
-    let mut raw = Vec::new();
+) -> Result<(Vec<u8>, Vec<u8>)> {
     let mut lo = Vec::new();
     if let Some(k) = from {
-        serde.serialize(k, &mut raw);
-        encode_key(&raw, &mut lo);
+        encode_key(&asker.key_bytes(serde, k)?, &mut lo);
     }
     let hi = match to {
-        Some(k) => {
-            raw.clear();
-            serde.serialize(k, &mut raw);
-            key_bounds(&raw).1
-        }
+        Some(k) => key_bounds(&asker.key_bytes(serde, k)?).1,
         None => Vec::new(),
     };
-    (lo, hi)
+    Ok((lo, hi))
 }
 
 /// A read-only view of a window store over every local task (Kafka's `ReadOnlyWindowStore`):
@@ -431,8 +437,7 @@ impl<K: 'static, V: 'static> ReadOnlyWindowStore<K, V> {
 
     /// `key`'s windows starting in `[time_from, time_to]`: (window start, value), by start.
     pub fn fetch(&self, key: &K, time_from: i64, time_to: i64) -> Result<Vec<(i64, V)>> {
-        let mut raw = Vec::new();
-        self.key_serde.serialize(key, &mut raw);
+        let raw = self.asker.key_bytes(&self.key_serde, key)?;
         let (lo, hi) = key_bounds(&raw);
         Ok(self
             .scan(lo, hi, time_from, time_to, true)?
@@ -457,7 +462,7 @@ impl<K: 'static, V: 'static> ReadOnlyWindowStore<K, V> {
         time_from: i64,
         time_to: i64,
     ) -> Result<Vec<(Windowed<K>, V)>> {
-        let (lo, hi) = encoded_bounds(&self.key_serde, Some(key_from), Some(key_to));
+        let (lo, hi) = encoded_bounds(&self.asker, &self.key_serde, Some(key_from), Some(key_to))?;
         self.scan(lo, hi, time_from, time_to, false)
     }
 
@@ -547,8 +552,7 @@ impl<K: 'static, V: 'static> ReadOnlySessionStore<K, V> {
         earliest_end: i64,
         latest_start: i64,
     ) -> Result<Vec<(Windowed<K>, V)>> {
-        let mut raw = Vec::new();
-        self.key_serde.serialize(key, &mut raw);
+        let raw = self.asker.key_bytes(&self.key_serde, key)?;
         let (lo, hi) = key_bounds(&raw);
         self.scan(lo, hi, earliest_end, latest_start, true)
     }
@@ -567,7 +571,7 @@ impl<K: 'static, V: 'static> ReadOnlySessionStore<K, V> {
 
     /// The sessions of keys `key_from..=key_to` (serialized order).
     pub fn fetch_range(&self, key_from: &K, key_to: &K) -> Result<Vec<(Windowed<K>, V)>> {
-        let (lo, hi) = encoded_bounds(&self.key_serde, Some(key_from), Some(key_to));
+        let (lo, hi) = encoded_bounds(&self.asker, &self.key_serde, Some(key_from), Some(key_to))?;
         self.scan(lo, hi, i64::MIN, i64::MAX, false)
     }
 }

@@ -42,18 +42,20 @@ where
         self.count_with(Materialized::new())
     }
 
-    /// Counts the records per key, in the store `materialized` describes.
-    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<K, i64> {
+    /// Counts the records per key, in the store `materialized` describes (its value serde,
+    /// if given, instead of [`Serdes::i64`]).
+    pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<K, i64> {
         let fold: FoldFn<K, V, i64> =
             Arc::new(|_, _, old| Some(old.unwrap_or(0).saturating_add(1)));
-        self.fold(materialized, Serdes::i64(), fold)
+        let serde = materialized.value_serde_or(&Serdes::i64());
+        self.fold(materialized, serde, fold)
     }
 
     /// Combines the values per key with `reducer`; the first value is the start.
     pub fn reduce(
         &self,
         reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<K, V> {
         let fold: FoldFn<K, V, V> = Arc::new(move |_, v, old| {
             Some(match old {
@@ -61,19 +63,17 @@ where
                 None => v,
             })
         });
-        let serde = materialized
-            .value_serde
-            .clone()
-            .unwrap_or_else(|| self.grouped.value.clone());
+        let serde = materialized.value_serde_or(&self.grouped.value);
         self.fold(materialized, serde, fold)
     }
 
-    /// Folds the values per key into an aggregate that starts at `init()`.
+    /// Folds the values per key into an aggregate that starts at `init()`, stored with
+    /// `materialized`'s value serde if it has one, else `aggregate_serde`.
     pub fn aggregate<A>(
         &self,
         init: impl Fn() -> A + Send + Sync + 'static,
         adder: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<K, A>
     where
@@ -81,7 +81,8 @@ where
     {
         let fold: FoldFn<K, V, A> =
             Arc::new(move |k, v, old| Some(adder(k, v, old.unwrap_or_else(&init))));
-        self.fold(materialized, aggregate_serde, fold)
+        let serde = materialized.value_serde_or(&aggregate_serde);
+        self.fold(materialized, serde, fold)
     }
 
     /// The name of an aggregation's store: the given one, else a generated one.
@@ -113,7 +114,7 @@ where
 
     fn fold<A>(
         &self,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         agg_serde: SerdeRef<A>,
         fold: FoldFn<K, V, A>,
     ) -> KTable<K, A>
@@ -128,7 +129,7 @@ where
             parent,
             store_name,
             &materialized,
-            self.grouped.key.clone(),
+            materialized.key_serde_or(&self.grouped.key),
             agg_serde,
             fold,
             Some(self.grouped.value.clone()),
@@ -137,17 +138,17 @@ where
 }
 
 /// Adds an aggregation node `<prefix>-<n>` below `parent`, folding what `parent` forwards into
-/// the store `store_name` (named, typed and backed as `materialized` says), and returns its
-/// table: the stream aggregations' and, folding `Change`s, the grouped tables'. A record whose
-/// key, or value (`value_serde`, a stream aggregation's), is null is dropped, as Kafka's
-/// aggregations drop it.
+/// the store `store_name` (named, typed and backed as `materialized` says; its keys and
+/// aggregates through `key_serde` and `agg_serde`), and returns its table: the stream
+/// aggregations' and, folding `Change`s, the grouped tables'. A record whose key, or value
+/// (`value_serde`, a stream aggregation's), is null is dropped, as Kafka's aggregations drop it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn aggregate_table<K, VIn, A>(
     graph: &Rc<RefCell<GraphBuilder>>,
     prefix: &str,
     parent: usize,
     store_name: String,
-    materialized: &Materialized<A>,
+    materialized: &Materialized<K, A>,
     key_serde: SerdeRef<K>,
     agg_serde: SerdeRef<A>,
     fold: FoldFn<K, VIn, A>,
@@ -202,7 +203,7 @@ pub(crate) fn add_aggregation_store<K: 'static, A: 'static>(
     g: &mut GraphBuilder,
     node: usize,
     store_name: String,
-    materialized: &Materialized<A>,
+    materialized: &Materialized<K, A>,
     key_serde: SerdeRef<K>,
     agg_serde: SerdeRef<A>,
 ) -> usize {

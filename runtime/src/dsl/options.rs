@@ -31,16 +31,35 @@ impl<K, V> Grouped<K, V> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum StoreType {
-    /// In memory; rebuilt from the changelog on start.
-    #[default]
+    /// In memory (Kafka's `Stores.inMemoryKeyValueStore`); rebuilt from the changelog on start.
     InMemory,
-    /// On disk in the state directory.
+    /// On disk in the state directory (riffle's fjall database, where Kafka's default is
+    /// RocksDB): the default, as Kafka's. After a restart it restores only the changelog
+    /// written since its last checkpoint.
+    #[default]
     Persistent,
 }
 
-/// How an aggregation's store is named, typed and backed.
-pub struct Materialized<V> {
+/// How an aggregation's or a table's store is named, typed and backed (Kafka's
+/// `Materialized<K, V, S>`): its name, its key and value serdes, logging, caching, retention
+/// and [`StoreType`]. Without serdes the store takes its operation's (the grouping's key
+/// serde, the aggregation's value serde); without a store type it is persistent, as Kafka's.
+///
+/// ```
+/// use riffle::dsl::StoreType;
+/// use riffle::{Consumed, Materialized, Serdes, StreamsBuilder};
+/// let builder = StreamsBuilder::new();
+/// let words = builder.stream("words", Consumed::with(Serdes::string(), Serdes::string()));
+/// // Kafka's `Materialized.with(Serdes.String(), Serdes.Long())`.
+/// words.group_by_key().count_with(Materialized::with(Serdes::string(), Serdes::i64()));
+/// // A named in-memory store (Kafka's `Materialized.as(Stores.inMemoryKeyValueStore(..))`).
+/// words.group_by_key().count_with(
+///     Materialized::named("counts").with_store_type(StoreType::InMemory),
+/// );
+/// ```
+pub struct Materialized<K, V> {
     pub(crate) name: Option<String>,
+    pub(crate) key_serde: Option<SerdeRef<K>>,
     pub(crate) value_serde: Option<SerdeRef<V>>,
     pub(crate) logging: bool,
     pub(crate) store_type: StoreType,
@@ -48,10 +67,11 @@ pub struct Materialized<V> {
     pub(crate) retention: Option<std::time::Duration>,
 }
 
-impl<V> Default for Materialized<V> {
+impl<K, V> Default for Materialized<K, V> {
     fn default() -> Self {
         Materialized {
             name: None,
+            key_serde: None,
             value_serde: None,
             logging: true,
             store_type: StoreType::default(),
@@ -61,13 +81,14 @@ impl<V> Default for Materialized<V> {
     }
 }
 
-impl<V> Materialized<V> {
-    /// An unnamed, logged, in-memory store.
+impl<K, V> Materialized<K, V> {
+    /// An unnamed, logged, cached, persistent store with its operation's serdes.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// A store named `name`; its changelog is `<application_id>-<name>-changelog`.
+    /// A store named `name`; its changelog is `<application_id>-<name>-changelog` (Kafka's
+    /// `Materialized.as(name)`).
     pub fn named(name: impl Into<String>) -> Self {
         Materialized {
             name: Some(name.into()),
@@ -75,10 +96,37 @@ impl<V> Materialized<V> {
         }
     }
 
-    /// The serde of the stored values.
+    /// An unnamed store with these key and value serdes (Kafka's `Materialized.with`).
+    pub fn with(key_serde: SerdeRef<K>, value_serde: SerdeRef<V>) -> Self {
+        Materialized {
+            key_serde: Some(key_serde),
+            value_serde: Some(value_serde),
+            ..Self::default()
+        }
+    }
+
+    /// The serde of the stored keys (Kafka's `withKeySerde`).
+    pub fn with_key_serde(mut self, serde: SerdeRef<K>) -> Self {
+        self.key_serde = Some(serde);
+        self
+    }
+
+    /// The serde of the stored values (Kafka's `withValueSerde`).
     pub fn with_value_serde(mut self, serde: SerdeRef<V>) -> Self {
         self.value_serde = Some(serde);
         self
+    }
+
+    /// The key serde given, else `operation`'s.
+    pub(crate) fn key_serde_or(&self, operation: &SerdeRef<K>) -> SerdeRef<K> {
+        self.key_serde.clone().unwrap_or_else(|| operation.clone())
+    }
+
+    /// The value serde given, else `operation`'s.
+    pub(crate) fn value_serde_or(&self, operation: &SerdeRef<V>) -> SerdeRef<V> {
+        self.value_serde
+            .clone()
+            .unwrap_or_else(|| operation.clone())
     }
 
     /// Turns the changelog off (the store is then not restored after a restart).
@@ -108,7 +156,7 @@ impl<V> Materialized<V> {
         self
     }
 
-    /// Chooses where the store keeps its data.
+    /// Chooses where the store keeps its data ([`StoreType::Persistent`] unless told).
     pub fn with_store_type(mut self, store_type: StoreType) -> Self {
         self.store_type = store_type;
         self

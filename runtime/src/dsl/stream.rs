@@ -546,7 +546,10 @@ where
         self.graph.borrow().nodes[self.node].name.clone()
     }
 
-    /// Groups by the current key, with the default serdes of `K` and `V`.
+    /// Groups by the current key, with the default serdes of `K` and `V` ([`DefaultSerde`]: the
+    /// primitives have one; give a `serde` type JSON with
+    /// [`json_default_serde!`](crate::json_default_serde); or name the serdes with
+    /// [`KStream::group_by_key_with`]).
     pub fn group_by_key(&self) -> KGroupedStream<K, V>
     where
         K: DefaultSerde,

@@ -53,7 +53,7 @@ where
         &self,
         key_serde: SerdeRef<K>,
         value_serde: SerdeRef<V>,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<K, V> {
         self.to_table_as(None, key_serde, value_serde, materialized)
     }
@@ -64,7 +64,7 @@ where
         named: Named,
         key_serde: SerdeRef<K>,
         value_serde: SerdeRef<V>,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<K, V> {
         self.to_table_as(Some(&named), key_serde, value_serde, materialized)
     }
@@ -74,9 +74,10 @@ where
         named: Option<&Named>,
         key_serde: SerdeRef<K>,
         value_serde: SerdeRef<V>,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<K, V> {
-        let value_serde = materialized.value_serde.clone().unwrap_or(value_serde);
+        let key_serde = materialized.key_serde_or(&key_serde);
+        let value_serde = materialized.value_serde_or(&value_serde);
         // Named in Kafka's order: the processor, the store (when unnamed), then the
         // repartition topic's nodes.
         let (name, store_name) = {

@@ -16,8 +16,8 @@ use crate::processor::collector::RecordCollector;
 use crate::processor::{StoreScratch, TaskSignals};
 use crate::serdes::SerdeRef;
 use crate::state::CachedStore;
-use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
+use crate::types::error::{SerdeError, SerializationExceptionOrigin};
 use crate::types::handlers::{ErrorHandlerContext, HandlerResponse};
 use crate::types::record::Headers;
 
@@ -381,37 +381,80 @@ pub(crate) struct Sink<K, V> {
 
 impl<K: 'static, V: 'static> Sink<K, V> {
     fn write(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: Option<V>) -> Result<()> {
-        let scratch = &mut *ctx.scratch;
-        scratch.key.clear();
-        scratch.value.clear();
-        let null_key = self.key_serde.is_null(&key);
-        if !null_key {
-            self.key_serde.serialize(&key, &mut scratch.key);
-        }
-        let value = value.filter(|v| !self.value_serde.is_null(v));
-        if let Some(value) = &value {
-            self.value_serde.serialize(value, &mut scratch.value);
-        }
-        let partitions = ctx.collector.topics().partitions(self.topic);
-        // A null key has no hash: its record stays on the task's own partition number (Kafka's
-        // producer picks a sticky partition). An empty key is a key: murmur2 of zero bytes.
-        let partition = if null_key {
-            ctx.task.partition % partitions.max(1)
-        } else {
-            partition_for_key(&scratch.key, partitions)
-        };
-        match ctx.collector.send(
-            self.topic,
-            partition,
-            ctx.timestamp,
-            (!null_key).then_some(&scratch.key[..]),
-            value.is_some().then_some(&scratch.value[..]),
-            &ctx.headers,
-        ) {
-            Err(error @ Error::RecordTooLarge { .. }) => ctx.production_failed(error),
-            sent => sent,
-        }
+        let (topic, key_serde, value_serde) = (self.topic, &self.key_serde, &self.value_serde);
+        send_record(
+            ctx,
+            topic,
+            None,
+            (key_serde, &key),
+            (value_serde, value.as_ref()),
+        )
     }
+}
+
+/// Serializes a record and hands it to the collector for `topic`, on `chosen` partition (a
+/// `StreamPartitioner`'s) or else by Kafka's rule: murmur2 of the serialized key; a key its
+/// serde calls null is written as a null key and stays on the task's partition number (Kafka's
+/// producer picks a sticky partition; an empty key is a key, murmur2 of zero bytes); a value
+/// its serde calls null is a tombstone. What cannot be written (a serde's error, a record too
+/// large) goes to the production exception handler. Every sink writes through here.
+pub(crate) fn send_record<K: 'static, V: 'static>(
+    ctx: &mut ProcessingContext<'_>,
+    topic: usize,
+    chosen: Option<u32>,
+    (key_serde, key): (&SerdeRef<K>, &K),
+    (value_serde, value): (&SerdeRef<V>, Option<&V>),
+) -> Result<()> {
+    let scratch = &mut *ctx.scratch;
+    scratch.key.clear();
+    scratch.value.clear();
+    let null_key = key_serde.is_null(key);
+    if !null_key && let Err(e) = key_serde.serialize(key, &mut scratch.key) {
+        return serialization_failed(ctx, topic, SerializationExceptionOrigin::Key, None, e);
+    }
+    let partitions = ctx.collector.topics().partitions(topic);
+    let partition = match chosen {
+        Some(p) => p,
+        None if null_key => ctx.task.partition % partitions.max(1),
+        None => partition_for_key(&scratch.key, partitions),
+    };
+    let value = value.filter(|v| !value_serde.is_null(v));
+    if let Some(value) = value
+        && let Err(e) = value_serde.serialize(value, &mut scratch.value)
+    {
+        let origin = SerializationExceptionOrigin::Value;
+        return serialization_failed(ctx, topic, origin, Some(partition), e);
+    }
+    match ctx.collector.send(
+        topic,
+        partition,
+        ctx.timestamp,
+        (!null_key).then_some(&scratch.key[..]),
+        value.is_some().then_some(&scratch.value[..]),
+        &ctx.headers,
+    ) {
+        Err(error @ Error::RecordTooLarge { .. }) => ctx.production_failed(error),
+        sent => sent,
+    }
+}
+
+/// The key or value of a record for `topic` does not serialize: the production exception
+/// handler decides (Kafka's `handleSerializationException`), as for a record too large.
+fn serialization_failed(
+    ctx: &mut ProcessingContext<'_>,
+    topic: usize,
+    origin: SerializationExceptionOrigin,
+    partition: Option<u32>,
+    source: SerdeError,
+) -> Result<()> {
+    let topic = ctx.collector.topics().name(topic).to_string();
+    let error = Error::Serialize {
+        origin,
+        topic,
+        partition,
+        source,
+    };
+    ctx.production_failed(error)
 }
 
 impl<K: 'static, V: 'static> Node<K, V> for Sink<K, V> {
@@ -548,7 +591,14 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: V) -> Result<()> {
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
-        self.key_serde.serialize(&key, &mut scratch.key);
+        if let Err(e) = self.key_serde.serialize(&key, &mut scratch.key) {
+            return Err(unserializable_state(
+                ctx,
+                self.store,
+                SerializationExceptionOrigin::Key,
+                e,
+            ));
+        }
         let found = ctx.stores[self.store].get_with_timestamp(&scratch.key, &mut scratch.old)?;
         // The result's timestamp is the largest of its inputs' (Kafka's timestamped
         // aggregation), so a late record does not move an aggregate back in time.
@@ -562,8 +612,11 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
         let new = (self.fold)(&key, value, old);
         let scratch = &mut *ctx.scratch;
         scratch.value.clear();
-        if let Some(new) = &new {
-            self.agg_serde.serialize(new, &mut scratch.value);
+        if let Some(new) = &new
+            && let Err(e) = self.agg_serde.serialize(new, &mut scratch.value)
+        {
+            let origin = SerializationExceptionOrigin::Value;
+            return Err(unserializable_state(ctx, self.store, origin, e));
         }
         let value = new.as_ref().map(|_| &scratch.value[..]);
         ctx.stores[self.store].put(&scratch.key, value, timestamp, &ctx.headers);
@@ -581,6 +634,20 @@ impl<K: Clone + 'static, V, A: Clone + 'static> FlushNode for Aggregate<K, V, A>
             &self.forward,
             self.send_old,
         )
+    }
+}
+
+/// A key or value the serde of the task's store `store` (a slot) could not serialize.
+pub(crate) fn unserializable_state(
+    ctx: &ProcessingContext<'_>,
+    store: usize,
+    origin: SerializationExceptionOrigin,
+    source: SerdeError,
+) -> Error {
+    Error::SerializeState {
+        store: ctx.stores[store].inner.name().to_owned(),
+        origin,
+        source,
     }
 }
 

@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use riffle_record::partition_for_key;
-
-use crate::processor::node::{Node, ProcessingContext};
+use crate::processor::node::{Node, ProcessingContext, send_record};
 use crate::serdes::SerdeRef;
 use crate::types::error::{Error, Result};
 use crate::types::record::Headers;
@@ -171,32 +169,14 @@ impl<K: 'static, V: 'static> RoutedSink<K, V> {
             };
             return ctx.production_failed(error);
         }
-        let scratch = &mut *ctx.scratch;
-        scratch.key.clear();
-        scratch.value.clear();
-        let null_key = self.key_serde.is_null(&key);
-        if !null_key {
-            self.key_serde.serialize(&key, &mut scratch.key);
-        }
-        if let Some(value) = &value {
-            self.value_serde.serialize(value, &mut scratch.value);
-        }
-        let partition = match chosen {
-            Some(p) => p,
-            None if null_key => ctx.task.partition % partitions.max(1),
-            None => partition_for_key(&scratch.key, partitions),
-        };
-        match ctx.collector.send(
+        let (key_serde, value_serde) = (&self.key_serde, &self.value_serde);
+        send_record(
+            ctx,
             topic,
-            partition,
-            ctx.timestamp,
-            (!null_key).then_some(&scratch.key[..]),
-            value.is_some().then_some(&scratch.value[..]),
-            &ctx.headers,
-        ) {
-            Err(error @ Error::RecordTooLarge { .. }) => ctx.production_failed(error),
-            sent => sent,
-        }
+            chosen,
+            (key_serde, &key),
+            (value_serde, value.as_ref()),
+        )
     }
 }
 

@@ -111,6 +111,12 @@ impl<KOut, VOut> NodeShared<KOut, VOut> {
                 task,
                 source,
             },
+            // A store's serde refusing a key or value: the processor's failure, named.
+            e @ Error::SerializeState { .. } => Error::Processor {
+                processor: self.name.to_string(),
+                task,
+                source: Box::new(e),
+            },
             other => other,
         }
     }

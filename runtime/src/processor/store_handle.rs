@@ -7,8 +7,8 @@ use riffle_state_dir::TaskId;
 use crate::serdes::SerdeRef;
 use crate::state::CachedStore;
 use crate::state::def::StoreSerdes;
-use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
+use crate::types::error::{SerdeError, SerializationExceptionOrigin};
 use crate::types::record::Headers;
 
 /// A typed key-value store, as a processor sees it (Kafka Streams' `KeyValueStore<K, V>`).
@@ -59,6 +59,19 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
         }
     }
 
+    /// A key (`origin`) or value the store's serde could not serialize.
+    pub(super) fn unserializable(
+        &self,
+        origin: SerializationExceptionOrigin,
+        source: SerdeError,
+    ) -> Error {
+        Error::SerializeState {
+            store: self.store.inner.name().to_owned(),
+            origin,
+            source,
+        }
+    }
+
     pub(super) fn decode_value(&self, bytes: &[u8]) -> Result<V> {
         self.value_serde
             .deserialize(Some(bytes))
@@ -74,7 +87,9 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
     pub fn get(&mut self, key: &K) -> Result<Option<V>> {
         let s = &mut *self.scratch;
         s.key.clear();
-        self.key_serde.serialize(key, &mut s.key);
+        if let Err(e) = self.key_serde.serialize(key, &mut s.key) {
+            return Err(self.unserializable(SerializationExceptionOrigin::Key, e));
+        }
         if !self.store.get_into(&s.key, &mut s.old)? {
             return Ok(None);
         }
@@ -89,8 +104,12 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
         let s = &mut *self.scratch;
         s.key.clear();
         s.value.clear();
-        self.key_serde.serialize(key, &mut s.key);
-        self.value_serde.serialize(value, &mut s.value);
+        if let Err(e) = self.key_serde.serialize(key, &mut s.key) {
+            return Err(self.unserializable(SerializationExceptionOrigin::Key, e));
+        }
+        if let Err(e) = self.value_serde.serialize(value, &mut s.value) {
+            return Err(self.unserializable(SerializationExceptionOrigin::Value, e));
+        }
         self.store
             .put(&s.key, Some(&s.value), self.timestamp, &Headers::new());
         Ok(())
@@ -133,8 +152,13 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
         let s = &mut *self.scratch;
         s.key.clear();
         s.value.clear();
-        self.key_serde.serialize(from, &mut s.key);
-        self.key_serde.serialize(to, &mut s.value);
+        let keys = self
+            .key_serde
+            .serialize(from, &mut s.key)
+            .and_then(|()| self.key_serde.serialize(to, &mut s.value));
+        if let Err(e) = keys {
+            return Err(self.unserializable(SerializationExceptionOrigin::Key, e));
+        }
         let entries = self.store.scan(Some(&s.key), Some(&s.value))?;
         self.decode_all(entries)
     }

@@ -10,10 +10,13 @@ use riffle_state_dir::TaskId;
 use crate::processor::{StoreScratch, StoreSerdes};
 use crate::serdes::SerdeRef;
 use crate::state::{CachedStore, encode_key, key_bounds, session_entry_key, window_entry_key};
-use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
+use crate::types::error::{SerdeError, SerializationExceptionOrigin};
 use crate::types::record::Headers;
 use crate::types::window::{Window, Windowed};
+
+const KEY: SerializationExceptionOrigin = SerializationExceptionOrigin::Key;
+const VALUE: SerializationExceptionOrigin = SerializationExceptionOrigin::Value;
 
 /// A store of values per key and window start (Kafka Streams' `WindowStore<K, V>`).
 pub struct WindowStore<'a, K, V> {
@@ -36,16 +39,34 @@ fn corrupt(store: &CachedStore, task: TaskId, source: SerdeError) -> Error {
     }
 }
 
+/// Appends `value` through `serde` for `store`; a failure names the store.
+fn serialize<T: 'static>(
+    serde: &SerdeRef<T>,
+    value: &T,
+    out: &mut Vec<u8>,
+    store: &CachedStore,
+    origin: SerializationExceptionOrigin,
+) -> Result<()> {
+    serde
+        .serialize(value, out)
+        .map_err(|source| Error::SerializeState {
+            store: store.inner.name().to_owned(),
+            origin,
+            source,
+        })
+}
+
 /// The encoded-key bounds `[lo, hi)` of keys `from..=to` (serialized), or of all keys.
 fn range_bounds<K: 'static>(
     serde: &SerdeRef<K>,
+    store: &CachedStore,
     from: Option<&K>,
     to: Option<&K>,
-) -> (Vec<u8>, Vec<u8>) {
+) -> Result<(Vec<u8>, Vec<u8>)> {
     let mut raw = Vec::new();
     let lo = match from {
         Some(k) => {
-            serde.serialize(k, &mut raw);
+            serialize(serde, k, &mut raw, store, SerializationExceptionOrigin::Key)?;
             let mut lo = Vec::new();
             encode_key(&raw, &mut lo);
             lo
@@ -55,12 +76,12 @@ fn range_bounds<K: 'static>(
     let hi = match to {
         Some(k) => {
             raw.clear();
-            serde.serialize(k, &mut raw);
+            serialize(serde, k, &mut raw, store, SerializationExceptionOrigin::Key)?;
             key_bounds(&raw).1
         }
         None => Vec::new(),
     };
-    (lo, hi)
+    Ok((lo, hi))
 }
 
 impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
@@ -99,8 +120,8 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
         s.key.clear();
         s.value.clear();
         s.old.clear();
-        self.key_serde.serialize(key, &mut s.key);
-        self.value_serde.serialize(value, &mut s.value);
+        serialize(self.key_serde, key, &mut s.key, self.store, KEY)?;
+        serialize(self.value_serde, value, &mut s.value, self.store, VALUE)?;
         let seq = if self.retain_duplicates {
             self.store.next_seq()
         } else {
@@ -118,7 +139,7 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
         let s = &mut *self.scratch;
         s.key.clear();
         s.old.clear();
-        self.key_serde.serialize(key, &mut s.key);
+        serialize(self.key_serde, key, &mut s.key, self.store, KEY)?;
         window_entry_key(&s.key, window_start, 0, &mut s.old);
         self.store
             .put(&s.old, None, self.timestamp, &Headers::new());
@@ -163,7 +184,7 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
     pub fn fetch(&mut self, key: &K, time_from: i64, time_to: i64) -> Result<Vec<(i64, V)>> {
         let s = &mut *self.scratch;
         s.key.clear();
-        self.key_serde.serialize(key, &mut s.key);
+        serialize(self.key_serde, key, &mut s.key, self.store, KEY)?;
         let (lo, hi) = key_bounds(&s.key);
         Ok(self
             .scan(&lo, &hi, time_from, time_to)?
@@ -193,7 +214,7 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
         time_from: i64,
         time_to: i64,
     ) -> Result<Vec<(Windowed<K>, V)>> {
-        let (lo, hi) = range_bounds(self.key_serde, Some(key_from), Some(key_to));
+        let (lo, hi) = range_bounds(self.key_serde, self.store, Some(key_from), Some(key_to))?;
         self.scan(&lo, &hi, time_from, time_to)
     }
 
@@ -272,20 +293,21 @@ impl<'a, K: 'static, V: 'static> SessionStore<'a, K, V> {
         self.store.inner.name()
     }
 
-    fn entry(&mut self, session: &Windowed<K>) {
+    fn entry(&mut self, session: &Windowed<K>) -> Result<()> {
         let s = &mut *self.scratch;
         s.key.clear();
         s.old.clear();
-        self.key_serde.serialize(&session.key, &mut s.key);
+        serialize(self.key_serde, &session.key, &mut s.key, self.store, KEY)?;
         session_entry_key(&s.key, session.window.end, session.window.start, &mut s.old);
+        Ok(())
     }
 
     /// Puts `value` for the session `session` (its key and window).
     pub fn put(&mut self, session: &Windowed<K>, value: &V) -> Result<()> {
-        self.entry(session);
+        self.entry(session)?;
         let s = &mut *self.scratch;
         s.value.clear();
-        self.value_serde.serialize(value, &mut s.value);
+        serialize(self.value_serde, value, &mut s.value, self.store, VALUE)?;
         self.store
             .put(&s.old, Some(&s.value), self.timestamp, &Headers::new());
         Ok(())
@@ -293,7 +315,7 @@ impl<'a, K: 'static, V: 'static> SessionStore<'a, K, V> {
 
     /// Removes the session `session`.
     pub fn remove(&mut self, session: &Windowed<K>) -> Result<()> {
-        self.entry(session);
+        self.entry(session)?;
         self.store
             .put(&self.scratch.old, None, self.timestamp, &Headers::new());
         Ok(())
@@ -348,7 +370,7 @@ impl<'a, K: 'static, V: 'static> SessionStore<'a, K, V> {
     ) -> Result<Vec<(Windowed<K>, V)>> {
         let s = &mut *self.scratch;
         s.key.clear();
-        self.key_serde.serialize(key, &mut s.key);
+        serialize(self.key_serde, key, &mut s.key, self.store, KEY)?;
         let (lo, hi) = key_bounds(&s.key);
         self.scan(&lo, &hi, earliest_end, latest_start)
     }
@@ -379,7 +401,7 @@ impl<'a, K: 'static, V: 'static> SessionStore<'a, K, V> {
 
     /// The sessions of keys `key_from..=key_to` (serialized order).
     pub fn fetch_range(&mut self, key_from: &K, key_to: &K) -> Result<Vec<(Windowed<K>, V)>> {
-        let (lo, hi) = range_bounds(self.key_serde, Some(key_from), Some(key_to));
+        let (lo, hi) = range_bounds(self.key_serde, self.store, Some(key_from), Some(key_to))?;
         self.scan(&lo, &hi, i64::MIN, i64::MAX)
     }
 

@@ -48,7 +48,9 @@ pub(super) struct Inner {
     globals: GlobalState,
 }
 
-/// Runs a topology without threads, files or a backend, for unit tests.
+/// Runs a topology without threads, files or a backend, for unit tests. Every store is in
+/// memory, whatever its `StoreType` (Kafka's driver opens its persistent stores in a temporary
+/// state directory): the DSL's results are the same on both types.
 pub struct TopologyTestDriver {
     inner: Rc<RefCell<Inner>>,
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use riffle_record::TopicPartition;
 
 use super::driver::Inner;
-use crate::serdes::SerdeRef;
+use crate::serdes::{Serde, SerdeRef};
+use crate::types::error::SerializationExceptionOrigin::{self, Key, Value};
 use crate::types::error::{Error, Result};
 use crate::types::record::Headers;
 
@@ -67,10 +68,10 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
     /// ([`Serdes::optional`](crate::serdes::Serdes::optional)'s `None`) is piped as a null.
     pub fn pipe_record(&self, record: TestRecord<K, V>) -> Result<()> {
         let (mut key, mut value) = (Vec::new(), Vec::new());
-        let key = self.encode_key(&record.key, &mut key);
+        let key = self.encode_key(&record.key, &mut key)?;
         let null = self.value_serde.is_null(&record.value);
         if !null {
-            self.value_serde.serialize(&record.value, &mut value);
+            self.serialize(&*self.value_serde, &record.value, &mut value, Value)?;
         }
         let value = (!null).then_some(&value[..]);
         self.inner
@@ -79,19 +80,19 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
     }
 
     /// `key`'s bytes in `buf`, or `None` for a key its serde calls null.
-    fn encode_key<'b>(&self, key: &K, buf: &'b mut Vec<u8>) -> Option<&'b [u8]> {
+    fn encode_key<'b>(&self, key: &K, buf: &'b mut Vec<u8>) -> Result<Option<&'b [u8]>> {
         if self.key_serde.is_null(key) {
-            return None;
+            return Ok(None);
         }
-        self.key_serde.serialize(key, buf);
-        Some(&buf[..])
+        self.serialize(&*self.key_serde, key, buf, Key)?;
+        Ok(Some(&buf[..]))
     }
 
     /// Pipes a record without a value (a tombstone: a table's delete) with timestamp
     /// `timestamp_ms` (Kafka's `pipeInput(key, null)`).
     pub fn pipe_tombstone_at(&self, key: K, timestamp_ms: i64) -> Result<()> {
         let mut bytes = Vec::new();
-        let key = self.encode_key(&key, &mut bytes);
+        let key = self.encode_key(&key, &mut bytes)?;
         self.inner
             .borrow_mut()
             .pipe(&self.topic, key, None, timestamp_ms, &Headers::new())
@@ -112,7 +113,7 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         let mut bytes = Vec::new();
         let null = self.value_serde.is_null(&value);
         if !null {
-            self.value_serde.serialize(&value, &mut bytes);
+            self.serialize(&*self.value_serde, &value, &mut bytes, Value)?;
         }
         let value = (!null).then_some(&bytes[..]);
         self.inner
@@ -127,6 +128,25 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
             self.pipe_input_value(value)?;
         }
         Ok(())
+    }
+
+    /// `value` through `serde`; a failure is an error naming the topic, as a producer's
+    /// (Kafka's `TestInputTopic` throws the serializer's exception).
+    fn serialize<T: 'static>(
+        &self,
+        serde: &dyn Serde<T>,
+        value: &T,
+        out: &mut Vec<u8>,
+        origin: SerializationExceptionOrigin,
+    ) -> Result<()> {
+        serde
+            .serialize(value, out)
+            .map_err(|source| Error::Serialize {
+                origin,
+                topic: self.topic.clone(),
+                partition: None,
+                source,
+            })
     }
 
     /// Pipes the records one after another (each processed and committed before the next).

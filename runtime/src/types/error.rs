@@ -22,6 +22,39 @@ pub enum SerdeError {
         /// The type that was being decoded.
         type_name: &'static str,
     },
+    /// The value cannot be encoded: its serde refused it (a JSON map with keys that are not
+    /// strings, a list longer than its 4-byte length field).
+    #[error("{type_name}: cannot serialize: {reason}")]
+    Unserializable {
+        /// The type that was being encoded.
+        type_name: &'static str,
+        /// Why it cannot be encoded.
+        reason: String,
+    },
+}
+
+/// Which part of a record could not be serialized (Kafka's
+/// `ProductionExceptionHandler.SerializationExceptionOrigin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SerializationExceptionOrigin {
+    /// The key.
+    Key,
+    /// The value.
+    Value,
+}
+
+impl std::fmt::Display for SerializationExceptionOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SerializationExceptionOrigin::Key => "key",
+            SerializationExceptionOrigin::Value => "value",
+        })
+    }
+}
+
+/// ` partition N`, or nothing for a partition not chosen yet.
+fn partition_suffix(partition: &Option<u32>) -> String {
+    partition.map_or_else(String::new, |p| format!(" partition {p}"))
 }
 
 /// Everything that can go wrong in a riffle application.
@@ -54,6 +87,36 @@ pub enum Error {
         partition: u32,
         /// The record's offset.
         offset: u64,
+        /// What the serde said.
+        source: SerdeError,
+    },
+    /// A record's key or value could not be serialized for a topic (a sink, a repartition
+    /// topic, a producer): its serde failed. In a sink it goes to the production exception
+    /// handler (Kafka's `handleSerializationException`). The partition is `None` when the key
+    /// failed, since the partition comes from the key's bytes.
+    #[error(
+        "cannot serialize the {origin} of a record for topic {topic}{}: {source}",
+        partition_suffix(partition)
+    )]
+    Serialize {
+        /// The key or the value.
+        origin: SerializationExceptionOrigin,
+        /// The topic the record was for.
+        topic: String,
+        /// The partition it was for, when known.
+        partition: Option<u32>,
+        /// What the serde said.
+        source: SerdeError,
+    },
+    /// A key or value could not be serialized for a store (a write, a read's key, a query's
+    /// key): its serde failed. Inside a processor it goes to the processing exception handler,
+    /// as Kafka's store serdes' exceptions do.
+    #[error("cannot serialize a {origin} for store {store}: {source}")]
+    SerializeState {
+        /// The store.
+        store: String,
+        /// The key or the value.
+        origin: SerializationExceptionOrigin,
         /// What the serde said.
         source: SerdeError,
     },
@@ -182,7 +245,8 @@ pub enum Error {
         offset: u64,
         /// The processor that failed, if it has a name (processor-API nodes).
         processor: Option<String>,
-        /// What failed: a processor's error, [`Error::Panicked`] or [`Error::RecordTooLarge`].
+        /// What failed: a processor's error, [`Error::Panicked`], [`Error::RecordTooLarge`] or
+        /// [`Error::Serialize`].
         source: Box<Error>,
     },
     /// A record larger than `max_request_size` (Kafka's `RecordTooLargeException`): which

@@ -131,7 +131,7 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
     pub fn aggregate(
         &self,
         initializer: impl Fn() -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<K, A> {
         let store_name = match &materialized.name {
@@ -181,7 +181,7 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
         kind: WindowKind,
         init: Init<A>,
         merge: Option<MergeFn<K, A>>,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<Windowed<K>, A> {
         let store_name = match &materialized.name {
@@ -285,7 +285,7 @@ impl<K: Clone + 'static, A: Clone + 'static> TimeWindowedCogroupedKStream<K, A> 
     pub fn aggregate(
         &self,
         initializer: impl Fn() -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<Windowed<K>, A> {
         self.cogrouped.aggregate_windowed(
@@ -320,7 +320,7 @@ impl<K: Clone + 'static, A: Clone + 'static> SessionWindowedCogroupedKStream<K, 
         &self,
         initializer: impl Fn() -> A + Send + Sync + 'static,
         merger: impl Fn(&K, A, A) -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<Windowed<K>, A> {
         let init: Init<A> = Arc::new(initializer);
@@ -433,7 +433,7 @@ where
             EmitStrategy::OnWindowUpdate,
             flavor,
             plan,
-            agg_serde,
+            (self.grouped.grouped.key.clone(), agg_serde.clone()),
             input,
         )
     }

@@ -48,9 +48,9 @@ impl StreamsBuilder {
     /// runs. A record without a value deletes its key; one without a key is skipped; one that
     /// does not decode goes to the deserialization exception handler (under `fail`, the
     /// default, the application stops). The topic
-    /// is the store's changelog (no `-changelog` topic). An in-memory store (the default) is
-    /// read again from the topic at each start; a persistent one records how far it read each
-    /// partition with its data, and reads on from there.
+    /// is the store's changelog (no `-changelog` topic). A persistent store (the default)
+    /// records how far it read each partition with its data, and reads on from there; an
+    /// in-memory one is read again from the topic at each start.
     ///
     /// ```
     /// use riffle::{Consumed, Materialized, Produced, Serdes, StreamsBuilder};
@@ -71,7 +71,7 @@ impl StreamsBuilder {
         &self,
         topic: &str,
         consumed: Consumed<K, V>,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> GlobalKTable<K, V>
     where
         K: 'static,

@@ -97,7 +97,7 @@ where
     }
 
     /// [`KGroupedTable::count`], in the store `materialized` describes.
-    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<K, i64> {
+    pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<K, i64> {
         self.aggregate(
             || 0,
             |_, _, n| n.saturating_add(1),
@@ -114,7 +114,7 @@ where
         &self,
         adder: impl Fn(V, V) -> V + Send + Sync + 'static,
         subtractor: impl Fn(V, V) -> V + Send + Sync + 'static,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<K, V> {
         let fold: FoldFn<K, Change<V>, V> = Arc::new(move |_, change, agg| {
             let rest = match (change.old, agg) {
@@ -127,10 +127,7 @@ where
                 (None, rest) => rest,
             }
         });
-        let serde = materialized
-            .value_serde
-            .clone()
-            .unwrap_or_else(|| self.grouped.value.clone());
+        let serde = materialized.value_serde_or(&self.grouped.value);
         self.fold("KTABLE-REDUCE", materialized, serde, fold)
     }
 
@@ -142,7 +139,7 @@ where
         init: impl Fn() -> A + Send + Sync + 'static,
         adder: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
         subtractor: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<K, A>
     where
@@ -160,7 +157,8 @@ where
                 None => rest,
             }
         });
-        self.fold("KTABLE-AGGREGATE", materialized, aggregate_serde, fold)
+        let serde = materialized.value_serde_or(&aggregate_serde);
+        self.fold("KTABLE-AGGREGATE", materialized, serde, fold)
     }
 
     /// The aggregation node `<prefix>-<n>` below a repartition topic named after the grouping
@@ -168,7 +166,7 @@ where
     fn fold<A>(
         &self,
         prefix: &str,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         agg_serde: SerdeRef<A>,
         fold: FoldFn<K, Change<V>, A>,
     ) -> KTable<K, A>
@@ -199,7 +197,7 @@ where
             source,
             store_name,
             &materialized,
-            self.grouped.key.clone(),
+            materialized.key_serde_or(&self.grouped.key),
             agg_serde,
             fold,
             None,

@@ -140,6 +140,8 @@ impl StreamsBuilder {
     /// the topic's own bytes, and the topic is the store's changelog: there is no
     /// `-changelog` topic, and a task restores the store from the topic up to its committed
     /// offset (Kafka Streams' source-topic changelog), whatever `materialized`'s logging says.
+    /// Its serdes are `consumed`'s, whatever `materialized`'s (Kafka's rule: `Consumed`'s
+    /// serdes replace `Materialized`'s).
     ///
     /// ```
     /// use riffle::{Consumed, Materialized, Produced, Serdes, StreamsBuilder};
@@ -160,7 +162,7 @@ impl StreamsBuilder {
         &self,
         topic: &str,
         consumed: Consumed<K, V>,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<K, V>
     where
         K: Clone + 'static,
@@ -214,7 +216,7 @@ pub(super) fn add_table_store<K, VIn, V>(
     name: String,
     parents: &[usize],
     store_name: String,
-    materialized: &Materialized<V>,
+    materialized: &Materialized<K, V>,
     key_serde: SerdeRef<K>,
     value_serde: SerdeRef<V>,
     map: MapFn<K, VIn, V>,
@@ -274,14 +276,14 @@ where
 }
 
 /// Adds a node `name` below `parents` that keeps what they send, as it is, in the store
-/// `store_name` (a join's result, materialized); its values are written with `materialized`'s
-/// value serde, else `value_serde`.
+/// `store_name` (a join's result, materialized); its keys and values are written with
+/// `materialized`'s serdes, else `key_serde` and `value_serde`.
 pub(super) fn materialize<K, V>(
     graph: &Rc<RefCell<GraphBuilder>>,
     name: String,
     parents: &[usize],
     store_name: String,
-    materialized: &Materialized<V>,
+    materialized: &Materialized<K, V>,
     key_serde: SerdeRef<K>,
     value_serde: SerdeRef<V>,
 ) -> (usize, TableView<K, V>)
@@ -290,14 +292,14 @@ where
     V: Clone + 'static,
 {
     let identity: MapFn<K, V, V> = Arc::new(|_, v| Some(v));
-    let serde = materialized.value_serde.clone().unwrap_or(value_serde);
+    let serde = materialized.value_serde_or(&value_serde);
     add_table_store(
         graph,
         name,
         parents,
         store_name,
         materialized,
-        key_serde,
+        materialized.key_serde_or(&key_serde),
         serde,
         identity,
         None,
@@ -349,12 +351,13 @@ where
     }
 
     /// A table with `f` applied to each update, kept in its own store (named, typed and
-    /// backed as `materialized` says; its values written with `value_serde`).
+    /// backed as `materialized` says; its keys written with `materialized`'s key serde, else
+    /// this table's, its values with `value_serde`).
     fn materialized_node<V2>(
         &self,
         prefix: &str,
         f: MapFn<K, V, V2>,
-        materialized: Materialized<V2>,
+        materialized: Materialized<K, V2>,
         value_serde: SerdeRef<V2>,
     ) -> KTable<K, V2>
     where
@@ -365,13 +368,14 @@ where
             None => self.graph.borrow_mut().next_name("KTABLE-STATE-STORE"),
         };
         let name = self.graph.borrow_mut().next_name(prefix);
+        let key_serde = materialized.key_serde_or(&self.key_serde);
         let (node, view) = add_table_store(
             &self.graph,
             name,
             &[self.node],
             store_name,
             &materialized,
-            self.key_serde.clone(),
+            key_serde.clone(),
             value_serde.clone(),
             f,
             None,
@@ -379,7 +383,7 @@ where
         KTable {
             graph: self.graph.clone(),
             node,
-            key_serde: self.key_serde.clone(),
+            key_serde,
             value_serde,
             windows: None,
             window_end: None,
@@ -405,13 +409,10 @@ where
     pub fn filter_with(
         &self,
         predicate: impl Fn(&K, &V) -> bool + Send + Sync + 'static,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> Self {
         let f: MapFn<K, V, V> = Arc::new(move |k, v| predicate(k, &v).then_some(v));
-        let serde = materialized
-            .value_serde
-            .clone()
-            .unwrap_or_else(|| self.value_serde.clone());
+        let serde = materialized.value_serde_or(&self.value_serde);
         self.materialized_node("KTABLE-FILTER", f, materialized, serde)
     }
 
@@ -435,13 +436,13 @@ where
         &self,
         f: impl Fn(V) -> V2 + Send + Sync + 'static,
         value_serde: SerdeRef<V2>,
-        materialized: Materialized<V2>,
+        materialized: Materialized<K, V2>,
     ) -> KTable<K, V2>
     where
         V2: Clone + 'static,
     {
         let f: MapFn<K, V, V2> = Arc::new(move |_, v| Some(f(v)));
-        let serde = materialized.value_serde.clone().unwrap_or(value_serde);
+        let serde = materialized.value_serde_or(&value_serde);
         self.materialized_node("KTABLE-MAPVALUES", f, materialized, serde)
     }
 }

@@ -12,11 +12,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::processor::node::{
-    Change, FlushNode, Forward, Node, ProcessingContext, flush_table_store,
+    Change, FlushNode, Forward, Node, ProcessingContext, flush_table_store, unserializable_state,
 };
 use crate::serdes::Serde;
 use crate::serdes::SerdeRef;
 use crate::topology::BuildCtx;
+use crate::types::error::SerializationExceptionOrigin::{Key, Value};
 use crate::types::error::{Error, Result, SerdeError};
 
 /// A table's view bound to one task's stores: the key's current value and its timestamp
@@ -66,7 +67,9 @@ impl<K: 'static, V: 'static> TableView<K, V> {
             Rc::new(move |key, ctx| {
                 let scratch = &mut *ctx.scratch;
                 scratch.key.clear();
-                key_serde.serialize(key, &mut scratch.key);
+                if let Err(e) = key_serde.serialize(key, &mut scratch.key) {
+                    return Err(unserializable_state(ctx, slot, Key, e));
+                }
                 let store = &ctx.stores[slot];
                 let found = match read {
                     Read::Latest => store.get_with_timestamp(&scratch.key, &mut scratch.old)?,
@@ -165,7 +168,7 @@ pub(crate) struct TableStore<K, VIn, V> {
 }
 
 impl<K: Clone + 'static, VIn, V: Clone + 'static> TableStore<K, VIn, V> {
-    fn write(&mut self, ctx: &mut ProcessingContext<'_>, key: &K, value: Option<&V>) {
+    fn write(&mut self, ctx: &mut ProcessingContext<'_>, key: &K, value: Option<&V>) -> Result<()> {
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
         scratch.value.clear();
@@ -179,27 +182,30 @@ impl<K: Clone + 'static, VIn, V: Clone + 'static> TableStore<K, VIn, V> {
                 }
             }
             None => {
-                self.key_serde.serialize(key, &mut scratch.key);
-                if let Some(v) = value {
-                    self.value_serde.serialize(v, &mut scratch.value);
+                if let Err(e) = self.key_serde.serialize(key, &mut scratch.key) {
+                    return Err(unserializable_state(ctx, self.store, Key, e));
+                }
+                if let Some(v) = value
+                    && let Err(e) = self.value_serde.serialize(v, &mut scratch.value)
+                {
+                    return Err(unserializable_state(ctx, self.store, Value, e));
                 }
             }
         }
         let value = value.map(|_| &scratch.value[..]);
         ctx.stores[self.store].put(&scratch.key, value, ctx.timestamp, &ctx.headers);
+        Ok(())
     }
 }
 
 impl<K: Clone + 'static, VIn, V: Clone + 'static> Node<K, VIn> for TableStore<K, VIn, V> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: VIn) -> Result<()> {
         let value = (self.map)(&key, value);
-        self.write(ctx, &key, value.as_ref());
-        Ok(())
+        self.write(ctx, &key, value.as_ref())
     }
 
     fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
-        self.write(ctx, &key, None);
-        Ok(())
+        self.write(ctx, &key, None)
     }
 }
 
@@ -274,30 +280,31 @@ pub(crate) struct ChangeSerde<V> {
 }
 
 impl<V: 'static> Serde<Change<V>> for ChangeSerde<V> {
-    fn serialize(&self, change: &Change<V>, out: &mut Vec<u8>) {
+    fn serialize(&self, change: &Change<V>, out: &mut Vec<u8>) -> Result<(), SerdeError> {
         match (&change.new, &change.old) {
             (Some(new), Some(old)) => {
                 // The new value, then its length's varint, rotated in front of it.
                 let start = out.len();
-                self.inner.serialize(new, out);
+                self.inner.serialize(new, out)?;
                 let len = out.len() - start;
                 riffle_record::varint::put_varlong(out, len as i64);
                 let varint = out.len() - start - len;
                 out[start..].rotate_right(varint);
-                self.inner.serialize(old, out);
+                self.inner.serialize(old, out)?;
                 out.push(2);
             }
             (Some(new), None) => {
-                self.inner.serialize(new, out);
+                self.inner.serialize(new, out)?;
                 out.push(1);
             }
             (None, Some(old)) => {
-                self.inner.serialize(old, out);
+                self.inner.serialize(old, out)?;
                 out.push(0);
             }
             // Never sent: an update without either value has nothing to subtract or add.
             (None, None) => out.push(0xff),
         }
+        Ok(())
     }
 
     fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Change<V>, SerdeError> {

@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use crate::processor::Lifecycle;
 use crate::processor::node::FlushNode;
-use crate::processor::node::{Forward, Node, ProcessingContext};
+use crate::processor::node::{Forward, Node, ProcessingContext, unserializable_state};
 use crate::serdes::SerdeRef;
 use crate::state::StoreError;
+use crate::types::error::SerializationExceptionOrigin::{Key, Value};
 use crate::types::error::{Error, Result};
 use crate::types::record::Headers;
 
@@ -181,7 +182,9 @@ impl<K: Clone + 'static, V: Clone + 'static> SuppressNode<K, V> {
             self.observed_dirty = true;
         }
         let mut entry = vec![1u8];
-        self.key_serde.serialize(&key, &mut entry);
+        if let Err(e) = self.key_serde.serialize(&key, &mut entry) {
+            return Err(unserializable_state(ctx, self.store, Key, e));
+        }
         let time = match self.index.get(&entry) {
             Some(&(time, _)) => time,
             None => (self.buffer_time)(&key, ctx.timestamp),
@@ -191,7 +194,9 @@ impl<K: Clone + 'static, V: Clone + 'static> SuppressNode<K, V> {
         match &value {
             Some(v) => {
                 bytes.push(1);
-                self.value_serde.serialize(v, &mut bytes);
+                if let Err(e) = self.value_serde.serialize(v, &mut bytes) {
+                    return Err(unserializable_state(ctx, self.store, Value, e));
+                }
             }
             None => bytes.push(0),
         }

@@ -166,7 +166,7 @@ fn build<K, V, A>(
     grouped: &KGroupedStream<K, V>,
     emit: EmitStrategy,
     flavor: Flavor<K, V, A>,
-    materialized: Materialized<A>,
+    materialized: Materialized<K, A>,
     agg_serde: SerdeRef<A>,
 ) -> KTable<Windowed<K>, A>
 where
@@ -183,14 +183,12 @@ where
         WindowKind::Sliding(_) => "KSTREAM-SLIDING-AGGREGATE",
         WindowKind::Time(_) => "KSTREAM-WINDOW-AGGREGATE",
     };
-    let node = windowed_node(grouped, parent, prefix, emit, flavor, &plan, &agg_serde, 0);
-    plan.add_store(
-        node,
-        &materialized,
-        grouped.grouped.key.clone(),
-        agg_serde.clone(),
-    );
-    plan.table(node, grouped.grouped.key.clone(), agg_serde)
+    let key_serde = materialized.key_serde_or(&grouped.grouped.key);
+    let agg_serde = materialized.value_serde_or(&agg_serde);
+    let serdes = (key_serde.clone(), agg_serde.clone());
+    let node = windowed_node(grouped, parent, prefix, emit, flavor, &plan, serdes, 0);
+    plan.add_store(node, &materialized, key_serde.clone(), agg_serde.clone());
+    plan.table(node, key_serde, agg_serde)
 }
 
 impl<K, V, A> Flavor<K, V, A> {
@@ -214,11 +212,11 @@ pub(crate) struct WindowedStore {
 
 impl WindowedStore {
     /// Checks `kind` and the retention `materialized` asks for (errors at `build`).
-    pub(crate) fn plan<A>(
+    pub(crate) fn plan<K, A>(
         graph: &Rc<RefCell<GraphBuilder>>,
         kind: WindowKind,
         store_name: String,
-        materialized: &Materialized<A>,
+        materialized: &Materialized<K, A>,
     ) -> WindowedStore {
         let check = match kind {
             WindowKind::Time(w) => w.validate(),
@@ -258,7 +256,7 @@ impl WindowedStore {
     pub(crate) fn add_store<K: 'static, A: 'static>(
         &self,
         node: usize,
-        materialized: &Materialized<A>,
+        materialized: &Materialized<K, A>,
         key_serde: SerdeRef<K>,
         agg_serde: SerdeRef<A>,
     ) -> usize {
@@ -334,9 +332,9 @@ impl WindowedStore {
 }
 
 /// Adds a windowed aggregation node `<prefix>-<n>` below `parent`, folding `grouped`'s records
-/// into `plan`'s store as `flavor` says. `input` numbers it among the nodes sharing the store
-/// (a cogroup's): each keeps its stream time under its own meta key, and only input 0 forwards
-/// the store's updates at commit.
+/// into `plan`'s store (keys and aggregates through `serdes`) as `flavor` says. `input` numbers
+/// it among the nodes sharing the store (a cogroup's): each keeps its stream time under its own
+/// meta key, and only input 0 forwards the store's updates at commit.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn windowed_node<K, V, A>(
     grouped: &KGroupedStream<K, V>,
@@ -345,7 +343,7 @@ pub(crate) fn windowed_node<K, V, A>(
     emit: EmitStrategy,
     flavor: Flavor<K, V, A>,
     plan: &WindowedStore,
-    agg_serde: &SerdeRef<A>,
+    (key_serde, agg_serde): (SerdeRef<K>, SerdeRef<A>),
     input: u32,
 ) -> usize
 where
@@ -354,8 +352,7 @@ where
     A: Clone + 'static,
 {
     let (kind, retention_ms) = (plan.kind, plan.retention_ms);
-    let key_serde = grouped.grouped.key.clone();
-    let node_agg_serde = agg_serde.clone();
+    let node_agg_serde = agg_serde;
     let (null_key, null_value) = (key_serde.clone(), grouped.grouped.value.clone());
     let factory: NodeFactory = Arc::new(move |ctx| {
         let mut core = WindowedCore::new(
@@ -445,7 +442,7 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
     }
 
     /// Counts the records per key and window, in the store `materialized` describes.
-    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<Windowed<K>, i64> {
+    pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<Windowed<K>, i64> {
         let flavor = self.flavor(count_fold());
         build(
             &self.grouped,
@@ -460,12 +457,9 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
     pub fn reduce(
         &self,
         reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<Windowed<K>, V> {
-        let serde = materialized
-            .value_serde
-            .clone()
-            .unwrap_or_else(|| self.grouped.grouped.value.clone());
+        let serde = self.grouped.grouped.value.clone();
         let flavor = self.flavor(reduce_fold(Arc::new(reducer)));
         build(&self.grouped, self.emit, flavor, materialized, serde)
     }
@@ -475,7 +469,7 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
         &self,
         init: impl Fn() -> A + Send + Sync + 'static,
         aggregator: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<Windowed<K>, A> {
         let fold: WindowFoldFn<K, V, A> =
@@ -517,7 +511,7 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
     }
 
     /// Counts the records per key and session, in the store `materialized` describes.
-    pub fn count_with(&self, materialized: Materialized<i64>) -> KTable<Windowed<K>, i64> {
+    pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<Windowed<K>, i64> {
         let merge: MergeFn<K, i64> = Arc::new(|_, a, b| a.unwrap_or(0).saturating_add(b));
         let flavor = Flavor::Session(self.windows, count_fold(), merge);
         build(
@@ -533,12 +527,9 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
     pub fn reduce(
         &self,
         reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
-        materialized: Materialized<V>,
+        materialized: Materialized<K, V>,
     ) -> KTable<Windowed<K>, V> {
-        let serde = materialized
-            .value_serde
-            .clone()
-            .unwrap_or_else(|| self.grouped.grouped.value.clone());
+        let serde = self.grouped.grouped.value.clone();
         let reducer: Reducer<V> = Arc::new(reducer);
         let r2 = reducer.clone();
         let merge: MergeFn<K, V> = Arc::new(move |_, acc, v| match acc {
@@ -557,7 +548,7 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
         init: impl Fn() -> A + Send + Sync + 'static,
         aggregator: impl Fn(&K, V, A) -> A + Send + Sync + 'static,
         merger: impl Fn(&K, A, A) -> A + Send + Sync + 'static,
-        materialized: Materialized<A>,
+        materialized: Materialized<K, A>,
         aggregate_serde: SerdeRef<A>,
     ) -> KTable<Windowed<K>, A> {
         let init = Arc::new(init);

@@ -44,8 +44,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V> for TimeWindow
         let timestamp = ctx.timestamp;
         self.core.observe(timestamp);
         let close = self.core.observed - self.windows.grace_ms;
-        ctx.scratch.key.clear();
-        self.core.key_serde.serialize(&key, &mut ctx.scratch.key);
+        self.core.serialize_key(ctx, &key)?;
         let mut entry = std::mem::take(&mut self.core.entry);
         let mut value = Some(value);
         let mut starts = self.windows.window_starts(timestamp).peekable();
@@ -70,7 +69,10 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V> for TimeWindow
             };
             let Some(v) = v else { break };
             let new = (self.fold)(&key, v, old);
-            self.core.write(ctx, &entry, end, Some(&new), ts, is_new);
+            if let Err(e) = self.core.write(ctx, &entry, end, Some(&new), ts, is_new) {
+                self.core.entry = entry;
+                return Err(e);
+            }
         }
         self.core.entry = entry;
         self.core.emit_closed(ctx)
@@ -132,26 +134,34 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
         agg_ts: i64,
         is_new: bool,
         close: i64,
-    ) {
+    ) -> Result<()> {
         let end = start.saturating_add(self.windows.difference_ms);
         if end < close {
             self.core.dropped(ctx, Window::new(start, end));
-            return;
+            return Ok(());
         }
         let new = (self.fold)(key, value.clone(), agg);
         let ts = ctx.timestamp.max(agg_ts);
         let entry = self.entry(ctx, start);
-        self.core.write(ctx, &entry, end, Some(&new), ts, is_new);
+        let written = self.core.write(ctx, &entry, end, Some(&new), ts, is_new);
         self.core.entry = entry;
+        written
     }
 
     /// Stores `agg` as the window at `start` as it is (a new right window copying the
     /// aggregate of the records after the current one).
-    fn put_copy(&mut self, ctx: &mut ProcessingContext<'_>, start: i64, agg: &A, ts: i64) {
+    fn put_copy(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        start: i64,
+        agg: &A,
+        ts: i64,
+    ) -> Result<()> {
         let end = start.saturating_add(self.windows.difference_ms);
         let entry = self.entry(ctx, start);
-        self.core.write(ctx, &entry, end, Some(agg), ts, true);
+        let written = self.core.write(ctx, &entry, end, Some(agg), ts, true);
         self.core.entry = entry;
+        written
     }
 
     fn process_in_order(
@@ -179,10 +189,10 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
                 if agg_ts < ts {
                     previous = Some(agg_ts);
                 }
-                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close)?;
             } else if start <= ts {
                 right_agg = Some((agg.clone(), agg_ts));
-                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close)?;
             } else if start == ts + 1 {
                 right_created = true;
             } else {
@@ -193,7 +203,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
         if let Some(p) = previous {
             let start = p + 1;
             if !starts.contains(&start) && start + diff >= ts {
-                self.update(ctx, key, value, start, None, ts, true, close);
+                self.update(ctx, key, value, start, None, ts, true, close)?;
             }
         }
         // The current record's left window.
@@ -202,14 +212,14 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
                 (Some(p), Some((agg, _))) if ts - diff <= p => Some(agg),
                 _ => None,
             };
-            self.update(ctx, key, value, ts - diff, agg, ts, true, close);
+            self.update(ctx, key, value, ts - diff, agg, ts, true, close)?;
         }
         // The current record's right window, if a later record falls in it.
         if !right_created
             && let Some((agg, agg_ts)) = right_agg
             && agg_ts > ts
         {
-            self.put_copy(ctx, ts + 1, &agg, agg_ts);
+            self.put_copy(ctx, ts + 1, &agg, agg_ts)?;
         }
         Ok(())
     }
@@ -238,7 +248,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
                 combined = Some((agg, agg_ts));
             } else if start <= ts {
                 right_agg = Some((agg.clone(), agg_ts));
-                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close)?;
             } else if start == ts + 1 {
                 right_created = true;
             } else {
@@ -256,18 +266,17 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
             && *agg_ts > ts
         {
             let (agg, agg_ts) = (agg.clone(), *agg_ts);
-            self.put_copy(ctx, ts + 1, &agg, agg_ts);
+            self.put_copy(ctx, ts + 1, &agg, agg_ts)?;
         }
         if let Some(p) = previous
             && !starts.contains(&(p + 1))
         {
-            self.update(ctx, key, value, p + 1, None, ts, true, close);
+            self.update(ctx, key, value, p + 1, None, ts, true, close)?;
         }
         match combined {
             None => self.update(ctx, key, value, 0, None, ts, true, close),
             Some((agg, agg_ts)) => self.update(ctx, key, value, 0, Some(agg), agg_ts, false, close),
         }
-        Ok(())
     }
 
     fn unexpected(&self, start: i64, ts: i64) -> Error {
@@ -290,8 +299,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V>
                 .dropped(ctx, Window::new(ts, ts.saturating_add(diff)));
             return self.core.emit_closed(ctx);
         }
-        ctx.scratch.key.clear();
-        self.core.key_serde.serialize(&key, &mut ctx.scratch.key);
+        self.core.serialize_key(ctx, &key)?;
         if ts < diff {
             self.process_early(ctx, &key, &value, close)?;
         } else {
@@ -319,8 +327,7 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for SessionWindowAggr
         self.core.observe(ts);
         let gap = self.windows.gap_ms;
         let close = self.core.observed - self.windows.grace_ms - gap;
-        ctx.scratch.key.clear();
-        self.core.key_serde.serialize(&key, &mut ctx.scratch.key);
+        self.core.serialize_key(ctx, &key)?;
         // The sessions within the gap: ending at or after ts - gap, starting at or before
         // ts + gap.
         let (lo, hi) = key_bounds(&ctx.scratch.key);
@@ -355,16 +362,18 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for SessionWindowAggr
         let mut entry = std::mem::take(&mut self.core.entry);
         if merged != Window::new(ts, ts) {
             for (old, end) in &sessions {
-                self.core.write(ctx, old, *end, None, *end, false);
+                self.core.write(ctx, old, *end, None, *end, false)?;
             }
         }
         let new = (self.fold)(&key, value, agg);
         entry.clear();
         session_entry_key(&ctx.scratch.key, merged.end, merged.start, &mut entry);
         let is_new = merged != Window::new(ts, ts) || sessions.is_empty();
-        self.core
+        let written = self
+            .core
             .write(ctx, &entry, merged.end, Some(&new), merged.end, is_new);
         self.core.entry = entry;
+        written?;
         self.core.emit_closed(ctx)
     }
 }

@@ -18,8 +18,8 @@ use crate::state::NO_TIMESTAMP;
 use crate::state::StoreError;
 use crate::state::is_meta;
 use crate::state::{DecodedEntry, meta_key};
-use crate::types::error::SerdeError;
 use crate::types::error::{Error, Result};
+use crate::types::error::{SerdeError, SerializationExceptionOrigin};
 use crate::types::record::Headers;
 use crate::types::window::{EmitStrategy, Window, WindowKind, Windowed};
 
@@ -112,6 +112,29 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         }
     }
 
+    /// A key (`origin`) or aggregate the store's serde could not serialize.
+    fn unserializable(
+        &self,
+        ctx: &ProcessingContext<'_>,
+        origin: SerializationExceptionOrigin,
+        source: SerdeError,
+    ) -> Error {
+        Error::SerializeState {
+            store: ctx.stores[self.store].inner.name().to_owned(),
+            origin,
+            source,
+        }
+    }
+
+    /// Serializes `key` into the thread's scratch key buffer.
+    pub(super) fn serialize_key(&self, ctx: &mut ProcessingContext<'_>, key: &K) -> Result<()> {
+        ctx.scratch.key.clear();
+        match self.key_serde.serialize(key, &mut ctx.scratch.key) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.unserializable(ctx, SerializationExceptionOrigin::Key, e)),
+        }
+    }
+
     /// The window an entry of the store stands for.
     pub(super) fn window_of(&self, e: &DecodedEntry) -> Window {
         match self.kind {
@@ -184,11 +207,13 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         agg: Option<&A>,
         timestamp: i64,
         is_new: bool,
-    ) {
+    ) -> Result<()> {
         let scratch = &mut *ctx.scratch;
         scratch.value.clear();
-        if let Some(agg) = agg {
-            self.agg_serde.serialize(agg, &mut scratch.value);
+        if let Some(agg) = agg
+            && let Err(e) = self.agg_serde.serialize(agg, &mut scratch.value)
+        {
+            return Err(self.unserializable(ctx, SerializationExceptionOrigin::Value, e));
         }
         ctx.stores[self.store].put(
             entry,
@@ -204,6 +229,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
                 self.pending.insert((close, entry.to_vec()));
             }
         }
+        Ok(())
     }
 
     /// Emit-on-close: forwards the final result of every window stream time has closed.

@@ -85,7 +85,13 @@ impl StreamTask {
             Error::Processor { processor, .. } => {
                 (&handlers.processing, "processing", Some(processor.clone()))
             }
-            Error::User(_) | Error::Panicked { .. } => (&handlers.processing, "processing", None),
+            // A serde failing on a store's key or value, or on a foreign-key join's own records,
+            // inside a node: a processing error, as Kafka's serde exceptions inside `process`.
+            // (A sink's serde failing went to the production handler already.)
+            Error::User(_)
+            | Error::Panicked { .. }
+            | Error::SerializeState { .. }
+            | Error::Serialize { .. } => (&handlers.processing, "processing", None),
             _ => return Err(error),
         };
         let context = ErrorHandlerContext {

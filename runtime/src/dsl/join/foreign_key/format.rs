@@ -76,7 +76,7 @@ const NO_HASH: u8 = 0x80;
 pub(crate) struct SubscriptionSerde;
 
 impl Serde<Subscription> for SubscriptionSerde {
-    fn serialize(&self, s: &Subscription, out: &mut Vec<u8>) {
+    fn serialize(&self, s: &Subscription, out: &mut Vec<u8>) -> Result<(), SerdeError> {
         out.push(1 | if s.hash.is_none() { NO_HASH } else { 0 });
         out.push(s.instruction as u8);
         if let Some(hash) = &s.hash {
@@ -84,6 +84,7 @@ impl Serde<Subscription> for SubscriptionSerde {
         }
         out.extend_from_slice(&s.primary_key);
         out.extend_from_slice(&s.primary_partition.to_be_bytes());
+        Ok(())
     }
 
     fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Subscription, SerdeError> {
@@ -138,7 +139,7 @@ pub(crate) struct Response {
 pub(crate) struct ResponseSerde;
 
 impl Serde<Response> for ResponseSerde {
-    fn serialize(&self, r: &Response, out: &mut Vec<u8>) {
+    fn serialize(&self, r: &Response, out: &mut Vec<u8>) -> Result<(), SerdeError> {
         out.push(if r.hash.is_none() { NO_HASH } else { 0 });
         if let Some(hash) = &r.hash {
             out.extend_from_slice(hash);
@@ -146,6 +147,7 @@ impl Serde<Response> for ResponseSerde {
         if let Some(foreign) = &r.foreign {
             out.extend_from_slice(foreign);
         }
+        Ok(())
     }
 
     fn deserialize(&self, bytes: Option<&[u8]>) -> Result<Response, SerdeError> {
@@ -214,7 +216,7 @@ mod tests {
                 primary_partition: partition,
             };
             let mut out = Vec::new();
-            SubscriptionSerde.serialize(&sub, &mut out);
+            SubscriptionSerde.serialize(&sub, &mut out).expect("encodes");
             prop_assert_eq!(SubscriptionSerde.deserialize(Some(&out)).ok(), Some(sub));
             let response = Response {
                 hash,
@@ -222,12 +224,12 @@ mod tests {
                 primary_partition: 0,
             };
             out.clear();
-            ResponseSerde.serialize(&response, &mut out);
+            ResponseSerde.serialize(&response, &mut out).expect("encodes");
             prop_assert_eq!(ResponseSerde.deserialize(Some(&out)).ok(), Some(response));
             if new.is_some() || old.is_some() {
                 let change = Change { new, old };
                 out.clear();
-                changes.serialize(&change, &mut out);
+                changes.serialize(&change, &mut out).expect("encodes");
                 prop_assert_eq!(changes.deserialize(Some(&out)).ok(), Some(change));
             }
         }
@@ -270,7 +272,9 @@ mod tests {
             primary_partition: 3,
         };
         let mut bytes = Vec::new();
-        SubscriptionSerde.serialize(&sub, &mut bytes);
+        SubscriptionSerde
+            .serialize(&sub, &mut bytes)
+            .expect("encodes");
         let mut want = vec![1u8, 3];
         want.extend([7; 16]);
         want.extend(b"pk");
@@ -284,7 +288,9 @@ mod tests {
             primary_partition: 0,
         };
         bytes.clear();
-        SubscriptionSerde.serialize(&deleted, &mut bytes);
+        SubscriptionSerde
+            .serialize(&deleted, &mut bytes)
+            .expect("encodes");
         assert_eq!(bytes, [0x81, 1, b'k', 0, 0, 0, 0]);
         assert_eq!(
             SubscriptionSerde.deserialize(Some(&bytes)).ok(),
@@ -305,7 +311,9 @@ mod tests {
             primary_partition: 0,
         };
         bytes.clear();
-        ResponseSerde.serialize(&response, &mut bytes);
+        ResponseSerde
+            .serialize(&response, &mut bytes)
+            .expect("encodes");
         assert_eq!(bytes.len(), 1 + 16 + 3);
         assert_eq!(ResponseSerde.deserialize(Some(&bytes)).ok(), Some(response));
         let none = Response {
@@ -314,7 +322,7 @@ mod tests {
             primary_partition: 0,
         };
         bytes.clear();
-        ResponseSerde.serialize(&none, &mut bytes);
+        ResponseSerde.serialize(&none, &mut bytes).expect("encodes");
         assert_eq!(bytes, [0x80]);
         assert_eq!(ResponseSerde.deserialize(Some(&bytes)).ok(), Some(none));
         assert!(ResponseSerde.deserialize(Some(&[1])).is_err());

@@ -111,7 +111,7 @@ where
         joiner: impl Fn(V, VO) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
         table_joined: TableJoined,
-        materialized: Materialized<VR>,
+        materialized: Materialized<K, VR>,
     ) -> KTable<K, VR>
     where
         KO: Clone + 'static,
@@ -161,7 +161,7 @@ where
         joiner: impl Fn(V, Option<VO>) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
         table_joined: TableJoined,
-        materialized: Materialized<VR>,
+        materialized: Materialized<K, VR>,
     ) -> KTable<K, VR>
     where
         KO: Clone + 'static,
@@ -183,7 +183,7 @@ where
         joiner: Joiner<V, VO, VR>,
         value_serde: SerdeRef<VR>,
         table_joined: TableJoined,
-        materialized: Option<Materialized<VR>>,
+        materialized: Option<Materialized<K, VR>>,
     ) -> KTable<K, VR>
     where
         KO: Clone + 'static,
@@ -276,9 +276,11 @@ where
             "-subscription-store",
             "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE",
         );
-        let persistent = materialized
+        // As the result's store says; persistent without one (Kafka's default store type).
+        let store_type = materialized
             .as_ref()
-            .is_some_and(|m| m.store_type == StoreType::Persistent);
+            .map_or(StoreType::default(), |m| m.store_type);
+        let persistent = store_type == StoreType::Persistent;
         let mut def = StoreDef::dsl(store_name, true, persistent);
         def.caching = false;
         def.ordered_cache = true;

@@ -27,9 +27,9 @@ use crate::dsl::join::foreign_key::format::{
     row_hash,
 };
 use crate::dsl::table::node::BoundView;
-use crate::processor::node::{Change, Forward, Node, ProcessingContext};
+use crate::processor::node::{Change, Forward, Node, ProcessingContext, unserializable_state};
 use crate::serdes::{Serde, SerdeRef};
-use crate::types::error::{Error, Result};
+use crate::types::error::{Error, Result, SerdeError, SerializationExceptionOrigin};
 
 /// Which foreign-key join.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,12 +70,61 @@ impl<K: Clone + 'static, V: 'static, KO: Clone + 'static> SubscriptionSend<K, V,
         };
         self.to_registration.send(ctx, fk, subscription)
     }
+}
 
-    fn bytes<T: 'static>(serde: &SerdeRef<T>, value: &T) -> Vec<u8> {
-        let mut out = Vec::new();
-        serde.serialize(value, &mut out);
-        out
+/// A key or value of the join's own records (`what`: its subscriptions, its responses) that
+/// its serde could not serialize.
+fn unserializable(what: &str, origin: SerializationExceptionOrigin, source: SerdeError) -> Error {
+    Error::Serialize {
+        origin,
+        topic: format!("(a foreign-key join's {what})"),
+        partition: None,
+        source,
     }
+}
+
+/// The row's hash (Kafka's, of the row's serialized bytes) for a subscription or to compare an
+/// answer with, serialized in `buf`.
+fn hash_of<V: 'static>(
+    serde: &SerdeRef<V>,
+    row: Option<&V>,
+    buf: &mut Vec<u8>,
+    what: &str,
+) -> Result<Option<RowHash>> {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    buf.clear();
+    serde
+        .serialize(row, buf)
+        .map_err(|e| unserializable(what, SerializationExceptionOrigin::Value, e))?;
+    Ok(Some(row_hash(buf)))
+}
+
+/// A right row's bytes for an answer.
+fn foreign_bytes<VO: 'static>(serde: &SerdeRef<VO>, row: Option<&VO>) -> Result<Option<Vec<u8>>> {
+    row.map(|v| {
+        let mut out = Vec::new();
+        serde
+            .serialize(v, &mut out)
+            .map_err(|e| unserializable("responses", SerializationExceptionOrigin::Value, e))?;
+        Ok(out)
+    })
+    .transpose()
+}
+
+/// A foreign key's bytes in `out` (a subscription store's key prefix).
+fn fk_bytes<KO: 'static>(
+    ctx: &ProcessingContext<'_>,
+    store: usize,
+    serde: &SerdeRef<KO>,
+    fk: &KO,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.clear();
+    serde
+        .serialize(fk, out)
+        .map_err(|e| unserializable_state(ctx, store, SerializationExceptionOrigin::Key, e))
 }
 
 impl<K: Clone + 'static, V: 'static, KO: Clone + 'static> Node<K, V>
@@ -99,20 +148,27 @@ impl<K: Clone + 'static, V: 'static, KO: Clone + 'static> Node<K, V>
         let old_fk = change.old.as_ref().and_then(|v| (self.extractor)(&key, v));
         // The row's hash and the foreign keys' bytes in the thread's scratch buffers.
         let scratch = &mut *ctx.scratch;
-        let hash = change.new.as_ref().map(|v| {
-            scratch.value.clear();
-            self.value_serde.serialize(v, &mut scratch.value);
-            row_hash(&scratch.value)
-        });
-        let pk = Self::bytes(&self.key_serde, &key);
+        let hash = hash_of(
+            &self.value_serde,
+            change.new.as_ref(),
+            &mut scratch.value,
+            "subscriptions",
+        )?;
+        let mut pk = Vec::new();
+        if let Err(e) = self.key_serde.serialize(&key, &mut pk) {
+            let origin = SerializationExceptionOrigin::Key;
+            return Err(unserializable("subscriptions", origin, e));
+        }
         // Foreign keys compare by their bytes, as Kafka compares them.
-        let fk_bytes = |fk: &Option<KO>, out: &mut Vec<u8>| {
+        let fk_bytes = |fk: &Option<KO>, out: &mut Vec<u8>| -> Result<bool> {
             out.clear();
-            fk.as_ref()
-                .map(|k| self.fk_serde.serialize(k, out))
-                .is_some()
+            let Some(k) = fk else { return Ok(false) };
+            self.fk_serde.serialize(k, out).map_err(|e| {
+                unserializable("subscriptions", SerializationExceptionOrigin::Key, e)
+            })?;
+            Ok(true)
         };
-        let changed = fk_bytes(&new_fk, &mut scratch.key) != fk_bytes(&old_fk, &mut scratch.old)
+        let changed = fk_bytes(&new_fk, &mut scratch.key)? != fk_bytes(&old_fk, &mut scratch.old)?
             || scratch.key != scratch.old;
         match self.kind {
             ForeignJoinKind::Left => {
@@ -189,9 +245,11 @@ impl<KO: 'static, VO: 'static> Node<KO, Subscription> for SubscriptionJoin<KO, V
     ) -> Result<()> {
         // The subscription store's key (Kafka's CombinedKey) and value, in the thread's scratch
         // buffers.
+        let mut old = std::mem::take(&mut ctx.scratch.old);
+        let fk_written = fk_bytes(ctx, self.store, &self.fk_serde, &fk, &mut old);
+        ctx.scratch.old = old;
+        fk_written?;
         let scratch = &mut *ctx.scratch;
-        scratch.old.clear();
-        self.fk_serde.serialize(&fk, &mut scratch.old);
         scratch.key.clear();
         key_prefix(&scratch.old, &mut scratch.key);
         scratch.key.extend_from_slice(&subscription.primary_key);
@@ -199,7 +257,10 @@ impl<KO: 'static, VO: 'static> Node<KO, Subscription> for SubscriptionJoin<KO, V
             Instruction::DeleteKeyNoPropagate | Instruction::DeleteKeyAndPropagate => false,
             _ => {
                 scratch.value.clear();
-                SubscriptionSerde.serialize(&subscription, &mut scratch.value);
+                if let Err(e) = SubscriptionSerde.serialize(&subscription, &mut scratch.value) {
+                    let origin = SerializationExceptionOrigin::Value;
+                    return Err(unserializable_state(ctx, self.store, origin, e));
+                }
                 true
             }
         };
@@ -218,11 +279,7 @@ impl<KO: 'static, VO: 'static> Node<KO, Subscription> for SubscriptionJoin<KO, V
             .as_ref()
             .map_or(ctx.timestamp, |(_, ts)| ctx.timestamp.max(*ts));
         let row = row.filter(|_| subscription.instruction != Instruction::DeleteKeyAndPropagate);
-        let foreign = row.map(|(v, _)| {
-            let mut out = Vec::new();
-            self.foreign_serde.serialize(&v, &mut out);
-            out
-        });
+        let foreign = foreign_bytes(&self.foreign_serde, row.as_ref().map(|(v, _)| v))?;
         let response = Response {
             hash: subscription.hash,
             foreign,
@@ -247,20 +304,18 @@ pub(crate) struct ForeignTableJoin<KO, VO> {
 
 impl<KO: 'static, VO: 'static> ForeignTableJoin<KO, VO> {
     fn answer(&mut self, ctx: &mut ProcessingContext<'_>, fk: &KO, row: Option<&VO>) -> Result<()> {
+        let mut old = std::mem::take(&mut ctx.scratch.old);
+        let fk_written = fk_bytes(ctx, self.store, &self.fk_serde, fk, &mut old);
+        ctx.scratch.old = old;
+        fk_written?;
         let scratch = &mut *ctx.scratch;
-        scratch.old.clear();
-        self.fk_serde.serialize(fk, &mut scratch.old);
         scratch.key.clear();
         key_prefix(&scratch.old, &mut scratch.key);
         let subscriptions = ctx.stores[self.store].scan_prefix(&scratch.key)?;
         if subscriptions.is_empty() {
             return Ok(());
         }
-        let foreign = row.map(|v| {
-            let mut out = Vec::new();
-            self.foreign_serde.serialize(v, &mut out);
-            out
-        });
+        let foreign = foreign_bytes(&self.foreign_serde, row)?;
         for (_, value) in subscriptions {
             let subscription = SubscriptionSerde
                 .deserialize(Some(&value))
@@ -304,11 +359,19 @@ impl Node<Vec<u8>, Response> for ResponseSink {
         key: Vec<u8>,
         response: Response,
     ) -> Result<()> {
-        let scratch = &mut *ctx.scratch;
-        scratch.value.clear();
-        ResponseSerde.serialize(&response, &mut scratch.value);
         let partitions = ctx.collector.topics().partitions(self.topic);
         let partition = response.primary_partition;
+        let scratch = &mut *ctx.scratch;
+        scratch.value.clear();
+        if let Err(source) = ResponseSerde.serialize(&response, &mut scratch.value) {
+            let error = Error::Serialize {
+                origin: SerializationExceptionOrigin::Value,
+                topic: ctx.collector.topics().name(self.topic).to_string(),
+                partition: Some(partition),
+                source,
+            };
+            return ctx.production_failed(error);
+        }
         if partition >= partitions {
             let topic = ctx.collector.topics().name(self.topic).to_string();
             return Err(Error::IllegalState(format!(
@@ -354,11 +417,12 @@ impl<K: Clone + 'static, V: 'static, VO: 'static, VR: Clone> Node<K, Response>
     ) -> Result<()> {
         let row = (self.primary)(&key, ctx)?.map(|(v, _)| v);
         let scratch = &mut *ctx.scratch;
-        let hash = row.as_ref().map(|v| {
-            scratch.value.clear();
-            self.value_serde.serialize(v, &mut scratch.value);
-            row_hash(&scratch.value)
-        });
+        let hash = hash_of(
+            &self.value_serde,
+            row.as_ref(),
+            &mut scratch.value,
+            "responses",
+        )?;
         if hash != response.hash {
             return Ok(());
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::processor::node::{Forward, Node, ProcessingContext};
 use crate::serdes::SerdeRef;
 use crate::state::global::GlobalStore;
-use crate::types::error::{Error, Result};
+use crate::types::error::{Error, Result, SerializationExceptionOrigin};
 
 /// A stream–global-table join (Kafka Streams' `KStreamGlobalKTableJoin`): each stream record's
 /// lookup key (`key_selector`) is read from the global store, and the joiner's result goes on
@@ -38,7 +38,13 @@ impl<K: Clone + 'static, V, GK: 'static, GV: 'static, VR: Clone> Node<K, V>
         }
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
-        self.key_serde.serialize(&lookup, &mut scratch.key);
+        if let Err(source) = self.key_serde.serialize(&lookup, &mut scratch.key) {
+            return Err(Error::SerializeState {
+                store: self.store.name.clone(),
+                origin: SerializationExceptionOrigin::Key,
+                source,
+            });
+        }
         let row = match self.store.get(&scratch.key, &mut scratch.old)? {
             Some(_) => match self.value_serde.deserialize(Some(&scratch.old)) {
                 Ok(row) => Some(row),

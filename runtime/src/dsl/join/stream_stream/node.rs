@@ -43,10 +43,11 @@ use riffle_state_dir::TaskId;
 use crate::dsl::join::stream_stream::options::JoinWindows;
 use crate::dsl::join::stream_stream::time::{Side, TimeTracker, TimeTrackers};
 use crate::processor::Lifecycle;
-use crate::processor::node::{Forward, Node, ProcessingContext};
+use crate::processor::node::{Forward, Node, ProcessingContext, unserializable_state};
 use crate::serdes::SerdeRef;
 use crate::state::{DecodedEntry, key_bounds, window_entry_key};
 use crate::types::error::SerdeError;
+use crate::types::error::SerializationExceptionOrigin::{Key, Value};
 use crate::types::error::{Error, Result};
 use crate::types::record::{Headers, RecordMetadata};
 
@@ -356,7 +357,9 @@ where
         let other_observed = tracker.observed[other_side.byte() as usize].load(Ordering::Relaxed);
         let live_from = other_observed.saturating_sub(retention).saturating_add(1);
         self.raw_key.clear();
-        self.key_serde.serialize(&key, &mut self.raw_key);
+        if let Err(e) = self.key_serde.serialize(&key, &mut self.raw_key) {
+            return Err(unserializable_state(ctx, self.stores.this, Key, e));
+        }
         // The other side's records of this key in this record's windows, by time.
         let mut matches = std::mem::take(&mut self.matches);
         matches.clear();
@@ -408,7 +411,10 @@ where
                         list.clear();
                     }
                     self.value_buf.clear();
-                    self.this_serde.serialize(&value, &mut self.value_buf);
+                    if let Err(e) = self.this_serde.serialize(&value, &mut self.value_buf) {
+                        self.list_buf = list;
+                        return Err(unserializable_state(ctx, outer, Value, e));
+                    }
                     push_value(&mut list, &self.value_buf);
                     ctx.stores[outer].put(&self.key_buf, Some(&list), ctx.timestamp, &no_headers);
                     self.list_buf = list;
@@ -425,9 +431,11 @@ where
         tracker.observed[this].fetch_max(ts, Ordering::Relaxed);
         let observed = tracker.observed[this].load(Ordering::Relaxed);
         if i128::from(ts) > i128::from(observed) - i128::from(retention) {
-            let store = &mut ctx.stores[self.stores.this];
             self.value_buf.clear();
-            self.this_serde.serialize(&value, &mut self.value_buf);
+            if let Err(e) = self.this_serde.serialize(&value, &mut self.value_buf) {
+                return Err(unserializable_state(ctx, self.stores.this, Value, e));
+            }
+            let store = &mut ctx.stores[self.stores.this];
             // A store keeping duplicates: every put a new entry.
             let seq = store.next_seq();
             self.key_buf.clear();

@@ -122,7 +122,7 @@ impl<K, V1, V2> StreamJoined<K, V1, V2> {
         self
     }
 
-    /// Where the stores keep their data (in memory by default).
+    /// Where the stores keep their data ([`StoreType::Persistent`] by default, as Kafka's).
     pub fn with_store_type(mut self, store_type: StoreType) -> Self {
         self.store_type = store_type;
         self

@@ -61,7 +61,7 @@ where
         other: &KTable<K, VO>,
         joiner: impl Fn(V, VO) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
-        materialized: Materialized<VR>,
+        materialized: Materialized<K, VR>,
     ) -> KTable<K, VR>
     where
         VO: Clone + 'static,
@@ -94,7 +94,7 @@ where
         other: &KTable<K, VO>,
         joiner: impl Fn(V, Option<VO>) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
-        materialized: Materialized<VR>,
+        materialized: Materialized<K, VR>,
     ) -> KTable<K, VR>
     where
         VO: Clone + 'static,
@@ -125,7 +125,7 @@ where
         other: &KTable<K, VO>,
         joiner: impl Fn(Option<V>, Option<VO>) -> VR + Send + Sync + 'static,
         value_serde: SerdeRef<VR>,
-        materialized: Materialized<VR>,
+        materialized: Materialized<K, VR>,
     ) -> KTable<K, VR>
     where
         VO: Clone + 'static,
@@ -144,7 +144,7 @@ where
         kind: JoinKind,
         joiner: JoinFn<V, VO, VR>,
         value_serde: SerdeRef<VR>,
-        materialized: Option<Materialized<VR>>,
+        materialized: Option<Materialized<K, VR>>,
     ) -> KTable<K, VR>
     where
         VO: Clone + 'static,
