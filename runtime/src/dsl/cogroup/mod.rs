@@ -27,6 +27,8 @@ use crate::types::window::{
 };
 
 type Init<A> = Arc<dyn Fn() -> A + Send + Sync>;
+/// The store's key and aggregate serdes.
+type Serdes<K, A> = (SerdeRef<K>, SerdeRef<A>);
 
 /// One cogrouped input (a grouped stream and its aggregator, its value type erased): adds its
 /// aggregation node to the graph, below its grouped stream (repartitioned if needed), and
@@ -36,7 +38,7 @@ trait CogroupInput<K, A> {
         &self,
         store_name: &str,
         init: &Init<A>,
-        agg_serde: &SerdeRef<A>,
+        serdes: &Serdes<K, A>,
         input: u32,
     ) -> usize;
     fn add_windowed(
@@ -44,7 +46,7 @@ trait CogroupInput<K, A> {
         plan: &WindowedStore,
         init: &Init<A>,
         merge: Option<MergeFn<K, A>>,
-        agg_serde: &SerdeRef<A>,
+        serdes: &Serdes<K, A>,
         input: u32,
     ) -> usize;
     /// The node the input's records come from (after its repartition topic, if any).
@@ -142,27 +144,24 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
                 .next_name("COGROUPKSTREAM-AGGREGATE-STATE-STORE"),
         };
         let initializer: Init<A> = Arc::new(initializer);
+        let key_serde = materialized.key_serde_or(&self.key_serde);
+        let aggregate_serde = materialized.value_serde_or(&aggregate_serde);
+        let serdes = (key_serde.clone(), aggregate_serde.clone());
         let nodes: Vec<usize> = (0u32..)
             .zip(&self.inputs)
-            .map(|(i, input)| input.add_plain(&store_name, &initializer, &aggregate_serde, i))
+            .map(|(i, input)| input.add_plain(&store_name, &initializer, &serdes, i))
             .collect();
         let store = add_aggregation_store(
             &mut self.graph.borrow_mut(),
             nodes[0],
             store_name,
             &materialized,
-            self.key_serde.clone(),
+            key_serde.clone(),
             aggregate_serde.clone(),
         );
         let merge = self.merge::<K>(&nodes, store);
         self.graph.borrow_mut().nodes[merge].old_values = OldValues::FromParents;
-        aggregation_table(
-            &self.graph,
-            merge,
-            store,
-            self.key_serde.clone(),
-            aggregate_serde,
-        )
+        aggregation_table(&self.graph, merge, store, key_serde, aggregate_serde)
     }
 }
 
@@ -192,18 +191,21 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
                 .next_name("COGROUPKSTREAM-AGGREGATE-STATE-STORE"),
         };
         let plan = WindowedStore::plan(&self.graph, kind, store_name, &materialized);
+        let key_serde = materialized.key_serde_or(&self.key_serde);
+        let aggregate_serde = materialized.value_serde_or(&aggregate_serde);
+        let serdes = (key_serde.clone(), aggregate_serde.clone());
         let nodes: Vec<usize> = (0u32..)
             .zip(&self.inputs)
-            .map(|(i, input)| input.add_windowed(&plan, &init, merge.clone(), &aggregate_serde, i))
+            .map(|(i, input)| input.add_windowed(&plan, &init, merge.clone(), &serdes, i))
             .collect();
         let store = plan.add_store(
             nodes[0],
             &materialized,
-            self.key_serde.clone(),
+            key_serde.clone(),
             aggregate_serde.clone(),
         );
         let merge = self.merge::<Windowed<K>>(&nodes, store);
-        plan.table(merge, self.key_serde.clone(), aggregate_serde)
+        plan.table(merge, key_serde, aggregate_serde)
     }
 
     /// Connects `store` to every node but the first (which has it), co-partitions their
@@ -370,15 +372,14 @@ where
         &self,
         store_name: &str,
         init: &Init<A>,
-        agg_serde: &SerdeRef<A>,
+        serdes: &Serdes<K, A>,
         input: u32,
     ) -> usize {
         let parent = self.parent(store_name);
         let fold = self.fold(init);
         let fold: FoldFn<K, V, A> = Arc::new(move |k, v, old| Some(fold(k, v, old)));
-        let grouped = &self.grouped.grouped;
-        let (key_serde, value_serde) = (grouped.key.clone(), grouped.value.clone());
-        let agg_serde = agg_serde.clone();
+        let (key_serde, agg_serde) = serdes.clone();
+        let value_serde = self.grouped.grouped.value.clone();
         let factory: NodeFactory = Arc::new(move |ctx| {
             let aggregate = Rc::new(RefCell::new(Aggregate {
                 store: ctx.store_slot(0),
@@ -413,7 +414,7 @@ where
         plan: &WindowedStore,
         init: &Init<A>,
         merge: Option<MergeFn<K, A>>,
-        agg_serde: &SerdeRef<A>,
+        serdes: &Serdes<K, A>,
         input: u32,
     ) -> usize {
         let parent = self.parent(&plan.store_name);
@@ -433,7 +434,7 @@ where
             EmitStrategy::OnWindowUpdate,
             flavor,
             plan,
-            (self.grouped.grouped.key.clone(), agg_serde.clone()),
+            serdes.clone(),
             input,
         )
     }
