@@ -33,7 +33,8 @@ pub(crate) enum Read {
     /// the records before it).
     Latest,
     /// What the table has forwarded so far ([`crate::state::CachedStore::get_as_forwarded`]):
-    /// what a table–table join's side reads of the other table.
+    /// what a table–table join's side reads of the other table, and a foreign-key join's sides
+    /// of the tables they answer and check answers against.
     Forwarded,
 }
 

@@ -182,7 +182,8 @@ impl CachedStore {
     /// The value of `key` as the store's table has forwarded it so far: the cache once this
     /// commit's flush forwarded it, else the committed store. A table–table join reads the
     /// other side so, at commit, as if each side's updates were applied one side after the
-    /// other (an update never meets one of the other side's not yet forwarded).
+    /// other (an update never meets one of the other side's not yet forwarded); a foreign-key
+    /// join's sides read so too (runtime/src/dsl/join/foreign_key/node.rs).
     pub(crate) fn get_as_forwarded(
         &self,
         key: &[u8],
