@@ -67,11 +67,12 @@ impl TopologyTestDriver {
 
     /// A driver whose mocked wall clock starts at `wall_clock_ms`.
     pub fn with_wall_clock(
-        topology: Topology,
+        mut topology: Topology,
         config: StreamsConfig,
         wall_clock_ms: i64,
     ) -> Result<Self> {
         config.validate()?;
+        topology.configure_caching(config.statestore_cache_max_bytes);
         if topology.nodes.is_empty() {
             return Err(Error::Topology("the topology has no nodes".into()));
         }

@@ -70,7 +70,14 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V> for TimeWindow
             };
             let Some(v) = v else { break };
             let new = (self.fold)(&key, v, old);
-            self.core.write(ctx, &entry, end, Some(&new), ts, is_new);
+            let window = Window::new(start, end);
+            if let Err(e) = self
+                .core
+                .write(ctx, &key, &entry, window, Some(&new), ts, is_new)
+            {
+                self.core.entry = entry;
+                return Err(e);
+            }
         }
         self.core.entry = entry;
         self.core.emit_closed(ctx)
@@ -132,26 +139,41 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
         agg_ts: i64,
         is_new: bool,
         close: i64,
-    ) {
+    ) -> Result<()> {
         let end = start.saturating_add(self.windows.difference_ms);
         if end < close {
             self.core.dropped(ctx, Window::new(start, end));
-            return;
+            return Ok(());
         }
         let new = (self.fold)(key, value.clone(), agg);
         let ts = ctx.timestamp.max(agg_ts);
         let entry = self.entry(ctx, start);
-        self.core.write(ctx, &entry, end, Some(&new), ts, is_new);
+        let window = Window::new(start, end);
+        let written = self
+            .core
+            .write(ctx, key, &entry, window, Some(&new), ts, is_new);
         self.core.entry = entry;
+        written
     }
 
     /// Stores `agg` as the window at `start` as it is (a new right window copying the
     /// aggregate of the records after the current one).
-    fn put_copy(&mut self, ctx: &mut ProcessingContext<'_>, start: i64, agg: &A, ts: i64) {
+    fn put_copy(
+        &mut self,
+        ctx: &mut ProcessingContext<'_>,
+        key: &K,
+        start: i64,
+        agg: &A,
+        ts: i64,
+    ) -> Result<()> {
         let end = start.saturating_add(self.windows.difference_ms);
         let entry = self.entry(ctx, start);
-        self.core.write(ctx, &entry, end, Some(agg), ts, true);
+        let window = Window::new(start, end);
+        let written = self
+            .core
+            .write(ctx, key, &entry, window, Some(agg), ts, true);
         self.core.entry = entry;
+        written
     }
 
     fn process_in_order(
@@ -179,10 +201,10 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
                 if agg_ts < ts {
                     previous = Some(agg_ts);
                 }
-                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close)?;
             } else if start <= ts {
                 right_agg = Some((agg.clone(), agg_ts));
-                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close)?;
             } else if start == ts + 1 {
                 right_created = true;
             } else {
@@ -193,7 +215,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
         if let Some(p) = previous {
             let start = p + 1;
             if !starts.contains(&start) && start + diff >= ts {
-                self.update(ctx, key, value, start, None, ts, true, close);
+                self.update(ctx, key, value, start, None, ts, true, close)?;
             }
         }
         // The current record's left window.
@@ -202,14 +224,14 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
                 (Some(p), Some((agg, _))) if ts - diff <= p => Some(agg),
                 _ => None,
             };
-            self.update(ctx, key, value, ts - diff, agg, ts, true, close);
+            self.update(ctx, key, value, ts - diff, agg, ts, true, close)?;
         }
         // The current record's right window, if a later record falls in it.
         if !right_created
             && let Some((agg, agg_ts)) = right_agg
             && agg_ts > ts
         {
-            self.put_copy(ctx, ts + 1, &agg, agg_ts);
+            self.put_copy(ctx, key, ts + 1, &agg, agg_ts)?;
         }
         Ok(())
     }
@@ -238,7 +260,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
                 combined = Some((agg, agg_ts));
             } else if start <= ts {
                 right_agg = Some((agg.clone(), agg_ts));
-                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close);
+                self.update(ctx, key, value, start, Some(agg), agg_ts, false, close)?;
             } else if start == ts + 1 {
                 right_created = true;
             } else {
@@ -256,18 +278,17 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
             && *agg_ts > ts
         {
             let (agg, agg_ts) = (agg.clone(), *agg_ts);
-            self.put_copy(ctx, ts + 1, &agg, agg_ts);
+            self.put_copy(ctx, key, ts + 1, &agg, agg_ts)?;
         }
         if let Some(p) = previous
             && !starts.contains(&(p + 1))
         {
-            self.update(ctx, key, value, p + 1, None, ts, true, close);
+            self.update(ctx, key, value, p + 1, None, ts, true, close)?;
         }
         match combined {
             None => self.update(ctx, key, value, 0, None, ts, true, close),
             Some((agg, agg_ts)) => self.update(ctx, key, value, 0, Some(agg), agg_ts, false, close),
         }
-        Ok(())
     }
 
     fn unexpected(&self, start: i64, ts: i64) -> Error {
@@ -346,25 +367,28 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for SessionWindowAggr
                 .map_err(|e| self.core.corrupt(ctx, e))?;
             agg = Some((self.merge)(&key, agg, value));
             merged = Window::new(merged.start.min(start), merged.end.max(end));
-            sessions.push((entry, end));
+            sessions.push((entry, Window::new(start, end)));
         }
         if merged.end < close {
             self.core.dropped(ctx, merged);
             return self.core.emit_closed(ctx);
         }
-        let mut entry = std::mem::take(&mut self.core.entry);
         if merged != Window::new(ts, ts) {
-            for (old, end) in &sessions {
-                self.core.write(ctx, old, *end, None, *end, false);
+            for (old, window) in &sessions {
+                self.core
+                    .write(ctx, &key, old, *window, None, window.end, false)?;
             }
         }
         let new = (self.fold)(&key, value, agg);
+        let mut entry = std::mem::take(&mut self.core.entry);
         entry.clear();
         session_entry_key(&ctx.scratch.key, merged.end, merged.start, &mut entry);
         let is_new = merged != Window::new(ts, ts) || sessions.is_empty();
-        self.core
-            .write(ctx, &entry, merged.end, Some(&new), merged.end, is_new);
+        let written = self
+            .core
+            .write(ctx, &key, &entry, merged, Some(&new), merged.end, is_new);
         self.core.entry = entry;
+        written?;
         self.core.emit_closed(ctx)
     }
 }
