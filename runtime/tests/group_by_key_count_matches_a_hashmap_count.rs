@@ -1,5 +1,6 @@
 //! The groupByKey-count sample's output equals a plain HashMap count of its input, for random
-//! inputs and several partition and thread counts.
+//! inputs and several partition and thread counts; without a cache, every record updates its
+//! count.
 
 mod common;
 
@@ -229,4 +230,106 @@ fn full_cache_run(cache_max_bytes: usize) {
     assert_eq!(summary.records_processed, records.len() as u64);
     let expected = common::count_model(records.iter().map(|(k, _)| k.as_str()));
     assert_eq!(common::latest_longs(&log, "out"), expected);
+}
+
+/// A count and a tumbling-window count of `in` (8-byte values, ignored) to `out` and
+/// `windowed-out`.
+fn counts_topology() -> riffle::Topology {
+    let builder = StreamsBuilder::new();
+    let grouped = builder
+        .stream("in", Consumed::with(Serdes::string(), Serdes::i64()))
+        .group_by_key();
+    grouped
+        .count()
+        .to_stream()
+        .to("out", Produced::with(Serdes::string(), Serdes::i64()));
+    let size = Duration::from_millis(10);
+    grouped
+        .windowed_by(riffle::TimeWindows::of_size_and_grace(
+            size,
+            Duration::from_secs(1),
+        ))
+        .count()
+        .to_stream()
+        .to(
+            "windowed-out",
+            Produced::with(Serdes::time_windowed(Serdes::string(), size), Serdes::i64()),
+        );
+    builder.build().expect("topology")
+}
+
+/// Every record of `topic` in offset order, per partition: key bytes, 8-byte value, timestamp.
+fn records_of(log: &Log, topic: &str) -> Vec<(Vec<u8>, i64, i64)> {
+    let mut out = Vec::new();
+    for p in 0..log.partitions(topic).unwrap_or(0) {
+        let tp = riffle::log::TopicPartition::new(topic, p);
+        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
+            for r in batch.records() {
+                let r = r.expect("record");
+                let value = r.value().expect("value");
+                out.push((
+                    r.key().expect("key").to_vec(),
+                    i64::from_be_bytes(value[..].try_into().expect("8 bytes")),
+                    r.timestamp(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// With `statestore_cache_max_bytes = 0` (caching disabled, as in Kafka Streams) every
+    /// record updates its count and its window's count at once: per key (and window), the
+    /// outputs are 1, 2, … n, each with the largest timestamp of the records so far, over 1 to
+    /// 3 partitions and whatever the commit interval.
+    #[test]
+    fn without_a_cache_every_record_updates_its_counts(
+        records in prop::collection::vec((0u32..6, 0i64..60), 1..200),
+        partitions in 1u32..4,
+        short_commits in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+        let input: Vec<(String, Option<i64>, i64)> =
+            records.iter().map(|(k, ts)| (format!("k{k}"), Some(0), *ts)).collect();
+        common::produce_longs(&log, "in", partitions, &input);
+        let mut config = config("uncached-counts", &dir.path().join("state"), 2);
+        config.statestore_cache_max_bytes = 0;
+        if !short_commits {
+            config.commit_interval = Some(Duration::from_secs(30));
+        }
+        let app = StreamsApp::new(counts_topology(), config, EmbeddedBackend::new(log.clone()).shared())
+            .expect("app");
+        app.run_until_idle().expect("run");
+        // The model: one update per record, per key and per window, in input order.
+        let mut counts: std::collections::HashMap<String, (i64, i64)> = Default::default();
+        let mut windows: std::collections::HashMap<(String, i64), (i64, i64)> = Default::default();
+        let mut want: std::collections::BTreeMap<Vec<u8>, Vec<(i64, i64)>> = Default::default();
+        let mut want_windowed: std::collections::BTreeMap<Vec<u8>, Vec<(i64, i64)>> = Default::default();
+        for (k, _, ts) in &input {
+            let (n, t) = counts.entry(k.clone()).or_insert((0, *ts));
+            *n += 1;
+            *t = (*t).max(*ts);
+            want.entry(k.as_bytes().to_vec()).or_default().push((*n, *t));
+            let start = ts - ts % 10;
+            let (n, t) = windows.entry((k.clone(), start)).or_insert((0, *ts));
+            *n += 1;
+            *t = (*t).max(*ts);
+            let mut wkey = k.as_bytes().to_vec();
+            wkey.extend(start.to_be_bytes());
+            want_windowed.entry(wkey).or_default().push((*n, *t));
+        }
+        let per_key = |topic: &str| {
+            let mut got: std::collections::BTreeMap<Vec<u8>, Vec<(i64, i64)>> = Default::default();
+            for (k, v, ts) in records_of(&log, topic) {
+                got.entry(k).or_default().push((v, ts));
+            }
+            got
+        };
+        prop_assert_eq!(per_key("out"), want);
+        prop_assert_eq!(per_key("windowed-out"), want_windowed);
+    }
 }

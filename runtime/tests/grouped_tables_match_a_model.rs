@@ -5,7 +5,7 @@
 //! Checked record by record in the test driver by proptest (each update's outputs in Kafka's
 //! order, with their timestamps), and on stream threads over the file-backed log across a
 //! restart (each group's last output and the stores, since caching collapses updates between
-//! commits).
+//! commits); with `statestore_cache_max_bytes = 0`, every output in order on stream threads too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -595,4 +595,74 @@ fn two_aggregations_of_a_named_grouping_share_its_repartition_topic() {
         .read_key_values_to_map()
         .unwrap();
     assert_eq!(concat.get("w").map(String::as_str), Some("ww"));
+}
+
+/// The outputs of `topic` in `log`, in offset order: key, 8-byte value, timestamp.
+fn outputs_of(log: &Log, topic: &str) -> Vec<Output> {
+    let mut out = Vec::new();
+    for p in 0..log.partitions(topic).unwrap_or(0) {
+        for batch in log
+            .fetch(&TopicPartition::new(topic, p), 0, usize::MAX)
+            .expect("fetch")
+        {
+            for record in batch.records() {
+                let record = record.expect("record");
+                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
+                let value = record.value().expect("value");
+                let value = i64::from_be_bytes(value[..].try_into().expect("8 bytes"));
+                out.push((key, value, record.timestamp()));
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(8)
+    ))]
+
+    /// `statestore_cache_max_bytes = 0` disables every store's cache, as Kafka Streams does:
+    /// on stream threads that commit every 20 ms or every 30 s (one partition per topic, so the
+    /// order of every output is the input's), each row update and event is forwarded at once
+    /// and every aggregation emits one update per update it takes: each output, in order, with
+    /// its value and timestamp, is the record-by-record model's.
+    #[test]
+    fn stream_threads_without_a_cache_emit_every_update_as_the_model(
+        inputs in prop::collection::vec((input(), 0i64..40), 1..80),
+        persistent in any::<bool>(),
+        short_commits in any::<bool>(),
+    ) {
+        let store_type = if persistent { StoreType::Persistent } else { StoreType::InMemory };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+        let mut model = Model::default();
+        let (mut rows, mut events) = (Vec::new(), Vec::new());
+        for (input, ts) in &inputs {
+            match input {
+                Input::Row(k, v) => rows.push((key(*k), v.map(|v| v.to_be_bytes().to_vec()), *ts)),
+                Input::Event(k) => events.push((key(*k), Some(b"e".to_vec()), *ts)),
+            }
+            model.apply(input, *ts);
+        }
+        produce(&log, "rows", 1, &rows);
+        produce(&log, "events", 1, &events);
+        let mut config = two_thread_config("grouped-uncached", &dir.path().join("state"));
+        config.statestore_cache_max_bytes = 0;
+        if !short_commits {
+            config.commit_interval = Some(Duration::from_secs(30));
+        }
+        // The rows' store keeps its cache enabled: the configuration disables it.
+        let app = StreamsApp::new(
+            topology(store_type, true),
+            config,
+            EmbeddedBackend::new(log.clone()).shared(),
+        )
+        .expect("app");
+        app.run_until_idle().expect("run");
+        for topic in OUTPUTS {
+            let want = model.outputs.remove(topic).unwrap_or_default();
+            prop_assert_eq!(outputs_of(&log, topic), want, "topic {}", topic);
+        }
+    }
 }

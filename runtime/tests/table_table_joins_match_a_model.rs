@@ -7,7 +7,9 @@
 //! joined row after the update, a delete when there is none, with the larger of the two rows'
 //! timestamps). Grouped aggregations of join results check the old values a join sends.
 //! Record by record in the test driver by proptest; on stream threads over the file-backed log,
-//! where commits collapse updates, each key's last output and the grouped sums.
+//! where commits collapse updates, each key's last output and the grouped sums; and with
+//! `statestore_cache_max_bytes = 0` (caching disabled) record by record on stream threads too,
+//! as Kafka's uncached joins emit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -127,6 +129,9 @@ type Output = (String, Option<i64>, i64);
 struct Model {
     /// A grouping reads the joins [`JOINS`] marks.
     grouping: bool,
+    /// The tables' caches are disabled (`statestore_cache_max_bytes = 0`): every update goes
+    /// downstream, a delete of a key the table did not hold too (Kafka's uncached `KTable`).
+    uncached: bool,
     left: HashMap<String, (i64, i64)>,
     right: HashMap<String, (i64, i64)>,
     outputs: BTreeMap<String, Vec<Output>>,
@@ -163,8 +168,8 @@ impl Model {
             None => this.remove(&k),
         };
         // A delete of a key the table did not hold goes nowhere (Kafka's caching store skips
-        // it).
-        if row.is_none() && old.is_none() {
+        // it); without a cache it goes on, as Kafka's uncached table forwards every update.
+        if row.is_none() && old.is_none() && !self.uncached {
             return;
         }
         let other = other.get(&k).copied();
@@ -506,5 +511,165 @@ proptest! {
     ) {
         let store_type = if persistent { StoreType::Persistent } else { StoreType::InMemory };
         joins_on_threads(store_type, [&phases[0], &phases[1], &phases[2]]);
+    }
+}
+
+// ---- with caching disabled: record by record, on stream threads too ----
+
+/// Every record of `topic`, per key in offset order: value (`None`: a delete) and timestamp.
+fn outputs_per_key(log: &Log, topic: &str) -> BTreeMap<String, Vec<(Option<i64>, i64)>> {
+    let mut out: BTreeMap<String, Vec<(Option<i64>, i64)>> = BTreeMap::new();
+    for p in 0..log.partitions(topic).unwrap_or(0) {
+        let tp = riffle::log::TopicPartition::new(topic, p);
+        for batch in log.fetch(&tp, 0, usize::MAX).expect("fetch") {
+            for record in batch.records() {
+                let record = record.expect("record");
+                let key = String::from_utf8(record.key().expect("key").to_vec()).expect("utf8");
+                let value = record
+                    .value()
+                    .map(|v| i64::from_be_bytes(v[..].try_into().expect("8 bytes")));
+                out.entry(key)
+                    .or_default()
+                    .push((value, record.timestamp()));
+            }
+        }
+    }
+    out
+}
+
+/// The model's outputs of `topic`, per key in order.
+fn model_per_key(model: &Model, topic: &str) -> BTreeMap<String, Vec<(Option<i64>, i64)>> {
+    let mut out: BTreeMap<String, Vec<(Option<i64>, i64)>> = BTreeMap::new();
+    for (k, v, ts) in model.outputs.get(topic).into_iter().flatten() {
+        out.entry(k.clone()).or_default().push((*v, *ts));
+    }
+    out
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
+
+    /// `statestore_cache_max_bytes = 0` in the test driver: every update of either table,
+    /// deletes of absent keys included, joins the other table as it is at that record, as
+    /// Kafka Streams' uncached joins do.
+    #[test]
+    fn the_test_driver_without_a_cache_joins_every_update(
+        inputs in prop::collection::vec((input(), 0i64..40), 1..50),
+    ) {
+        let mut config = StreamsConfig::new("tt-uncached");
+        config.statestore_cache_max_bytes = 0;
+        let driver = TopologyTestDriver::new(topology(StoreType::InMemory, true), config)
+            .expect("driver");
+        let left = driver.create_input_topic("left-rows", Serdes::string(), Serdes::i64());
+        let right = driver.create_input_topic("right-rows", Serdes::string(), Serdes::i64());
+        let mut model = Model { grouping: true, uncached: true, ..Model::default() };
+        for (input, ts) in &inputs {
+            let Input::Row(is_left, k, row) = *input;
+            let topic = if is_left { &left } else { &right };
+            match row {
+                Some(v) => topic.pipe_input_at(key(k), v, *ts).expect("pipe"),
+                None => topic.pipe_tombstone_at(key(k), *ts).expect("pipe"),
+            }
+            model.apply(*input, *ts);
+        }
+        for (topic, _, _, _) in JOINS {
+            let out = driver.create_output_topic(topic, Serdes::string(), Serdes::optional(Serdes::i64()));
+            let got: Vec<Output> = out
+                .read_records_to_list()
+                .expect("read")
+                .into_iter()
+                .map(|r| (r.key, r.value, r.timestamp))
+                .collect();
+            let want = model.outputs.remove(topic).unwrap_or_default();
+            prop_assert_eq!(&got, &want, "topic {}", topic);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(10)))]
+
+    /// `statestore_cache_max_bytes = 0` on stream threads over 3 partitions, both tables
+    /// written before the start and interleaved (timestamps rising in input order, so each
+    /// task processes them in that order), commits every 20 ms or 30 s: each key's outputs of
+    /// every join are Kafka's per-record sequence — each update joined with the other table's
+    /// row at that moment, never a combination of the two tables that did not exist — and the
+    /// grouped sums and materialized stores end as the model's.
+    #[test]
+    fn stream_threads_without_a_cache_join_every_update_as_the_model(
+        inputs in prop::collection::vec(input(), 1..150),
+        persistent in any::<bool>(),
+        short_commits in any::<bool>(),
+    ) {
+        let store_type = if persistent { StoreType::Persistent } else { StoreType::InMemory };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path().join("log"), LogOptions::default()).expect("log");
+        let mut model = Model { grouping: true, uncached: true, ..Model::default() };
+        let mut ts = 0;
+        phase(&log, &mut model, &mut ts, &inputs);
+        let mut config = two_thread_config("tt-uncached", &dir.path().join("state"));
+        config.statestore_cache_max_bytes = 0;
+        if !short_commits {
+            config.commit_interval = Some(std::time::Duration::from_secs(30));
+        }
+        let mut running = StreamsApp::new(
+            topology(store_type, true),
+            config,
+            EmbeddedBackend::new(log.clone()).shared(),
+        )
+        .expect("app");
+        running.start().expect("start");
+        wait_idle(&running);
+        for (topic, kind, grouped, materialized) in JOINS {
+            prop_assert_eq!(outputs_per_key(&log, topic), model_per_key(&model, topic), "topic {}", topic);
+            let mut keys: Vec<String> = model.left.keys().chain(model.right.keys()).cloned().collect();
+            keys.sort();
+            keys.dedup();
+            let want: BTreeMap<String, i64> = keys
+                .iter()
+                .filter_map(|k| model.row(kind, k).map(|v| (k.clone(), v)))
+                .collect();
+            if materialized {
+                let queried: BTreeMap<String, i64> = running
+                    .store(StoreQueryParameters::from_name_and_type(
+                        format!("{topic}-store"),
+                        QueryableStoreTypes::key_value::<String, i64>(),
+                    ))
+                    .expect("store")
+                    .all()
+                    .expect("all")
+                    .into_iter()
+                    .collect();
+                prop_assert_eq!(&queried, &want, "{}-store", topic);
+            }
+            if grouped {
+                let sums: BTreeMap<String, i64> = model
+                    .sums
+                    .get(topic)
+                    .into_iter()
+                    .flatten()
+                    .map(|(g, (a, _))| (g.clone(), *a))
+                    .collect();
+                let queried: BTreeMap<String, i64> = running
+                    .store(StoreQueryParameters::from_name_and_type(
+                        format!("{topic}-sums"),
+                        QueryableStoreTypes::key_value::<String, i64>(),
+                    ))
+                    .expect("store")
+                    .all()
+                    .expect("all")
+                    .into_iter()
+                    .collect();
+                prop_assert_eq!(&queried, &sums, "{}-sums", topic);
+            }
+        }
+        running.close().expect("close");
     }
 }

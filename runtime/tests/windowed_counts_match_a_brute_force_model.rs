@@ -1,6 +1,7 @@
 //! Windowed counts of all four window kinds, with both emit strategies, against a brute-force
 //! replay of Kafka Streams' window rules (tests/window_model): random keys, timestamps, disorder
-//! (some records beyond grace) and grace, on the test driver and on real stream threads.
+//! (some records beyond grace) and grace, on the test driver and on real stream threads; every
+//! tombstone deletes a window the output holds (a session never emitted is never deleted).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
 
 mod window_model;
@@ -353,8 +354,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Stream threads over the embedded log, with several partitions (stream time is per task)
-    /// and the persistent store, commit on their own schedule: the last update of every window
-    /// is the model's, and emit-on-close emits each closed window once.
+    /// and the persistent store, caching on and off, commit on their own schedule: the last
+    /// update of every window is the model's, and emit-on-close emits each closed window once.
     #[test]
     fn stream_threads_match_the_model(
         spec in spec(),
@@ -362,12 +363,13 @@ proptest! {
         records in records(),
         partitions in 1u32..4,
         persistent in any::<bool>(),
+        caching in any::<bool>(),
         scale in scale(),
     ) {
         let (spec, records) = scaled(spec, records, scale);
         let store = if persistent { StoreType::Persistent } else { StoreType::InMemory };
         let (per_partition, mut output) =
-            run_threads(&spec, emit, store, true, &records, partitions, |_| {});
+            run_threads(&spec, emit, store, caching, &records, partitions, |_| {});
         for (p, recs) in &per_partition {
             let outcome = spec.run(recs);
             let out = output.remove(p).unwrap_or_default();

@@ -25,11 +25,12 @@ use crate::types::error::{Error, Result};
 /// topics, and locks the state directory. The instance's parts, and its global tables' state
 /// for the global thread.
 pub(crate) fn build(
-    topology: Topology,
+    mut topology: Topology,
     config: StreamsConfig,
     backend: Arc<dyn Backend>,
 ) -> Result<(ThreadParts, GlobalState)> {
     config.validate()?;
+    topology.configure_caching(config.statestore_cache_max_bytes);
     if topology.nodes.is_empty() {
         return Err(Error::Topology(
             "the topology has no nodes; add a source".into(),

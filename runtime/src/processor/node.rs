@@ -563,7 +563,8 @@ impl<K: Clone, V: Clone> Node<K, V> for Passthrough<K, V> {
 /// `Change`s, of a grouped table): reads the key's aggregate (cache first, then store), folds
 /// the value in and writes the new aggregate to the cache. At commit it forwards the latest
 /// aggregate of every key it changed (Kafka Streams' cached KTable), with the aggregate it
-/// replaced when a downstream node asked for old values.
+/// replaced when a downstream node asked for old values; with caching disabled it forwards
+/// each new aggregate at once (Kafka's uncached KTable).
 pub(crate) struct Aggregate<K, V, A> {
     pub(crate) store: usize,
     pub(crate) key_serde: SerdeRef<K>,
@@ -573,7 +574,7 @@ pub(crate) struct Aggregate<K, V, A> {
     #[allow(clippy::type_complexity)]
     pub(crate) fold: Arc<dyn Fn(&K, V, Option<A>) -> Option<A> + Send + Sync>,
     pub(crate) forward: Forward<K, A>,
-    /// Forward old values (`Change`s) at commit.
+    /// Forward old values (`Change`s).
     pub(crate) send_old: bool,
 }
 
@@ -609,6 +610,13 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
             },
             None => (None, ctx.timestamp),
         };
+        // Caching disabled: the new aggregate goes on at once, with the one it replaces.
+        let at_once = !ctx.stores[self.store].caches_writes();
+        let replaced = if at_once && self.send_old {
+            old.clone()
+        } else {
+            None
+        };
         let new = (self.fold)(&key, value, old);
         let scratch = &mut *ctx.scratch;
         scratch.value.clear();
@@ -620,7 +628,15 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for Aggregate<K, V, A
         }
         let value = new.as_ref().map(|_| &scratch.value[..]);
         ctx.stores[self.store].put(&scratch.key, value, timestamp, &ctx.headers);
-        Ok(())
+        if !at_once {
+            return Ok(());
+        }
+        let saved = std::mem::replace(&mut ctx.timestamp, timestamp);
+        let sent = self
+            .forward
+            .send_update(ctx, key, new, replaced, self.send_old);
+        ctx.timestamp = saved;
+        sent
     }
 }
 
@@ -654,9 +670,9 @@ pub(crate) fn unserializable_state(
 /// Forwards every key a store's cache changed since the last commit, in the order of their last
 /// write (as Kafka's cache flushes; this store's entries may have been written by an upstream
 /// node's flush just now): the latest value or a tombstone, with the value the store held
-/// before (the last committed one, or with caching disabled the key's write before) when
-/// `send_old`. A tombstone for a key the store did not hold is not forwarded when writes are
-/// cached.
+/// before (the last committed one) when `send_old`. A tombstone for a key the store did not
+/// hold is not forwarded. With caching disabled, the node forwarded every write as it made it:
+/// nothing is left to forward.
 pub(crate) fn flush_table_store<K: Clone + 'static, V: Clone + 'static>(
     ctx: &mut ProcessingContext<'_>,
     store: usize,
@@ -670,20 +686,18 @@ pub(crate) fn flush_table_store<K: Clone + 'static, V: Clone + 'static>(
         task: ctx.task,
         source,
     };
+    if !ctx.stores[store].caches_writes() {
+        return Ok(());
+    }
     ctx.stores[store].order_by_last_write();
     ctx.stores[store].mark_forwarded();
-    if send_old {
-        ctx.stores[store].link_rewrites();
-    }
     for i in 0..ctx.stores[store].dirty_len() {
-        let deleted = ctx.stores[store].dirty(i).1.is_none();
         // A delete of a key the store did not hold goes nowhere when its writes collapse (as
-        // Kafka's caching store skips it); with caching disabled every write goes on, as in
-        // Kafka without a cache.
-        let skip_absent = deleted && ctx.stores[store].caches_writes();
+        // Kafka's caching store skips it).
+        let deleted = ctx.stores[store].dirty(i).1.is_none();
         let had_old =
-            (send_old || skip_absent) && ctx.stores[store].dirty_old(i, &mut ctx.scratch.old)?;
-        if skip_absent && !had_old {
+            (send_old || deleted) && ctx.stores[store].dirty_old(i, &mut ctx.scratch.old)?;
+        if deleted && !had_old {
             continue;
         }
         let (key, value, timestamp) = ctx.stores[store].dirty(i);

@@ -74,6 +74,7 @@ impl TopologyTestDriver {
         wall_clock_ms: i64,
     ) -> Result<Self> {
         config.validate()?;
+        topology.configure_caching(config.statestore_cache_max_bytes);
         if topology.nodes.is_empty() {
             return Err(Error::Topology("the topology has no nodes".into()));
         }

@@ -183,4 +183,15 @@ impl Topology {
     pub fn store_names(&self) -> Vec<String> {
         self.stores.iter().map(|s| s.name.clone()).collect()
     }
+
+    /// Disables every store's cache when `statestore_cache_max_bytes` is 0, as Kafka Streams
+    /// strips the caching layers then (`InternalTopologyBuilder.rewriteTopology`): every update
+    /// goes downstream as it is processed, and every write to the changelog.
+    pub(crate) fn configure_caching(&mut self, cache_max_bytes: usize) {
+        if cache_max_bytes == 0 {
+            for store in &mut self.stores {
+                store.caching = false;
+            }
+        }
+    }
 }

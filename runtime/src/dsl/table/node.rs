@@ -34,7 +34,8 @@ pub(crate) enum Read {
     /// the records before it).
     Latest,
     /// What the table has forwarded so far ([`crate::state::CachedStore::get_as_forwarded`]):
-    /// what a table–table join's side reads of the other table.
+    /// what a table–table join's side reads of the other table, and a foreign-key join's sides
+    /// of the tables they answer and check answers against.
     Forwarded,
 }
 
@@ -149,7 +150,8 @@ fn corrupt(ctx: &ProcessingContext<'_>, slot: usize, source: SerdeError) -> Erro
 /// A table's store between the table's source (or operation) and what follows it: each
 /// update is written to the store's cache, and at commit the latest value of every key
 /// written (or its tombstone) goes downstream, as Kafka Streams' cached `KTableSource` and
-/// materialized table operations forward.
+/// materialized table operations forward; with caching disabled each update goes downstream
+/// as it is processed, as Kafka's uncached ones do.
 ///
 /// For a table read from a topic (`raw`), the store keeps the record's own key and value
 /// bytes, so restoring it from that topic, its changelog, gives the same store.
@@ -163,28 +165,67 @@ pub(crate) struct TableStore<K, VIn, V> {
     #[allow(clippy::type_complexity)]
     pub(crate) map: Arc<dyn Fn(&K, VIn) -> Option<V> + Send + Sync>,
     pub(crate) forward: Forward<K, V>,
-    /// Forward old values (`Change`s) at commit.
+    /// Forward old values (`Change`s).
     pub(crate) send_old: bool,
 }
 
 impl<K: Clone + 'static, VIn, V: Clone + 'static> TableStore<K, VIn, V> {
-    fn write(&mut self, ctx: &mut ProcessingContext<'_>, key: &K, value: Option<&V>) -> Result<()> {
+    /// Writes the update (`None`: a delete) to the store's cache; with caching disabled,
+    /// forwards it at once too (Kafka's uncached table), with the key's value before it when
+    /// downstream asked for old values.
+    fn update(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: Option<V>) -> Result<()> {
+        if ctx.stores[self.store].caches_writes() {
+            return self.write(ctx, &key, value.as_ref());
+        }
+        let old = if self.send_old {
+            self.serialize_key(ctx, &key)?;
+            let scratch = &mut *ctx.scratch;
+            match ctx.stores[self.store].get_with_timestamp(&scratch.key, &mut scratch.old)? {
+                Some(_) => Some(
+                    self.value_serde
+                        .deserialize(Some(&scratch.old))
+                        .map_err(|e| corrupt(ctx, self.store, e))?,
+                ),
+                None => None,
+            }
+        } else {
+            None
+        };
+        self.write(ctx, &key, value.as_ref())?;
+        self.forward
+            .send_update(ctx, key, value, old, self.send_old)
+    }
+
+    /// The key's store bytes into the thread's key buffer.
+    fn serialize_key(&self, ctx: &mut ProcessingContext<'_>, key: &K) -> Result<()> {
         let scratch = &mut *ctx.scratch;
         scratch.key.clear();
-        scratch.value.clear();
         match ctx.record.filter(|_| self.raw) {
             Some(record) => {
                 if let Some(k) = record.key() {
                     scratch.key.extend_from_slice(k);
-                }
-                if let Some(v) = record.value() {
-                    scratch.value.extend_from_slice(v);
                 }
             }
             None => {
                 if let Err(e) = self.key_serde.serialize(key, &mut scratch.key) {
                     return Err(unserializable_state(ctx, self.store, Key, e));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, ctx: &mut ProcessingContext<'_>, key: &K, value: Option<&V>) -> Result<()> {
+        self.serialize_key(ctx, key)?;
+        let scratch = &mut *ctx.scratch;
+        scratch.value.clear();
+        match ctx.record.filter(|_| self.raw) {
+            Some(record) => {
+                if let Some(v) = record.value() {
+                    scratch.value.extend_from_slice(v);
+                }
+            }
+            None => {
                 if let Some(v) = value
                     && let Err(e) = self.value_serde.serialize(v, &mut scratch.value)
                 {
@@ -201,11 +242,11 @@ impl<K: Clone + 'static, VIn, V: Clone + 'static> TableStore<K, VIn, V> {
 impl<K: Clone + 'static, VIn, V: Clone + 'static> Node<K, VIn> for TableStore<K, VIn, V> {
     fn process(&mut self, ctx: &mut ProcessingContext<'_>, key: K, value: VIn) -> Result<()> {
         let value = (self.map)(&key, value);
-        self.write(ctx, &key, value.as_ref())
+        self.update(ctx, key, value)
     }
 
     fn process_tombstone(&mut self, ctx: &mut ProcessingContext<'_>, key: K) -> Result<()> {
-        self.write(ctx, &key, None)
+        self.update(ctx, key, None)
     }
 }
 

@@ -69,7 +69,11 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> Node<K, V> for TimeWindow
             };
             let Some(v) = v else { break };
             let new = (self.fold)(&key, v, old);
-            if let Err(e) = self.core.write(ctx, &entry, end, Some(&new), ts, is_new) {
+            let window = Window::new(start, end);
+            if let Err(e) = self
+                .core
+                .write(ctx, &key, &entry, window, Some(&new), ts, is_new)
+            {
                 self.core.entry = entry;
                 return Err(e);
             }
@@ -143,7 +147,10 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
         let new = (self.fold)(key, value.clone(), agg);
         let ts = ctx.timestamp.max(agg_ts);
         let entry = self.entry(ctx, start);
-        let written = self.core.write(ctx, &entry, end, Some(&new), ts, is_new);
+        let window = Window::new(start, end);
+        let written = self
+            .core
+            .write(ctx, key, &entry, window, Some(&new), ts, is_new);
         self.core.entry = entry;
         written
     }
@@ -153,13 +160,17 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
     fn put_copy(
         &mut self,
         ctx: &mut ProcessingContext<'_>,
+        key: &K,
         start: i64,
         agg: &A,
         ts: i64,
     ) -> Result<()> {
         let end = start.saturating_add(self.windows.difference_ms);
         let entry = self.entry(ctx, start);
-        let written = self.core.write(ctx, &entry, end, Some(agg), ts, true);
+        let window = Window::new(start, end);
+        let written = self
+            .core
+            .write(ctx, key, &entry, window, Some(agg), ts, true);
         self.core.entry = entry;
         written
     }
@@ -219,7 +230,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
             && let Some((agg, agg_ts)) = right_agg
             && agg_ts > ts
         {
-            self.put_copy(ctx, ts + 1, &agg, agg_ts)?;
+            self.put_copy(ctx, key, ts + 1, &agg, agg_ts)?;
         }
         Ok(())
     }
@@ -266,7 +277,7 @@ impl<K: Clone + 'static, V: Clone, A: Clone + 'static> SlidingWindowAggregate<K,
             && *agg_ts > ts
         {
             let (agg, agg_ts) = (agg.clone(), *agg_ts);
-            self.put_copy(ctx, ts + 1, &agg, agg_ts)?;
+            self.put_copy(ctx, key, ts + 1, &agg, agg_ts)?;
         }
         if let Some(p) = previous
             && !starts.contains(&(p + 1))
@@ -353,25 +364,26 @@ impl<K: Clone + 'static, V, A: Clone + 'static> Node<K, V> for SessionWindowAggr
                 .map_err(|e| self.core.corrupt(ctx, e))?;
             agg = Some((self.merge)(&key, agg, value));
             merged = Window::new(merged.start.min(start), merged.end.max(end));
-            sessions.push((entry, end));
+            sessions.push((entry, Window::new(start, end)));
         }
         if merged.end < close {
             self.core.dropped(ctx, merged);
             return self.core.emit_closed(ctx);
         }
-        let mut entry = std::mem::take(&mut self.core.entry);
         if merged != Window::new(ts, ts) {
-            for (old, end) in &sessions {
-                self.core.write(ctx, old, *end, None, *end, false)?;
+            for (old, window) in &sessions {
+                self.core
+                    .write(ctx, &key, old, *window, None, window.end, false)?;
             }
         }
         let new = (self.fold)(&key, value, agg);
+        let mut entry = std::mem::take(&mut self.core.entry);
         entry.clear();
         session_entry_key(&ctx.scratch.key, merged.end, merged.start, &mut entry);
         let is_new = merged != Window::new(ts, ts) || sessions.is_empty();
         let written = self
             .core
-            .write(ctx, &entry, merged.end, Some(&new), merged.end, is_new);
+            .write(ctx, &key, &entry, merged, Some(&new), merged.end, is_new);
         self.core.entry = entry;
         written?;
         self.core.emit_closed(ctx)

@@ -52,6 +52,9 @@ pub(crate) struct WindowedCore<K, A> {
     pending: BTreeSet<(i64, Vec<u8>)>,
     /// Reused for entry keys.
     pub(super) entry: Vec<u8>,
+    /// Holds the record's serialized key (the thread's key buffer, which the nodes build
+    /// entry keys from) while an update goes downstream at once and its nodes use that buffer.
+    record_key: Vec<u8>,
     /// Reused for the entry keys taken apart at commit.
     decoded: DecodedEntry,
     /// Among the aggregations sharing this store (a cogroup's inputs), this one's number: its
@@ -82,6 +85,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             observed_dirty: false,
             pending: BTreeSet::new(),
             entry: Vec::new(),
+            record_key: Vec::new(),
             decoded: DecodedEntry::default(),
             input: 0,
         }
@@ -198,16 +202,21 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
         }
     }
 
-    /// Writes `agg` (`None` deletes) at entry `entry`; a new entry starts waiting to close.
+    /// Writes `agg` (`None` deletes) at entry `entry`, `key`'s `window`; a new entry starts
+    /// waiting to close. With emit-on-update and caching disabled the update goes downstream at
+    /// once, with `timestamp` (Kafka's uncached windowed aggregations forward every write).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn write(
         &mut self,
         ctx: &mut ProcessingContext<'_>,
+        key: &K,
         entry: &[u8],
-        end: i64,
+        window: Window,
         agg: Option<&A>,
         timestamp: i64,
         is_new: bool,
     ) -> Result<()> {
+        let end = window.end;
         let scratch = &mut *ctx.scratch;
         scratch.value.clear();
         if let Some(agg) = agg
@@ -228,8 +237,21 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             } else if is_new {
                 self.pending.insert((close, entry.to_vec()));
             }
+            return Ok(());
         }
-        Ok(())
+        if ctx.stores[self.store].caches_writes() {
+            return Ok(());
+        }
+        let saved = std::mem::replace(&mut ctx.timestamp, timestamp);
+        std::mem::swap(&mut self.record_key, &mut ctx.scratch.key);
+        let key = Windowed::new(key.clone(), window);
+        let sent = match agg {
+            Some(agg) => self.forward.send(ctx, key, agg.clone()),
+            None => self.forward.send_tombstone(ctx, key),
+        };
+        std::mem::swap(&mut self.record_key, &mut ctx.scratch.key);
+        ctx.timestamp = saved;
+        sent
     }
 
     /// Emit-on-close: forwards the final result of every window stream time has closed.
@@ -331,14 +353,18 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             );
             self.observed_dirty = false;
         }
-        if self.emit != EmitStrategy::OnWindowUpdate || self.input != 0 {
+        // Emit-on-close forwards what closes; without a cache every write went on as made; of
+        // the aggregations sharing a store (a cogroup's) input 0 forwards its updates.
+        if self.emit != EmitStrategy::OnWindowUpdate
+            || !ctx.stores[self.store].caches_writes()
+            || self.input != 0
+        {
             return Ok(());
         }
         // In the order of their last write, as Kafka's cache flushes: an update's timestamp
         // never overtakes an earlier one's (suppression downstream relies on it).
         ctx.stores[self.store].order_by_last_write();
         let dirty = ctx.stores[self.store].dirty_len();
-        let caches_writes = ctx.stores[self.store].caches_writes();
         for i in 0..dirty {
             let (entry, value, _) = ctx.stores[self.store].dirty(i);
             if is_meta(entry) {
@@ -347,10 +373,7 @@ impl<K: Clone + 'static, A: Clone + 'static> WindowedCore<K, A> {
             // A window deleted that the store did not hold (a session created and merged away
             // since the last commit) was never forwarded: its delete goes nowhere, as Kafka's
             // caching session store skips it.
-            if value.is_none()
-                && caches_writes
-                && !ctx.stores[self.store].dirty_old(i, &mut ctx.scratch.old)?
-            {
+            if value.is_none() && !ctx.stores[self.store].dirty_old(i, &mut ctx.scratch.old)? {
                 continue;
             }
             let (entry, value, timestamp) = ctx.stores[self.store].dirty(i);

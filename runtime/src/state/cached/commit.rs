@@ -87,7 +87,6 @@ impl CachedStore {
             self.arena = Vec::new();
             self.entries = Vec::new();
             self.index = HashTable::new();
-            self.prev = Vec::new();
         }
     }
 

@@ -141,9 +141,6 @@ pub(crate) struct CachedStore {
     memo_key: RefCell<Vec<u8>>,
     /// Where the store held the last read's key, when the cache did not and the store could say.
     memo_hint: Cell<Option<StoreHint>>,
-    /// With caching disabled, each entry's write of the same key before it in this commit
-    /// (`u32::MAX`: none), as [`link_rewrites`](Self::link_rewrites) last found them.
-    prev: Vec<u32>,
     /// This commit's flush forwarded the cached writes downstream ([`mark_forwarded`]
     /// (Self::mark_forwarded)); until then, what a table join sees of this store is its
     /// committed state ([`get_as_forwarded`](Self::get_as_forwarded)).
@@ -217,7 +214,6 @@ impl CachedStore {
             put_nanos: OpTimes::default(),
             memo_key: RefCell::new(Vec::new()),
             memo_hint: Cell::new(None),
-            prev: Vec::new(),
             forwarded: false,
         }
     }

@@ -4,8 +4,6 @@
 
 use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
-
 use crate::state::StoreError;
 use crate::types::record::Headers;
 
@@ -180,15 +178,18 @@ impl CachedStore {
     }
 
     /// The value of `key` as the store's table has forwarded it so far: the cache once this
-    /// commit's flush forwarded it, else the committed store. A table–table join reads the
+    /// commit's flush forwarded it (or always, with caching disabled: its node forwards every
+    /// write as it makes it), else the committed store. A table–table join reads the
     /// other side so, at commit, as if each side's updates were applied one side after the
-    /// other (an update never meets one of the other side's not yet forwarded).
+    /// other (an update never meets one of the other side's not yet forwarded); a foreign-key
+    /// join's sides read so too (runtime/src/dsl/join/foreign_key/node.rs).
     pub(crate) fn get_as_forwarded(
         &self,
         key: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<Option<i64>, StoreError> {
-        if self.forwarded || self.entries.is_empty() {
+        // Caching disabled, the store's writes went downstream as they were made.
+        if self.forwarded || self.every_write || self.entries.is_empty() {
             return self.get_with_timestamp(key, out);
         }
         if !self.inner.get_into(key, out)? {
@@ -201,46 +202,9 @@ impl CachedStore {
         }
     }
 
-    /// Before [`dirty_old`](Self::dirty_old) is asked: with caching disabled (several entries
-    /// of one key), links each entry to the key's entry before it. A no-op with caching.
-    pub(crate) fn link_rewrites(&mut self) {
-        self.prev.clear();
-        if !self.every_write {
-            return;
-        }
-        let mut last: HashTable<usize> = HashTable::new();
-        let (entries, arena) = (&self.entries, &self.arena);
-        for (i, e) in entries.iter().enumerate() {
-            let key = e.key(arena);
-            let slot = last.find_mut(e.hash, |&j| entries[j].key(arena) == key);
-            let before = match slot {
-                Some(j) => std::mem::replace(j, i) as u32,
-                None => {
-                    last.insert_unique(e.hash, i, |&j| entries[j].hash);
-                    u32::MAX
-                }
-            };
-            self.prev.push(before);
-        }
-    }
-
-    /// The value the `i`-th entry's key had before that write (into `out`): the key's entry
-    /// before it in this commit (caching disabled, after [`link_rewrites`](Self::link_rewrites)),
-    /// else the store's. `false` if it had none.
+    /// The value the store held for the `i`-th entry's key before this commit (into `out`):
+    /// what a cached entry's write replaces. `false` if it held none.
     pub(crate) fn dirty_old(&self, i: usize, out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        if self.every_write
-            && let Some(&before) = self.prev.get(i)
-            && before != u32::MAX
-        {
-            out.clear();
-            return Ok(match self.entries[before as usize].value(&self.arena) {
-                Some(v) => {
-                    out.extend_from_slice(v);
-                    true
-                }
-                None => false,
-            });
-        }
         let key = self.entries[i].key(&self.arena);
         if !self.inner.get_into(key, out)? {
             return Ok(false);

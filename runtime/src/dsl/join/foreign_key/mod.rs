@@ -291,7 +291,11 @@ where
                 let node: NodeRef<KO, Subscription> = Rc::new(RefCell::new(SubscriptionJoin {
                     store: ctx.store_slot(0),
                     fk_serde: fk_serde.clone(),
-                    foreign: view.bind(ctx, Read::Latest),
+                    // As the right table has forwarded it so far: a row cached since the
+                    // last commit reaches every subscription when it is forwarded (then
+                    // `ForeignTableJoin` answers them all), and one created and deleted again
+                    // before that is never forwarded, so no answer may have joined it.
+                    foreign: view.bind(ctx, Read::Forwarded),
                     foreign_serde: right_serde.clone(),
                     forward: ctx.forward::<Vec<u8>, Response>(),
                 }));
@@ -375,7 +379,10 @@ where
             Arc::new(move |ctx| {
                 let node: NodeRef<K, Response> = Rc::new(RefCell::new(ResponseJoin {
                     kind,
-                    primary: view.bind(ctx, Read::Latest),
+                    // As the left table has forwarded it so far: what the subscriptions in
+                    // flight were computed from (a row cached since the last commit is
+                    // subscribed when it is forwarded).
+                    primary: view.bind(ctx, Read::Forwarded),
                     value_serde: left_serde.clone(),
                     foreign_serde: right_serde.clone(),
                     joiner: joiner.clone(),

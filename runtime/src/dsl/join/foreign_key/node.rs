@@ -18,6 +18,15 @@
 //!    still the one subscribed (else a newer subscription is on its way and this answer is
 //!    dropped).
 //!
+//! Both sides read the other table *as forwarded so far* (`Read::Forwarded`): the right row a
+//! subscription is answered with, and the left row an answer is checked against, are the rows
+//! their table has sent downstream, never a write cached since the last commit. A cached write
+//! is forwarded at commit (then the right side answers every subscription of its key again, and
+//! the left side subscribes again), unless it collapses into a delete of a key the committed
+//! store did not hold, which goes nowhere: an answer read from it would leave a joined row that
+//! nothing deletes, and a cached left row that drops the answer to its forwarded row's
+//! subscription would lose that answer's delete for good.
+//!
 //! A left join's row whose foreign key is `None` needs no answer: [`SubscriptionSend`] sends it
 //! to [`ResponseJoin`] directly, joined with nothing.
 use std::sync::Arc;
@@ -394,8 +403,8 @@ impl Node<Vec<u8>, Response> for ResponseSink {
 }
 
 /// The left side's join of answers (Kafka's `ResponseJoinProcessorSupplier`): an answer whose
-/// hash is the left row's current one joins it (an inner join's "no right row", or a deleted
-/// left row, is a delete); a stale answer is dropped.
+/// hash is that of the left row as its table has forwarded it joins it (an inner join's "no
+/// right row", or a deleted left row, is a delete); a stale answer is dropped.
 pub(crate) struct ResponseJoin<K, V, VO, VR> {
     pub(crate) kind: ForeignJoinKind,
     pub(crate) primary: BoundView<K, V>,
