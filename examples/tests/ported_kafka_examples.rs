@@ -325,7 +325,10 @@ fn page_view_topology() -> Topology {
 }
 
 /// Users 0..40 (users 30.. have no profile), regions by user; views 10–30 ms apart.
-fn page_view_input() -> (Vec<(String, UserProfile)>, Vec<(String, PageView)>) {
+/// Profiles and views, each keyed by user.
+type PageViewInput = (Vec<(String, UserProfile)>, Vec<(String, PageView)>);
+
+fn page_view_input() -> PageViewInput {
     let regions = ["EU", "US", "APAC"];
     let profiles = (0..30)
         .map(|u| {
@@ -537,17 +540,15 @@ fn sessionization_emits_each_final_session_once_as_the_model() {
 
 /// Appends `(key, value, timestamp)` records to `topic` (created with three partitions),
 /// keyed records by murmur2, null keys round-robin.
-fn produce(backend: &dyn Backend, topic: &str, records: &[(Option<Vec<u8>>, Vec<u8>, i64)]) {
+/// A record to produce: key (`None`: null), value, timestamp.
+type Raw = (Option<Vec<u8>>, Vec<u8>, i64);
+
+fn produce(backend: &dyn Backend, topic: &str, records: &[Raw]) {
     produce_to(backend, topic, PARTITIONS, records);
 }
 
 /// As [`produce`], to a topic of `partitions`.
-fn produce_to(
-    backend: &dyn Backend,
-    topic: &str,
-    partitions: u32,
-    records: &[(Option<Vec<u8>>, Vec<u8>, i64)],
-) {
+fn produce_to(backend: &dyn Backend, topic: &str, partitions: u32, records: &[Raw]) {
     if backend.partitions(topic).unwrap().is_none() {
         backend
             .create_topic(topic, partitions, TopicKind::User)

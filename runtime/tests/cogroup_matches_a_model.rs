@@ -279,7 +279,9 @@ fn windowed_model(
         return out;
     }
     // Sessions: in time order a record joins its key's last session if within the gap.
-    let mut sessions: BTreeMap<String, Vec<(i64, i64, (i64, i64))>> = BTreeMap::new();
+    // Per key, its sessions: (start, end, aggregate).
+    type Sessions = Vec<(i64, i64, (i64, i64))>;
+    let mut sessions: BTreeMap<String, Sessions> = BTreeMap::new();
     for (k, amount, ts) in records {
         let list = sessions.entry(k.clone()).or_default();
         match list.last_mut() {

@@ -342,8 +342,11 @@ impl<K: Clone + 'static, A: Clone + 'static> SessionWindowedCogroupedKStream<K, 
 /// A grouped stream with its aggregator.
 struct Input<K, V, A> {
     grouped: KGroupedStream<K, V>,
-    aggregator: Arc<dyn Fn(&K, V, A) -> A + Send + Sync>,
+    aggregator: Aggregator<K, V, A>,
 }
+
+/// An input's aggregator (Kafka Streams' `Aggregator`).
+type Aggregator<K, V, A> = Arc<dyn Fn(&K, V, A) -> A + Send + Sync>;
 
 impl<K, V, A> Input<K, V, A>
 where
