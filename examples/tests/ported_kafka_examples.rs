@@ -648,6 +648,27 @@ fn run_until<T: PartialEq>(
     output()
 }
 
+/// Runs `topology` as `app` on `backend` until `topic`, read as a table (each key's latest
+/// value), equals `expected` (at most two minutes); returns that table.
+fn run_until_table<K, V>(
+    backend: &Arc<dyn Backend>,
+    app: &str,
+    topology: Topology,
+    (topic, key, value): (&str, &riffle::SerdeRef<K>, &riffle::SerdeRef<V>),
+    expected: &BTreeMap<K, V>,
+) -> BTreeMap<K, V>
+where
+    K: Ord + 'static,
+    V: PartialEq + 'static,
+{
+    let table = || -> BTreeMap<K, V> {
+        read_all(&**backend, topic, key, value)
+            .into_iter()
+            .collect()
+    };
+    run_until(backend, app, topology, table, |t| t == expected)
+}
+
 /// Each ported example on `backend` gives the test driver's output.
 fn examples_on(backend: Arc<dyn Backend>, name: &str) {
     let id = if name == "Kafka" { "kafka" } else { "log" };
@@ -662,18 +683,9 @@ fn examples_on(backend: Arc<dyn Backend>, name: &str) {
         .collect();
     produce(&*backend, word_count::INPUT, &records_of_lines);
     let (s, l) = (Serdes::string(), Serdes::i64());
-    let table = || -> BTreeMap<String, i64> {
-        read_all(&*backend, word_count::OUTPUT, &s, &l)
-            .into_iter()
-            .collect()
-    };
-    let got = run_until(
-        &backend,
-        &format!("wc-{id}"),
-        word_count::topology().unwrap(),
-        table,
-        |t| *t == expected,
-    );
+    let topology = word_count::topology().unwrap();
+    let output = (word_count::OUTPUT, &s, &l);
+    let got = run_until_table(&backend, &format!("wc-{id}"), topology, output, &expected);
     assert_eq!(got, expected, "WordCountDemo on {name}");
 
     // The page-view demo: profiles first, then views.
@@ -759,18 +771,9 @@ fn examples_on(backend: Arc<dyn Backend>, name: &str) {
         .into_iter()
         .map(|(w, c)| (w, c.to_string()))
         .collect();
-    let table = || -> BTreeMap<String, String> {
-        read_all(&*backend, word_count_processor::OUTPUT, &string, &string)
-            .into_iter()
-            .collect()
-    };
-    let got = run_until(
-        &backend,
-        &format!("wcp-{id}"),
-        word_count_processor::topology_reading(one_partition).unwrap(),
-        table,
-        |t| *t == expected,
-    );
+    let topology = word_count_processor::topology_reading(one_partition).unwrap();
+    let output = (word_count_processor::OUTPUT, &string, &string);
+    let got = run_until_table(&backend, &format!("wcp-{id}"), topology, output, &expected);
     assert_eq!(got, expected, "WordCountProcessorDemo on {name}");
 
     // The router: its topics exist, as Kafka's producer needs them to.
@@ -833,17 +836,14 @@ fn examples_on(backend: Arc<dyn Backend>, name: &str) {
         .collect();
     produce(&*backend, activity::PURCHASES, &purchases);
     let summary = Serdes::json::<Activity>();
-    let table = || -> BTreeMap<String, Activity> {
-        read_all(&*backend, activity::SUMMARIES, &string, &summary)
-            .into_iter()
-            .collect()
-    };
-    let got = run_until(
+    let topology = activity::topology().unwrap();
+    let output = (activity::SUMMARIES, &string, &summary);
+    let got = run_until_table(
         &backend,
         &format!("activity-{id}"),
-        activity::topology().unwrap(),
-        table,
-        |t| *t == expected,
+        topology,
+        output,
+        &expected,
     );
     assert_eq!(got, expected, "the cogroup of three streams on {name}");
 }

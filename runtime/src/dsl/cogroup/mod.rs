@@ -5,18 +5,17 @@
 //! As in Kafka Streams, each input gets its own aggregation node, `COGROUPKSTREAM-AGGREGATE-…`
 //! (repartitioned first if its key changed, through `<grouped name or store>-repartition`),
 //! all connected to the store `COGROUPKSTREAM-AGGREGATE-STATE-STORE-…` (or the one
-//! `Materialized` names), and their updates meet in `COGROUPKSTREAM-MERGE-…`, the table's node.
+//! `Materialized` names), and their updates meet in `COGROUPKSTREAM-MERGE-…`, the table's node
+//! (the table–table join's `TableMerge`, Kafka's `KTablePassThrough`).
 //! The inputs must be co-partitioned. Only the first input's node forwards the store's cached
 //! updates at commit (one store, one flush); every node forwards its own when caching is off.
-
-mod node;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::dsl::cogroup::node::CogroupMerge;
 use crate::dsl::grouped::{FoldFn, add_aggregation_store, aggregation_table};
+use crate::dsl::join::table_table::node::TableMerge;
 use crate::dsl::window::{Flavor, MergeFn, WindowFoldFn, WindowedStore, windowed_node};
 use crate::dsl::{KGroupedStream, KTable, Materialized};
 use crate::processor::node::{Aggregate, FlushRef, NodeRef, SkipNulls};
@@ -218,7 +217,7 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
             g.copartitioned.push(pair);
         }
         let factory: NodeFactory = Arc::new(|ctx| {
-            let node: NodeRef<KT, A> = Rc::new(RefCell::new(CogroupMerge {
+            let node: NodeRef<KT, A> = Rc::new(RefCell::new(TableMerge {
                 forward: ctx.forward::<KT, A>(),
                 send_old: ctx.sends_old_values(),
             }));

@@ -68,11 +68,7 @@ where
         V2: Clone + 'static,
         VR: Clone + 'static,
     {
-        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| match (l, r) {
-            (Some(l), Some(r)) => joiner(l, r),
-            _ => unreachable!("riffle invariant: an inner join joins two records"),
-        });
-        self.join_streams(other, f, windows, joined, (false, false))
+        self.join_stream_with_key(other, move |_, l, r| joiner(l, r), windows, joined)
     }
 
     /// [`KStream::join_stream`], and each record of this stream that joins nothing is emitted
@@ -90,13 +86,7 @@ where
         V2: Clone + 'static,
         VR: Clone + 'static,
     {
-        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| match l {
-            Some(l) => joiner(l, r),
-            None => unreachable!(
-                "riffle invariant: a left join's processors never emit a right record alone"
-            ),
-        });
-        self.join_streams(other, f, windows, joined, (true, false))
+        self.left_join_stream_with_key(other, move |_, l, r| joiner(l, r), windows, joined)
     }
 
     /// [`KStream::left_join_stream`] both ways: a record of either stream that joins nothing
@@ -113,8 +103,7 @@ where
         V2: Clone + 'static,
         VR: Clone + 'static,
     {
-        let f: Joiner<K, V1, V2, VR> = Arc::new(move |_, l, r| joiner(l, r));
-        self.join_streams(other, f, windows, joined, (true, true))
+        self.outer_join_stream_with_key(other, move |_, l, r| joiner(l, r), windows, joined)
     }
 
     /// [`KStream::join_stream`] with the joiner given the key too (Kafka Streams'

@@ -1,7 +1,7 @@
 //! The table–table join's nodes: each side's ([`TableJoin`], Kafka Streams'
 //! `KTableKTableInnerJoin`, `…LeftJoin`, `…RightJoin`, `…OuterJoin`) and where the two sides
 //! meet ([`TableMerge`], `KTableKTableJoinMerger`; a foreign-key join's unmaterialized result
-//! passes through one too).
+//! passes through one too, and a cogroup's inputs meet in one).
 
 use std::sync::Arc;
 
