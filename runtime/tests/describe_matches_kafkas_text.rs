@@ -240,7 +240,7 @@ Topologies:
     assert_eq!(builder.build().unwrap().describe().to_string(), expected);
 }
 
-/// Kafka's WordCountDemo (`streams/examples/…/WordCountDemo.java`): lines with null keys,
+/// Kafka's WordCountDemo (its `examples` module's word count): lines with null keys,
 /// split into words, grouped by word, counted. `groupBy` names its key selector
 /// `KSTREAM-KEY-SELECT`; `count()` takes its store name, then its processor's, then the
 /// repartition topic's sink, filter and source (the topic is named after the store, whose
