@@ -157,6 +157,77 @@ impl FromStr for IdleWakeup {
     }
 }
 
+/// Which of Kafka Streams' topology optimizations [`crate::StreamsBuilder::build_with`] applies
+/// (`topology.optimization`): `none` (Kafka's default, and what
+/// [`crate::StreamsBuilder::build`] applies), `all`, or a comma-separated list of
+/// `reuse.ktable.source.topics`, `merge.repartition.topics` and `single.store.self.join`.
+///
+/// - `reuse.ktable.source.topics`: a table read by `StreamsBuilder::table` uses its source topic
+///   as its store's changelog (no `-changelog` topic of its own);
+/// - `merge.repartition.topics`: the repartition topics of the groupings and joins after one
+///   key-changing operation become one topic;
+/// - `single.store.self.join`: accepted, not applied (riffle's stream–stream self-join keeps its
+///   two stores; see docs/porting.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct TopologyOptimization {
+    /// `reuse.ktable.source.topics`.
+    pub reuse_ktable_source_topics: bool,
+    /// `merge.repartition.topics`.
+    pub merge_repartition_topics: bool,
+    /// `single.store.self.join` (accepted, not applied).
+    pub single_store_self_join: bool,
+}
+
+impl TopologyOptimization {
+    /// `none`: no optimization (Kafka Streams' default).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// `all`: every optimization.
+    pub fn all() -> Self {
+        TopologyOptimization {
+            reuse_ktable_source_topics: true,
+            merge_repartition_topics: true,
+            single_store_self_join: true,
+        }
+    }
+}
+
+impl FromStr for TopologyOptimization {
+    type Err = Error;
+    /// Kafka's rule (`StreamsConfig.verifyTopologyOptimizationConfigs`): `none` or `all` alone,
+    /// or a list of the named optimizations, separated by commas.
+    fn from_str(s: &str) -> Result<Self> {
+        let names: Vec<&str> = s.split(',').map(str::trim).collect();
+        let alone = names.iter().any(|n| matches!(*n, "none" | "all"));
+        if alone && names.len() > 1 {
+            return Err(Error::Config(format!(
+                "topology.optimization {s:?}: none and all cannot be listed with others"
+            )));
+        }
+        let mut o = TopologyOptimization::none();
+        for name in names {
+            match name {
+                "none" => {}
+                "all" => o = TopologyOptimization::all(),
+                "reuse.ktable.source.topics" => o.reuse_ktable_source_topics = true,
+                "merge.repartition.topics" => o.merge_repartition_topics = true,
+                "single.store.self.join" => o.single_store_self_join = true,
+                other => {
+                    return Err(Error::Config(format!(
+                        "topology.optimization: unknown optimization {other:?} (none, all, \
+                         reuse.ktable.source.topics, merge.repartition.topics, \
+                         single.store.self.join)"
+                    )));
+                }
+            }
+        }
+        Ok(o)
+    }
+}
+
 /// The configuration of a riffle application.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -287,6 +358,9 @@ pub struct StreamsConfig {
     /// offsets it committed (`repartition.purge.interval.ms`, 30 s): the backend deletes the
     /// records below them (Kafka's `deleteRecords`), so repartition topics stay small.
     pub repartition_purge_interval: Duration,
+    /// The topology optimizations [`crate::StreamsBuilder::build_with`] applies
+    /// (`topology.optimization`): none by default, as in Kafka Streams.
+    pub topology_optimization: TopologyOptimization,
 }
 
 impl StreamsConfig {
@@ -312,6 +386,7 @@ impl StreamsConfig {
             state_cleanup_delay: Duration::from_secs(600),
             outer_join_emit_interval: Duration::from_secs(1),
             repartition_purge_interval: Duration::from_secs(30),
+            topology_optimization: TopologyOptimization::none(),
             fetch_max_bytes: 1 << 20,
             batch_max_bytes: 64 << 10,
             compression: Compression::None,
@@ -427,6 +502,7 @@ impl StreamsConfig {
                 self.errors_dead_letter_queue_topic_name =
                     (!value.is_empty()).then(|| value.to_owned())
             }
+            "topology_optimization" => self.topology_optimization = value.parse()?,
             "compression" | "compression_type" => {
                 self.compression = value
                     .parse()
@@ -584,5 +660,26 @@ mod tests {
         let err = c.set("poll.ms", "soon").unwrap_err().to_string();
         assert!(err.contains("poll.ms") && err.contains("soon"), "{err}");
         assert!(c.set("no.such.option", "1").is_err());
+    }
+
+    #[test]
+    fn topology_optimization_takes_kafkas_values() {
+        let mut c = StreamsConfig::new("a");
+        assert_eq!(c.topology_optimization, TopologyOptimization::none());
+        c.set("topology.optimization", "all").unwrap();
+        assert_eq!(c.topology_optimization, TopologyOptimization::all());
+        c.set(
+            "topology.optimization",
+            "reuse.ktable.source.topics, merge.repartition.topics",
+        )
+        .unwrap();
+        let o = c.topology_optimization;
+        assert!(o.reuse_ktable_source_topics && o.merge_repartition_topics);
+        assert!(!o.single_store_self_join);
+        c.set("topology.optimization", "none").unwrap();
+        assert_eq!(c.topology_optimization, TopologyOptimization::none());
+        for bad in ["all,none", "none,merge.repartition.topics", "fast", ""] {
+            assert!(c.set("topology.optimization", bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! without a value deletes it, one without a key is dropped; a stream record joins the row its
 //! key has when it arrives; table updates emit nothing). Checked record by record in the test
 //! driver by proptest, and on stream threads over the file-backed log across restarts, where
-//! the table's store is restored from its source topic (no changelog topic of its own).
+//! the table's store is restored from its source topic (no changelog topic of its own: the
+//! topology is built with Kafka's `reuse.ktable.source.topics`; without it, the default,
+//! topology_optimization_as_kafkas.rs restores a table from its own changelog).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -70,7 +72,11 @@ fn topology(store_type: StoreType) -> Topology {
     even.map_values(Some, Serdes::optional(Serdes::i64()))
         .to_stream()
         .to("even-updates", nullable());
-    builder.build().expect("topology")
+    let mut config = StreamsConfig::new("enrich-test");
+    config
+        .set("topology.optimization", "reuse.ktable.source.topics")
+        .expect("an optimization");
+    builder.build_with(&config).expect("topology")
 }
 
 /// One input record: a table row (`None`: a delete) or a stream value.

@@ -7,12 +7,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dsl::table::node::TableView;
-use crate::dsl::topics::repartition;
+use crate::dsl::topics::{RepartitionSpec, repartition_through};
 use crate::dsl::{Grouped, KTable, Materialized, StoreType};
 use crate::processor::StoreSerdes;
 use crate::processor::node::{Aggregate, FlushRef, NodeRef, SkipNulls};
 use crate::serdes::{SerdeRef, Serdes};
-use crate::topology::{BuiltNode, GraphBuilder, NodeFactory, OldValues, StoreDef, TopicRef};
+use crate::topology::{BuiltNode, GraphBuilder, NodeFactory, OldValues, StoreDef};
 
 /// A stream grouped by key, ready to aggregate.
 pub struct KGroupedStream<K, V> {
@@ -37,21 +37,33 @@ where
     K: Clone + 'static,
     V: Clone + 'static,
 {
-    /// Counts the records per key.
+    /// Counts the records per key (Kafka's `count()`).
     pub fn count(&self) -> KTable<K, i64> {
-        self.count_with(Materialized::new())
+        self.count_as(Materialized::new(), false)
     }
 
     /// Counts the records per key, in the store `materialized` describes (its value serde,
-    /// if given, instead of [`Serdes::i64`]).
+    /// if given, instead of [`Serdes::i64`]): Kafka's `count(Materialized)`, which takes one
+    /// more counter value when the store is unnamed, as Kafka keeps doing for its topologies'
+    /// compatibility.
     pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<K, i64> {
+        self.count_as(materialized, true)
+    }
+
+    fn count_as(&self, materialized: Materialized<K, i64>, burn: bool) -> KTable<K, i64> {
+        if burn && materialized.name.is_none() {
+            self.graph
+                .borrow_mut()
+                .next_name("KSTREAM-AGGREGATE-STATE-STORE");
+        }
         let fold: FoldFn<K, V, i64> =
             Arc::new(|_, _, old| Some(old.unwrap_or(0).saturating_add(1)));
         let serde = materialized.value_serde_or(&Serdes::i64());
-        self.fold(materialized, serde, fold)
+        self.fold("KSTREAM-AGGREGATE", materialized, serde, fold)
     }
 
-    /// Combines the values per key with `reducer`; the first value is the start.
+    /// Combines the values per key with `reducer`; the first value is the start (processor
+    /// `KSTREAM-REDUCE-<n>`, store `KSTREAM-REDUCE-STATE-STORE-<n>` unless named).
     pub fn reduce(
         &self,
         reducer: impl Fn(V, V) -> V + Send + Sync + 'static,
@@ -64,7 +76,7 @@ where
             })
         });
         let serde = materialized.value_serde_or(&self.grouped.value);
-        self.fold(materialized, serde, fold)
+        self.fold("KSTREAM-REDUCE", materialized, serde, fold)
     }
 
     /// Folds the values per key into an aggregate that starts at `init()`, stored with
@@ -82,38 +94,39 @@ where
         let fold: FoldFn<K, V, A> =
             Arc::new(move |k, v, old| Some(adder(k, v, old.unwrap_or_else(&init))));
         let serde = materialized.value_serde_or(&aggregate_serde);
-        self.fold(materialized, serde, fold)
+        self.fold("KSTREAM-AGGREGATE", materialized, serde, fold)
     }
 
-    /// The name of an aggregation's store: the given one, else a generated one.
-    pub(crate) fn store_name(&self, name: &Option<String>) -> String {
+    /// The name of an aggregation's store: the given one, else `<prefix>-STATE-STORE-<n>`.
+    pub(crate) fn store_name(&self, prefix: &str, name: &Option<String>) -> String {
         match name {
             Some(name) => name.clone(),
             None => self
                 .graph
                 .borrow_mut()
-                .next_name("KSTREAM-AGGREGATE-STATE-STORE"),
+                .next_name(&format!("{prefix}-STATE-STORE")),
         }
     }
 
     /// The node an aggregation reads from: the grouped stream, or, if its key changed, the
-    /// source of a repartition topic named after the grouping (else the store).
+    /// source of the repartition topic `<grouping name, else store_name>-repartition` (Kafka's
+    /// `GroupedStreamAggregateBuilder`), taken after the aggregation's store and processor
+    /// names, as Kafka takes them. A named grouping's aggregations share its topic.
     pub(crate) fn aggregate_parent(&self, store_name: &str) -> usize {
         if !self.repartition_required {
             return self.node;
         }
-        let topic_name = self
-            .grouped
-            .name
-            .clone()
-            .unwrap_or_else(|| store_name.to_owned());
-        let topic = TopicRef::repartition(topic_name);
+        let prefix = self.grouped.name.as_deref().unwrap_or(store_name);
         let (key, value) = (self.grouped.key.clone(), self.grouped.value.clone());
-        repartition(&self.graph, self.node, topic, key, value)
+        let spec = RepartitionSpec::grouping(key, value);
+        repartition_through(&self.graph, self.node, prefix, spec)
     }
 
+    /// An aggregation in Kafka's order of names: its store (`<prefix>-STATE-STORE-<n>` unless
+    /// named), its processor (`<prefix>-<n>`), then the repartition topic's nodes.
     fn fold<A>(
         &self,
+        prefix: &str,
         materialized: Materialized<K, A>,
         agg_serde: SerdeRef<A>,
         fold: FoldFn<K, V, A>,
@@ -121,11 +134,12 @@ where
     where
         A: Clone + 'static,
     {
-        let store_name = self.store_name(&materialized.name);
+        let store_name = self.store_name(prefix, &materialized.name);
+        let name = self.graph.borrow_mut().next_name(prefix);
         let parent = self.aggregate_parent(&store_name);
         aggregate_table(
             &self.graph,
-            "KSTREAM-AGGREGATE",
+            name,
             parent,
             store_name,
             &materialized,
@@ -137,15 +151,15 @@ where
     }
 }
 
-/// Adds an aggregation node `<prefix>-<n>` below `parent`, folding what `parent` forwards into
-/// the store `store_name` (named, typed and backed as `materialized` says; its keys and
-/// aggregates through `key_serde` and `agg_serde`), and returns its table: the stream
-/// aggregations' and, folding `Change`s, the grouped tables'. A record whose key, or value
-/// (`value_serde`, a stream aggregation's), is null is dropped, as Kafka's aggregations drop it.
+/// Adds the aggregation node `name` below `parent`, folding what `parent` forwards into the
+/// store `store_name` (named, typed and backed as `materialized` says; its keys and aggregates
+/// through `key_serde` and `agg_serde`), and returns its table: the stream aggregations' and,
+/// folding `Change`s, the grouped tables'. A record whose key, or value (`value_serde`, a
+/// stream aggregation's), is null is dropped, as Kafka's aggregations drop it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn aggregate_table<K, VIn, A>(
     graph: &Rc<RefCell<GraphBuilder>>,
-    prefix: &str,
+    name: String,
     parent: usize,
     store_name: String,
     materialized: &Materialized<K, A>,
@@ -183,7 +197,7 @@ where
         }
     });
     let mut g = graph.borrow_mut();
-    let node = g.add_processor_node::<K, VIn, K, A>(prefix, &[parent], factory);
+    let node = g.add_named_processor::<K, VIn, K, A>(name, &[parent], factory);
     g.nodes[node].old_values = OldValues::FromStore;
     let store = add_aggregation_store(
         &mut g,

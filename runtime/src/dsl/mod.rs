@@ -52,6 +52,7 @@ pub use window::{SessionWindowedKStream, TimeWindowedKStream, WindowedBy};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use crate::config::{StreamsConfig, TopologyOptimization};
 use crate::dsl::topics::add_source;
 use crate::state::stores::StoreBuilder;
 use crate::topology::{GraphBuilder, TopicRef, Topology};
@@ -122,9 +123,42 @@ impl StreamsBuilder {
         self
     }
 
-    /// Finishes the topology: numbers its sub-topologies and checks it.
+    /// Finishes the topology without optimizations (Kafka Streams' `build()`): numbers its
+    /// sub-topologies and checks it. A table from [`StreamsBuilder::table`] has a changelog
+    /// topic of its own, and each grouping or join after a key change its own repartition topic.
     pub fn build(self) -> Result<Topology> {
+        self.build_optimized(TopologyOptimization::none())
+    }
+
+    /// Finishes the topology with the optimizations `config.topology_optimization` names
+    /// (Kafka Streams' `build(Properties)`, which reads `topology.optimization`).
+    ///
+    /// ```
+    /// use riffle::{Consumed, Grouped, Produced, Serdes, StreamsBuilder, StreamsConfig};
+    /// let builder = StreamsBuilder::new();
+    /// let by_word = builder
+    ///     .stream("lines", Consumed::with(Serdes::string(), Serdes::string()))
+    ///     .flat_map_values(|line| line.split(' ').map(str::to_owned).collect::<Vec<_>>())
+    ///     .select_key(|_, word| word.clone());
+    /// let grouped = by_word.group_by_key_with(Grouped::with(Serdes::string(), Serdes::string()));
+    /// grouped.count().to_stream().to("counts", Produced::with(Serdes::string(), Serdes::i64()));
+    /// grouped
+    ///     .reduce(|a, b| a + &b, riffle::Materialized::new())
+    ///     .to_stream()
+    ///     .to("concatenated", Produced::with(Serdes::string(), Serdes::string()));
+    /// let mut config = StreamsConfig::new("words");
+    /// config.set("topology.optimization", "all")?;
+    /// let topology = builder.build_with(&config)?;
+    /// // Both aggregations read one repartition topic.
+    /// assert_eq!(topology.describe().to_string().matches("Sink: ").count(), 3);
+    /// # Ok::<(), riffle::Error>(())
+    /// ```
+    pub fn build_with(self, config: &StreamsConfig) -> Result<Topology> {
+        self.build_optimized(config.topology_optimization)
+    }
+
+    fn build_optimized(self, optimization: TopologyOptimization) -> Result<Topology> {
         let graph = std::mem::take(&mut *self.graph.borrow_mut());
-        Topology::from_graph(graph)
+        Topology::from_graph(graph, optimization)
     }
 }

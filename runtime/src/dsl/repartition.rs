@@ -100,6 +100,8 @@ where
             value_serde: repartitioned.value,
             partitioner: repartitioned.partitioner,
             partitions: repartitioned.partitions,
+            optimizable: false,
+            reuse: false,
         };
         let source = repartition_through(&self.graph, self.node, &prefix, spec);
         KStream::at(self.graph.clone(), source, false)

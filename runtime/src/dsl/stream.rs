@@ -16,7 +16,9 @@ use crate::dsl::{Grouped, KGroupedStream, Named, Produced};
 use crate::processor::node::{FilterMap, FlatMap, KeepKey, NodeRef};
 use crate::processor::{FixedKeyProcessor, Processor};
 use crate::serdes::DefaultSerde;
-use crate::topology::{BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, TopicRef, TypeSig};
+use crate::topology::{
+    BuiltNode, Erased, GraphBuilder, NodeFactory, NodeKind, Shape, TopicRef, TypeSig,
+};
 
 /// A stream of key-value records.
 pub struct KStream<K, V> {
@@ -66,6 +68,7 @@ where
     K: Clone + 'static,
     V: Clone + 'static,
 {
+    #[allow(clippy::too_many_arguments)]
     fn filter_map<K2, V2>(
         &self,
         prefix: &str,
@@ -74,6 +77,7 @@ where
         f: FilterMapFn<K, V, K2, V2>,
         tombstones: Option<KeepKey<K, K2>>,
         repartition_required: bool,
+        shape: Shape,
     ) -> KStream<K2, V2>
     where
         K2: Clone + 'static,
@@ -98,6 +102,7 @@ where
             types.0,
             types.1,
         );
+        g.nodes[node].shape = shape;
         KStream::at(self.graph.clone(), node, repartition_required)
     }
 
@@ -129,6 +134,7 @@ where
             f,
             keep(),
             repartition,
+            Shape::Plain,
         )
     }
 
@@ -181,7 +187,8 @@ where
         V2: Clone + 'static,
     {
         let g = Arc::new(move |k, v| Some(f(k, v)));
-        self.filter_map("KSTREAM-MAP", named, &[self.node], g, None, true)
+        let shape = Shape::KeyChanging;
+        self.filter_map("KSTREAM-MAP", named, &[self.node], g, None, true, shape)
     }
 
     /// Maps each value, keeping the key.
@@ -221,6 +228,7 @@ where
             g,
             keep(),
             repartition,
+            Shape::ValueChanging,
         )
     }
 
@@ -253,7 +261,16 @@ where
         K2: Clone + 'static,
     {
         let g = Arc::new(move |k, v| Some((f(&k, &v), v)));
-        self.filter_map("KSTREAM-KEY-SELECT", named, &[self.node], g, None, true)
+        let shape = Shape::KeyChanging;
+        self.filter_map(
+            "KSTREAM-KEY-SELECT",
+            named,
+            &[self.node],
+            g,
+            None,
+            true,
+            shape,
+        )
     }
 
     /// Calls `f` on each record and passes it on unchanged.
@@ -272,7 +289,16 @@ where
             Some((k, v))
         });
         let repartition = self.repartition_required;
-        self.filter_map("KSTREAM-PEEK", named, &[self.node], g, keep(), repartition)
+        let (parents, shape) = (&[self.node], Shape::Plain);
+        self.filter_map(
+            "KSTREAM-PEEK",
+            named,
+            parents,
+            g,
+            keep(),
+            repartition,
+            shape,
+        )
     }
 
     /// Calls `f` on each record; ends the stream.
@@ -290,7 +316,16 @@ where
             f(k, v);
             None
         });
-        self.filter_map("KSTREAM-FOREACH", named, &[self.node], g, None, false);
+        let shape = Shape::Plain;
+        self.filter_map(
+            "KSTREAM-FOREACH",
+            named,
+            &[self.node],
+            g,
+            None,
+            false,
+            shape,
+        );
     }
 
     /// The records of both streams.
@@ -304,15 +339,33 @@ where
     }
 
     fn merge_as(&self, other: &KStream<K, V>, named: Option<&Named>) -> Self {
+        self.merge_shaped(other, named, Shape::Merge)
+    }
+
+    /// The `-merge` node of a stream–stream join: a `KSTREAM-MERGE` that Kafka's optimizer
+    /// does not take for a `KStream::merge`.
+    pub(crate) fn join_merge(&self, other: &KStream<K, V>, named: Option<&Named>) -> Self {
+        self.merge_shaped(other, named, Shape::Plain)
+    }
+
+    fn merge_shaped(&self, other: &KStream<K, V>, named: Option<&Named>, shape: Shape) -> Self {
         let repartition = self.repartition_required || other.repartition_required;
         let f = Arc::new(|k, v| Some((k, v)));
         let parents = [self.node, other.node];
-        self.filter_map("KSTREAM-MERGE", named, &parents, f, keep(), repartition)
+        self.filter_map(
+            "KSTREAM-MERGE",
+            named,
+            &parents,
+            f,
+            keep(),
+            repartition,
+            shape,
+        )
     }
 
     fn flat_map_node<K2, V2>(
         &self,
-        prefix: &str,
+        (prefix, shape): (&str, Shape),
         named: Option<&Named>,
         f: FlatMapFn<K, V, K2, V2>,
         tombstones: Option<KeepKey<K, K2>>,
@@ -342,6 +395,7 @@ where
             types.0,
             types.1,
         );
+        g.nodes[node].shape = shape;
         KStream::at(self.graph.clone(), node, repartition_required)
     }
 
@@ -387,7 +441,8 @@ where
                 out(k2, v2);
             }
         });
-        self.flat_map_node("KSTREAM-FLATMAP", named, g, None, true)
+        let op = ("KSTREAM-FLATMAP", Shape::KeyChanging);
+        self.flat_map_node(op, named, g, None, true)
     }
 
     /// Maps each value to zero or more values, keeping the key.
@@ -430,7 +485,8 @@ where
             }
         });
         let repartition = self.repartition_required;
-        self.flat_map_node("KSTREAM-FLATMAPVALUES", named, g, keep(), repartition)
+        let op = ("KSTREAM-FLATMAPVALUES", Shape::ValueChanging);
+        self.flat_map_node(op, named, g, keep(), repartition)
     }
 
     /// Writes the stream to `topic`, partitioned by the [`Produced`]'s `StreamPartitioner`,
@@ -569,7 +625,9 @@ where
         }
     }
 
-    /// Groups by a new key computed from each record, through a repartition topic.
+    /// Groups by a new key computed from each record, through a repartition topic. The key
+    /// is computed by a `KSTREAM-KEY-SELECT-<n>` node, named after the grouping if it is named
+    /// (Kafka's `groupBy`).
     pub fn group_by<K2>(
         &self,
         f: impl Fn(&K, &V) -> K2 + Send + Sync + 'static,
@@ -578,6 +636,8 @@ where
     where
         K2: Clone + 'static,
     {
-        self.select_key(f).group_by_key_with(grouped)
+        let named = grouped.name.clone().map(Named::as_);
+        self.select_key_as(f, named.as_ref())
+            .group_by_key_with(grouped)
     }
 }

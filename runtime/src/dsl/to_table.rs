@@ -95,6 +95,8 @@ where
                 value_serde: value_serde.clone(),
                 partitioner: None,
                 partitions: None,
+                optimizable: true,
+                reuse: false,
             };
             repartition_through(&self.graph, self.node, &name, spec)
         } else {

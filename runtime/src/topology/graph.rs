@@ -108,6 +108,55 @@ pub(crate) struct NodeDef {
     pub(crate) old_values: OldValues,
     /// A downstream node asked for old values: the node forwards `Change`s.
     pub(crate) send_old_values: bool,
+    /// What the repartition-merging optimization sees in the node ([`Shape`]).
+    pub(crate) shape: Shape,
+}
+
+/// What Kafka Streams' `merge.repartition.topics` optimization sees in a DSL node: the operation
+/// that changed the key a repartition topic is for, a value-changing one (which stops its
+/// search for that operation), a `KStream::merge`, or none of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum Shape {
+    #[default]
+    Plain,
+    /// `map`, `select_key` (and `group_by`'s), `flat_map`.
+    KeyChanging,
+    /// `map_values`, `flat_map_values`.
+    ValueChanging,
+    /// `KStream::merge`.
+    Merge,
+}
+
+/// Makes a repartition topic's three nodes below `parent`, named as given (filter, sink,
+/// source), writing and reading `topic` with the serdes of the repartition it was made for:
+/// what the repartition-merging optimization builds its one topic with.
+pub(crate) type RepartitionMaker =
+    Arc<dyn Fn(&mut GraphBuilder, usize, [String; 3], TopicRef) -> [usize; 3] + Send + Sync>;
+
+/// A repartition topic the DSL made, and the nodes around it.
+#[derive(Clone)]
+pub(crate) struct RepartitionDef {
+    pub(crate) topic: TopicRef,
+    /// The node whose records go through it.
+    pub(crate) writer: usize,
+    /// Kafka's pass-through `-repartition-filter` node (a grouped table's repartition has none).
+    pub(crate) filter: Option<usize>,
+    pub(crate) sink: usize,
+    pub(crate) source: usize,
+    /// Kafka's `OptimizableRepartitionNode` (a grouping's, a join's, `to_table`'s), which
+    /// `merge.repartition.topics` may merge with the others of its key-changing operation;
+    /// `None` for `KStream::repartition`'s and a grouped table's, which stay as they are.
+    pub(crate) maker: Option<RepartitionMaker>,
+}
+
+/// A table read from a topic by `StreamsBuilder::table`: its store, the topic, and whether its
+/// `Materialized` asked for logging. With Kafka's `reuse.ktable.source.topics` the topic is the
+/// store's changelog; without it the store has a changelog topic of its own if logged.
+#[derive(Clone, Debug)]
+pub(crate) struct TableSourceDef {
+    pub(crate) store: usize,
+    pub(crate) topic: String,
+    pub(crate) logging: bool,
 }
 
 /// Where a table node's old values come from, for the operations that need them
@@ -181,10 +230,12 @@ pub(crate) struct GraphBuilder {
     /// Pairs of nodes joined to each other: the source topics above each must have as many
     /// partitions as those above the other (co-partitioned), checked when topics resolve.
     pub(crate) copartitioned: Vec<(usize, usize)>,
-    /// Each repartition topic the DSL made: the node writing it and the source reading it, so a
-    /// second operation through the same topic from the same node reads the same source
-    /// (Kafka reuses a named grouping's repartition topic).
-    pub(crate) repartitions: Vec<(TopicRef, usize, usize)>,
+    /// Each repartition topic the DSL made: the node writing it and the nodes around the topic,
+    /// so a second operation through the same topic from the same node reads the same source
+    /// (Kafka reuses a named grouping's repartition topic), and the optimizer can merge them.
+    pub(crate) repartitions: Vec<RepartitionDef>,
+    /// The tables `StreamsBuilder::table` read, whose changelog `build` decides.
+    pub(crate) table_sources: Vec<TableSourceDef>,
     /// Repartition topics given a partition count (Kafka's `Repartitioned.withNumberOfPartitions`)
     /// instead of their writer's.
     pub(crate) partition_counts: Vec<(TopicRef, u32)>,
@@ -218,6 +269,7 @@ impl GraphBuilder {
             output,
             old_values: OldValues::Unavailable,
             send_old_values: false,
+            shape: Shape::Plain,
         });
         for &p in parents {
             self.nodes[p].children.push(id);

@@ -24,8 +24,8 @@ impl Topology {
             counter: self.counter,
             errors: Vec::new(),
             copartitioned: std::mem::take(&mut self.copartitioned),
-            repartitions: Vec::new(),
             partition_counts: std::mem::take(&mut self.partition_counts),
+            ..GraphBuilder::default()
         };
         let (node_count, store_count) = (graph.nodes.len(), graph.stores.len());
         let mut result = change(&mut graph).map_err(Error::Topology);

@@ -10,6 +10,7 @@
 //! - `graph`: the mutable graph the DSL and the low-level API build ([`GraphBuilder`]), its
 //!   node and store definitions;
 //! - `low_level`: Kafka's low-level `Topology` API (`add_source`, `add_processor`, …);
+//! - `optimize`: Kafka's topology optimizations, applied at `build` (`topology.optimization`);
 //! - `split`: the split into numbered sub-topologies;
 //! - `instantiate`: a sub-topology's nodes built for one task ([`BuildCtx`], `Instance`);
 //! - `describe`: the printable `TopologyDescription`.
@@ -18,18 +19,20 @@ mod describe;
 mod graph;
 mod instantiate;
 mod low_level;
+mod optimize;
 pub(crate) mod options;
 mod split;
 
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::config::TopologyOptimization;
 pub(crate) use crate::state::def::{StoreDef, StoreKind};
 use crate::types::error::{Error, Result};
 
 pub(crate) use graph::{
     BuiltNode, Erased, GlobalDef, GraphBuilder, LifecycleRef, NodeDef, NodeFactory, NodeKind,
-    OldValues, TypeSig,
+    OldValues, RepartitionDef, RepartitionMaker, Shape, TableSourceDef, TypeSig,
 };
 pub(crate) use instantiate::BuildCtx;
 pub(crate) use split::SubtopologyDef;
@@ -102,9 +105,21 @@ impl Default for Topology {
 }
 
 impl Topology {
-    pub(crate) fn from_graph(graph: GraphBuilder) -> Result<Topology> {
+    /// The topology of `graph`, with `optimization`'s rewrites (Kafka's
+    /// `InternalStreamsBuilder.optimizeTopology`; see `optimize`).
+    pub(crate) fn from_graph(
+        mut graph: GraphBuilder,
+        optimization: TopologyOptimization,
+    ) -> Result<Topology> {
         if let Some(first) = graph.errors.first() {
             return Err(Error::Topology(first.clone()));
+        }
+        optimize::reuse_ktable_source_topics(&mut graph, optimization.reuse_ktable_source_topics);
+        if optimization.merge_repartition_topics {
+            optimize::merge_repartition_topics(&mut graph);
+            if let Some(first) = graph.errors.first() {
+                return Err(Error::Topology(first.clone()));
+            }
         }
         if graph.nodes.is_empty() {
             return Err(Error::Topology(

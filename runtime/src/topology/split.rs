@@ -103,6 +103,7 @@ pub(super) fn split(nodes: &[NodeDef]) -> Result<Vec<SubtopologyDef>> {
 mod tests {
     use std::sync::Arc;
 
+    use crate::config::TopologyOptimization;
     use crate::serdes::Serdes;
     use crate::state::def::StoreDef;
     use crate::topology::options::Consumed;
@@ -138,7 +139,7 @@ mod tests {
             strings(),
         );
         sink(&mut g, "k1", external("out"), s1);
-        let t = Topology::from_graph(g).expect("a valid topology");
+        let t = Topology::from_graph(g, TopologyOptimization::none()).expect("a valid topology");
         assert_eq!(t.subtopology_count(), 2);
         let (a, b) = (&t.subtopologies[0], &t.subtopologies[1]);
         assert_eq!((a.id, a.nodes.as_slice()), (0, &[0, 1][..]));
@@ -156,7 +157,7 @@ mod tests {
         let s1 = g.source("s1".into(), vec![external("b")], strings());
         sink(&mut g, "k1", external("out-b"), s1);
         sink(&mut g, "k0", external("out-a"), s0);
-        let t = Topology::from_graph(g).expect("a valid topology");
+        let t = Topology::from_graph(g, TopologyOptimization::none()).expect("a valid topology");
         let nodes: Vec<&[usize]> = t.subtopologies.iter().map(|s| s.nodes.as_slice()).collect();
         assert_eq!(nodes, [&[0, 3][..], &[1, 2][..]]);
         assert_eq!(t.subtopologies[1].source_topics, [external("b")]);
@@ -176,7 +177,7 @@ mod tests {
             .expect("a new store");
         g.connect_stores(p0, &["st"]).expect("st exists");
         g.connect_stores(p1, &["st"]).expect("st exists");
-        let t = Topology::from_graph(g).expect("a valid topology");
+        let t = Topology::from_graph(g, TopologyOptimization::none()).expect("a valid topology");
         assert_eq!(t.subtopology_count(), 1);
         assert_eq!(t.subtopologies[0].nodes, [0, 1, 2, 3]);
         assert_eq!(t.subtopologies[0].stores, [store]);
@@ -188,7 +189,7 @@ mod tests {
         let s0 = g.source("s0".into(), vec![external("a")], strings());
         sink(&mut g, "k0", external("out"), s0);
         g.add_named_processor::<String, String, String, String>("orphan".into(), &[], noop());
-        let err = Topology::from_graph(g)
+        let err = Topology::from_graph(g, TopologyOptimization::none())
             .expect_err("a part without a source")
             .to_string();
         assert!(err.contains("sub-topology 1 has no source"), "{err}");

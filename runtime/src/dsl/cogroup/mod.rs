@@ -30,25 +30,31 @@ type Init<A> = Arc<dyn Fn() -> A + Send + Sync>;
 type Serdes<K, A> = (SerdeRef<K>, SerdeRef<A>);
 
 /// One cogrouped input (a grouped stream and its aggregator, its value type erased): adds its
-/// aggregation node to the graph, below its grouped stream (repartitioned if needed), and
-/// returns it. `input` numbers it among the store's nodes: 0 flushes the store.
+/// aggregation node `name` to the graph below `parent` (its grouped stream, or the source of
+/// its repartition topic: [`CogroupInput::parent`]), and returns it. `input` numbers it among
+/// the store's nodes: 0 flushes the store.
 trait CogroupInput<K, A> {
     fn add_plain(
         &self,
-        store_name: &str,
+        parent: usize,
+        name: String,
         init: &Init<A>,
         serdes: &Serdes<K, A>,
         input: u32,
     ) -> usize;
+    #[allow(clippy::too_many_arguments)]
     fn add_windowed(
         &self,
+        parent: usize,
+        name: String,
         plan: &WindowedStore,
         init: &Init<A>,
         merge: Option<MergeFn<K, A>>,
         serdes: &Serdes<K, A>,
         input: u32,
     ) -> usize;
-    /// The node the input's records come from (after its repartition topic, if any).
+    /// The node the input's records come from: the grouped stream, or the source of its
+    /// repartition topic `<grouping name, else store_name>-repartition`.
     fn parent(&self, store_name: &str) -> usize;
 }
 
@@ -146,9 +152,13 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
         let key_serde = materialized.key_serde_or(&self.key_serde);
         let aggregate_serde = materialized.value_serde_or(&aggregate_serde);
         let serdes = (key_serde.clone(), aggregate_serde.clone());
+        let parents = self.parents(&store_name);
         let nodes: Vec<usize> = (0u32..)
-            .zip(&self.inputs)
-            .map(|(i, input)| input.add_plain(&store_name, &initializer, &serdes, i))
+            .zip(self.inputs.iter().zip(parents))
+            .map(|(i, (input, parent))| {
+                let name = self.aggregate_name();
+                input.add_plain(parent, name, &initializer, &serdes, i)
+            })
             .collect();
         let store = add_aggregation_store(
             &mut self.graph.borrow_mut(),
@@ -193,9 +203,14 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
         let key_serde = materialized.key_serde_or(&self.key_serde);
         let aggregate_serde = materialized.value_serde_or(&aggregate_serde);
         let serdes = (key_serde.clone(), aggregate_serde.clone());
+        let parents = self.parents(&plan.store_name);
         let nodes: Vec<usize> = (0u32..)
-            .zip(&self.inputs)
-            .map(|(i, input)| input.add_windowed(&plan, &init, merge.clone(), &serdes, i))
+            .zip(self.inputs.iter().zip(parents))
+            .map(|(i, (input, parent))| {
+                let name = self.aggregate_name();
+                let (init, merge) = (&init, merge.clone());
+                input.add_windowed(parent, name, &plan, init, merge, &serdes, i)
+            })
             .collect();
         let store = plan.add_store(
             nodes[0],
@@ -205,6 +220,20 @@ impl<K: Clone + 'static, A: Clone + 'static> CogroupedKStream<K, A> {
         );
         let merge = self.merge::<Windowed<K>>(&nodes, store);
         plan.table(merge, key_serde, aggregate_serde)
+    }
+
+    /// Each input's parent, in Kafka's order: every input's repartition topic (if its key
+    /// changed) before any aggregation node (`CogroupedStreamAggregateBuilder`). An input
+    /// cogrouped twice reads its topic once.
+    fn parents(&self, store_name: &str) -> Vec<usize> {
+        self.inputs.iter().map(|i| i.parent(store_name)).collect()
+    }
+
+    /// The next input's aggregation node name, `COGROUPKSTREAM-AGGREGATE-<n>`.
+    fn aggregate_name(&self) -> String {
+        self.graph
+            .borrow_mut()
+            .next_name("COGROUPKSTREAM-AGGREGATE")
     }
 
     /// Connects `store` to every node but the first (which has it), co-partitions their
@@ -372,12 +401,12 @@ where
 
     fn add_plain(
         &self,
-        store_name: &str,
+        parent: usize,
+        name: String,
         init: &Init<A>,
         serdes: &Serdes<K, A>,
         input: u32,
     ) -> usize {
-        let parent = self.parent(store_name);
         let fold = self.fold(init);
         let fold: FoldFn<K, V, A> = Arc::new(move |k, v, old| Some(fold(k, v, old)));
         let (key_serde, agg_serde) = serdes.clone();
@@ -405,21 +434,21 @@ where
             }
         });
         let mut g = self.grouped.graph.borrow_mut();
-        let node =
-            g.add_processor_node::<K, V, K, A>("COGROUPKSTREAM-AGGREGATE", &[parent], factory);
+        let node = g.add_named_processor::<K, V, K, A>(name, &[parent], factory);
         g.nodes[node].old_values = OldValues::FromStore;
         node
     }
 
     fn add_windowed(
         &self,
+        parent: usize,
+        name: String,
         plan: &WindowedStore,
         init: &Init<A>,
         merge: Option<MergeFn<K, A>>,
         serdes: &Serdes<K, A>,
         input: u32,
     ) -> usize {
-        let parent = self.parent(&plan.store_name);
         let fold: WindowFoldFn<K, V, A> = Arc::new(self.fold(init));
         let flavor = match (plan.kind(), merge) {
             (WindowKind::Time(w), _) => Flavor::Time(w, fold),
@@ -432,7 +461,7 @@ where
         windowed_node(
             &self.grouped,
             parent,
-            "COGROUPKSTREAM-AGGREGATE",
+            name,
             EmitStrategy::OnWindowUpdate,
             flavor,
             plan,

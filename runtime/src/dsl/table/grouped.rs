@@ -8,12 +8,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dsl::grouped::{FoldFn, aggregate_table};
+use crate::dsl::named::node_name;
 use crate::dsl::table::node::{ChangeSerde, TableGroupBy};
-use crate::dsl::topics::repartition;
-use crate::dsl::{Grouped, KTable, Materialized};
+use crate::dsl::topics::repartition_table;
+use crate::dsl::{Grouped, KTable, Materialized, Named};
 use crate::processor::node::{Change, NodeRef};
 use crate::serdes::{SerdeRef, Serdes};
-use crate::topology::{BuiltNode, Erased, GraphBuilder, NodeFactory, TopicRef};
+use crate::topology::{BuiltNode, Erased, GraphBuilder, NodeFactory};
 
 /// A table regrouped by [`KTable::group_by`], ready to aggregate.
 pub struct KGroupedTable<K, V> {
@@ -72,8 +73,10 @@ where
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
-        let node =
-            g.add_processor_node::<K, V, K2, Change<V2>>("KTABLE-SELECT", &[self.node], factory);
+        // Kafka names the selector after the grouping, if named (`KTableImpl.groupBy`).
+        let named = grouped.name.clone().map(Named::as_);
+        let name = node_name(&mut g, "KTABLE-SELECT", named.as_ref());
+        let node = g.add_named_processor::<K, V, K2, Change<V2>>(name, &[self.node], factory);
         if let Err(e) = g.send_old_values(self.node) {
             g.errors.push(e);
         }
@@ -161,8 +164,11 @@ where
         self.fold("KTABLE-AGGREGATE", materialized, serde, fold)
     }
 
-    /// The aggregation node `<prefix>-<n>` below a repartition topic named after the grouping
-    /// (else the store), whose records carry each update's old and new values.
+    /// The aggregation node `<prefix>-<n>` below the repartition topic `<grouping name, else
+    /// store>-repartition`, whose records carry each update's old and new values; named in
+    /// Kafka's order (`KGroupedTableImpl`): the store (`KTABLE-AGGREGATE-STATE-STORE-<n>` unless
+    /// named), the topic's sink and source, the processor. A named grouping's aggregations
+    /// share its topic (the sink's and source's counter values are taken all the same).
     fn fold<A>(
         &self,
         prefix: &str,
@@ -173,27 +179,25 @@ where
     where
         A: Clone + 'static,
     {
-        let store_name = match &materialized.name {
-            Some(name) => name.clone(),
-            None => self
-                .graph
-                .borrow_mut()
-                .next_name("KTABLE-AGGREGATE-STATE-STORE"),
+        let (store_name, sink, source, name) = {
+            let mut g = self.graph.borrow_mut();
+            let store_name = match &materialized.name {
+                Some(name) => name.clone(),
+                None => g.next_name("KTABLE-AGGREGATE-STATE-STORE"),
+            };
+            let sink = g.next_name("KSTREAM-SINK");
+            let source = g.next_name("KSTREAM-SOURCE");
+            (store_name, sink, source, g.next_name(prefix))
         };
-        let topic_name = self
-            .grouped
-            .name
-            .clone()
-            .unwrap_or_else(|| store_name.clone());
-        let topic = TopicRef::repartition(topic_name);
+        let topic_name = self.grouped.name.as_deref().unwrap_or(&store_name);
         let change_serde: SerdeRef<Change<V>> = Arc::new(ChangeSerde {
             inner: self.grouped.value.clone(),
         });
-        let key = self.grouped.key.clone();
-        let source = repartition::<K, Change<V>>(&self.graph, self.node, topic, key, change_serde);
+        let serdes = (self.grouped.key.clone(), change_serde);
+        let source = repartition_table(&self.graph, self.node, topic_name, [sink, source], serdes);
         aggregate_table(
             &self.graph,
-            prefix,
+            name,
             source,
             store_name,
             &materialized,

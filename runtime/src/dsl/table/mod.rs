@@ -18,7 +18,8 @@ use crate::processor::node::{FlushRef, NodeRef, Passthrough, WithDeletes};
 use crate::serdes::SerdeRef;
 use crate::topology::GraphBuilder;
 use crate::topology::{
-    BuiltNode, Erased, NodeFactory, NodeKind, OldValues, StoreDef, TopicRef, TypeSig,
+    BuiltNode, Erased, NodeFactory, NodeKind, OldValues, StoreDef, TableSourceDef, TopicRef,
+    TypeSig,
 };
 use crate::types::window::WindowKind;
 
@@ -137,9 +138,12 @@ impl StreamsBuilder {
     /// `StreamsBuilder.table`).
     ///
     /// The table is kept in the store `materialized` names (or `<topic>-STATE-STORE-<n>`), in
-    /// the topic's own bytes, and the topic is the store's changelog: there is no
-    /// `-changelog` topic, and a task restores the store from the topic up to its committed
-    /// offset (Kafka Streams' source-topic changelog), whatever `materialized`'s logging says.
+    /// the topic's own bytes. Its changelog is Kafka's: built with `topology.optimization`
+    /// `all` or `reuse.ktable.source.topics` ([`StreamsBuilder::build_with`]), the topic is the
+    /// store's changelog (there is no `-changelog` topic, and a task restores the store from
+    /// the topic up to its committed offset, whatever `materialized`'s logging says); built
+    /// without ([`StreamsBuilder::build`], Kafka's default), the store has its own
+    /// `<application_id>-<store>-changelog` topic if logged, as any store.
     /// Its serdes are `consumed`'s, whatever `materialized`'s (Kafka's rule: `Consumed`'s
     /// serdes replace `Materialized`'s).
     ///
@@ -208,8 +212,10 @@ pub(super) type MapFn<K, V, V2> = Arc<dyn Fn(&K, V) -> Option<V2> + Send + Sync>
 
 /// Adds a node `name` below `parents` that keeps the table in a store named `store_name`: the
 /// node's updates (mapped by `map`; `None` is a delete) go to the store's cache, and from it
-/// downstream at commit. `source_topic`: the table is that topic's, kept in its own bytes,
-/// with the topic as the store's changelog. Returns the node and the table's view.
+/// downstream at commit. `source_topic`: the table is that topic's, kept in its own bytes; the
+/// topic is the store's changelog if `build` applies Kafka's `reuse.ktable.source.topics`,
+/// else the store has a changelog topic of its own (if logged). Returns the node and the
+/// table's view.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn add_table_store<K, VIn, V>(
     graph: &Rc<RefCell<GraphBuilder>>,
@@ -263,15 +269,21 @@ where
             .push(format!("a store named {store_name:?} already exists"));
     }
     let persistent = materialized.store_type == StoreType::Persistent;
-    let logged = materialized.logging || source_topic.is_some();
-    let mut def = StoreDef::dsl(store_name, logged, persistent);
+    let mut def = StoreDef::dsl(store_name, materialized.logging, persistent);
     def.caching = materialized.caching;
     def.serdes = Some(Arc::new(StoreSerdes {
         key: key_serde.clone(),
         value: value_serde.clone(),
     }));
-    def.source_topic = source_topic;
     let store = g.add_store(node, def);
+    if let Some(topic) = source_topic {
+        // Its changelog is decided at `build`, by `reuse.ktable.source.topics`.
+        g.table_sources.push(TableSourceDef {
+            store,
+            topic,
+            logging: materialized.logging,
+        });
+    }
     (node, TableView::of_store(store, key_serde, value_serde))
 }
 

@@ -162,8 +162,12 @@ pub(crate) enum Flavor<K, V, A> {
     Session(SessionWindows, WindowFoldFn<K, V, A>, MergeFn<K, A>),
 }
 
+/// A windowed aggregation in Kafka's order of names: its store (`<prefix>-STATE-STORE-<n>`
+/// unless named), its processor (`<prefix>-<n>`: `KSTREAM-AGGREGATE` or `KSTREAM-REDUCE`, as
+/// Kafka names every windowed aggregation), then the repartition topic's nodes.
 fn build<K, V, A>(
     grouped: &KGroupedStream<K, V>,
+    prefix: &str,
     emit: EmitStrategy,
     flavor: Flavor<K, V, A>,
     materialized: Materialized<K, A>,
@@ -175,18 +179,14 @@ where
     A: Clone + 'static,
 {
     let kind = flavor.kind();
-    let store_name = grouped.store_name(&materialized.name);
+    let store_name = grouped.store_name(prefix, &materialized.name);
     let plan = WindowedStore::plan(&grouped.graph, kind, store_name, &materialized);
+    let name = grouped.graph.borrow_mut().next_name(prefix);
     let parent = grouped.aggregate_parent(&plan.store_name);
-    let prefix = match kind {
-        WindowKind::Session(_) => "KSTREAM-SESSION-AGGREGATE",
-        WindowKind::Sliding(_) => "KSTREAM-SLIDING-AGGREGATE",
-        WindowKind::Time(_) => "KSTREAM-WINDOW-AGGREGATE",
-    };
     let key_serde = materialized.key_serde_or(&grouped.grouped.key);
     let agg_serde = materialized.value_serde_or(&agg_serde);
     let serdes = (key_serde.clone(), agg_serde.clone());
-    let node = windowed_node(grouped, parent, prefix, emit, flavor, &plan, serdes, 0);
+    let node = windowed_node(grouped, parent, name, emit, flavor, &plan, serdes, 0);
     plan.add_store(node, &materialized, key_serde.clone(), agg_serde.clone());
     plan.table(node, key_serde, agg_serde)
 }
@@ -331,15 +331,15 @@ impl WindowedStore {
     }
 }
 
-/// Adds a windowed aggregation node `<prefix>-<n>` below `parent`, folding `grouped`'s records
-/// into `plan`'s store (keys and aggregates through `serdes`) as `flavor` says. `input` numbers
-/// it among the nodes sharing the store (a cogroup's): each keeps its stream time under its own
+/// Adds the windowed aggregation node `name` below `parent`, folding `grouped`'s records into
+/// `plan`'s store (keys and aggregates through `serdes`) as `flavor` says. `input` numbers it
+/// among the nodes sharing the store (a cogroup's): each keeps its stream time under its own
 /// meta key, and only input 0 forwards the store's updates at commit.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn windowed_node<K, V, A>(
     grouped: &KGroupedStream<K, V>,
     parent: usize,
-    prefix: &str,
+    name: String,
     emit: EmitStrategy,
     flavor: Flavor<K, V, A>,
     plan: &WindowedStore,
@@ -405,7 +405,6 @@ where
         }
     });
     let mut g = grouped.graph.borrow_mut();
-    let name = g.next_name(prefix);
     let types = (
         Some(TypeSig::of::<K, V>()),
         Some(TypeSig::of::<Windowed<K>, A>()),
@@ -438,14 +437,23 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
 
     /// Counts the records per key and window.
     pub fn count(&self) -> KTable<Windowed<K>, i64> {
-        self.count_with(Materialized::new())
+        self.count_as(Materialized::new(), false)
     }
 
-    /// Counts the records per key and window, in the store `materialized` describes.
+    /// Counts the records per key and window, in the store `materialized` describes (in time
+    /// windows, an unnamed store takes one more counter value, as Kafka's
+    /// `count(Materialized)` does; in sliding windows it does not).
     pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<Windowed<K>, i64> {
+        self.count_as(materialized, true)
+    }
+
+    fn count_as(&self, materialized: Materialized<K, i64>, burn: bool) -> KTable<Windowed<K>, i64> {
+        let time = matches!(self.windows, WindowKind::Time(_));
+        burn_store_name(&self.grouped, burn && time, &materialized);
         let flavor = self.flavor(count_fold());
         build(
             &self.grouped,
+            "KSTREAM-AGGREGATE",
             self.emit,
             flavor,
             materialized,
@@ -461,7 +469,15 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
     ) -> KTable<Windowed<K>, V> {
         let serde = self.grouped.grouped.value.clone();
         let flavor = self.flavor(reduce_fold(Arc::new(reducer)));
-        build(&self.grouped, self.emit, flavor, materialized, serde)
+        let prefix = "KSTREAM-REDUCE";
+        build(
+            &self.grouped,
+            prefix,
+            self.emit,
+            flavor,
+            materialized,
+            serde,
+        )
     }
 
     /// Folds each window's values into an aggregate that starts at `init()`.
@@ -476,11 +492,23 @@ impl<K: Clone + 'static, V: Clone + 'static> TimeWindowedKStream<K, V> {
             Arc::new(move |k, v, old| aggregator(k, v, old.unwrap_or_else(&init)));
         build(
             &self.grouped,
+            "KSTREAM-AGGREGATE",
             self.emit,
             self.flavor(fold),
             materialized,
             aggregate_serde,
         )
+    }
+}
+
+/// Takes the store name Kafka's `count(Materialized)` takes and drops for an unnamed store, if
+/// `burn`.
+fn burn_store_name<K, V, A>(grouped: &KGroupedStream<K, V>, burn: bool, m: &Materialized<K, A>) {
+    if burn && m.name.is_none() {
+        grouped
+            .graph
+            .borrow_mut()
+            .next_name("KSTREAM-AGGREGATE-STATE-STORE");
     }
 }
 
@@ -507,15 +535,22 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
 
     /// Counts the records per key and session.
     pub fn count(&self) -> KTable<Windowed<K>, i64> {
-        self.count_with(Materialized::new())
+        self.count_as(Materialized::new(), false)
     }
 
-    /// Counts the records per key and session, in the store `materialized` describes.
+    /// Counts the records per key and session, in the store `materialized` describes (an
+    /// unnamed store takes one more counter value, as Kafka's `count(Materialized)` does).
     pub fn count_with(&self, materialized: Materialized<K, i64>) -> KTable<Windowed<K>, i64> {
+        self.count_as(materialized, true)
+    }
+
+    fn count_as(&self, materialized: Materialized<K, i64>, burn: bool) -> KTable<Windowed<K>, i64> {
+        burn_store_name(&self.grouped, burn, &materialized);
         let merge: MergeFn<K, i64> = Arc::new(|_, a, b| a.unwrap_or(0).saturating_add(b));
         let flavor = Flavor::Session(self.windows, count_fold(), merge);
         build(
             &self.grouped,
+            "KSTREAM-AGGREGATE",
             self.emit,
             flavor,
             materialized,
@@ -537,7 +572,15 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
             None => v,
         });
         let flavor = Flavor::Session(self.windows, reduce_fold(reducer), merge);
-        build(&self.grouped, self.emit, flavor, materialized, serde)
+        let prefix = "KSTREAM-REDUCE";
+        build(
+            &self.grouped,
+            prefix,
+            self.emit,
+            flavor,
+            materialized,
+            serde,
+        )
     }
 
     /// Folds each session's values into an aggregate that starts at `init()`; `merger`
@@ -560,6 +603,7 @@ impl<K: Clone + 'static, V: Clone + 'static> SessionWindowedKStream<K, V> {
         let flavor = Flavor::Session(self.windows, fold, merge);
         build(
             &self.grouped,
+            "KSTREAM-AGGREGATE",
             self.emit,
             flavor,
             materialized,

@@ -17,14 +17,12 @@ use std::time::Duration;
 
 use crate::dsl::join::stream_stream::node::{JoinSide, JoinSpec, SideJoiner, SideStores};
 use crate::dsl::join::stream_stream::time::Side;
-use crate::dsl::topics::repartition;
-use crate::dsl::{KStream, StoreType};
+use crate::dsl::topics::{RepartitionSpec, repartition_through};
+use crate::dsl::{KStream, Named, StoreType};
 use crate::processor::node::NodeRef;
 use crate::serdes::{SerdeRef, Serdes};
 use crate::state::stores::Stores;
-use crate::topology::{
-    BuiltNode, Erased, GraphBuilder, LifecycleRef, NodeFactory, StoreDef, TopicRef,
-};
+use crate::topology::{BuiltNode, Erased, GraphBuilder, LifecycleRef, NodeFactory, StoreDef};
 
 /// The joiner of a join as the DSL keeps it: the key, the left value and the right value
 /// (either missing in left and outer joins).
@@ -187,7 +185,11 @@ where
 
         let mut g = self.graph.borrow_mut();
         // Kafka numbers the processors whether or not the join is named; a name replaces the
-        // processors' names, a store name the stores'.
+        // processors' names, a store name the stores'. Its two `KSTREAM-WINDOWED` nodes (which
+        // put each side's records into its store; riffle's join nodes do that themselves)
+        // take their counter values first, so the names after them are Kafka's.
+        g.next_name("KSTREAM-WINDOWED");
+        g.next_name("KSTREAM-WINDOWED");
         let this_generated = g.next_name(if right_outer {
             "KSTREAM-OUTERTHIS"
         } else {
@@ -226,11 +228,16 @@ where
                 format!("{other_generated}-store"),
             ),
         };
+        // Kafka's `OuterStreamJoinStoreFactory`: named after the store name, else
+        // `KSTREAM-OUTERSHARED-<n>-store` with this side's processor's number (no counter value).
         let outer_store = left_outer.then(|| {
             let kind = if right_outer { "outer" } else { "left" };
             match &store_base {
                 Some(s) => format!("{s}-{kind}-shared-join-store"),
-                None => format!("{}-store", g.next_name("KSTREAM-OUTERSHARED")),
+                None => {
+                    let number = this_generated.rsplit('-').next().unwrap_or_default();
+                    format!("KSTREAM-OUTERSHARED-{number}-store")
+                }
             }
         });
         let persistent = joined.store_type == StoreType::Persistent;
@@ -326,7 +333,9 @@ where
         drop(g);
         let left_out: KStream<K, VR> = KStream::at(self.graph.clone(), left_node, false);
         let right_out: KStream<K, VR> = KStream::at(self.graph.clone(), right_node, false);
-        left_out.merge(&right_out)
+        // Kafka's `-merge` node: a pass-through, not a `KStream::merge` to the optimizer.
+        let named = base.map(|name| Named::as_(format!("{name}-merge")));
+        left_out.join_merge(&right_out, named.as_ref())
     }
 }
 
@@ -403,8 +412,10 @@ fn window_def<K: 'static, V: 'static>(
     def
 }
 
-/// The node a join side reads from: the stream's own, or, when its key changed upstream, a
-/// repartition topic (`<name>-<side>`, or a generated name) written with `key` and `value`.
+/// The node a join side reads from: the stream's own, or, when its key changed upstream, the
+/// source of the repartition topic `<name>-<side>-repartition` (a named join), else
+/// `<the node the stream comes out of>-repartition`, written with `key` and `value` (Kafka's
+/// `repartitionForJoin`).
 fn repartitioned<K, V>(
     stream: &KStream<K, V>,
     key: &SerdeRef<K>,
@@ -419,19 +430,10 @@ where
     if !stream.repartition_required {
         return stream.node;
     }
-    let name = match base {
+    let prefix = match base {
         Some(base) => format!("{base}-{side}"),
-        None => {
-            let name = stream.graph.borrow_mut().next_name("KSTREAM-JOIN");
-            format!("{name}-{side}")
-        }
+        None => stream.node_name(),
     };
-    let topic = TopicRef::repartition(name);
-    repartition(
-        &stream.graph,
-        stream.node,
-        topic,
-        key.clone(),
-        value.clone(),
-    )
+    let spec = RepartitionSpec::grouping(key.clone(), value.clone());
+    repartition_through(&stream.graph, stream.node, &prefix, spec)
 }

@@ -10,12 +10,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dsl::join::stream_table::node::StreamTableJoin;
+use crate::dsl::named::node_name;
 use crate::dsl::table::node::Read;
-use crate::dsl::topics::repartition;
-use crate::dsl::{KStream, KTable};
+use crate::dsl::topics::{RepartitionSpec, repartition_through};
+use crate::dsl::{KStream, KTable, Named};
 use crate::processor::node::{NodeRef, SkipNulls};
 use crate::serdes::SerdeRef;
-use crate::topology::{BuiltNode, Erased, NodeFactory, TopicRef};
+use crate::topology::{BuiltNode, Erased, NodeFactory};
 
 /// How the stream side of a stream–table join is repartitioned when its key changed upstream:
 /// the serdes of its repartition topic, and the topic's name (Kafka Streams' `Joined`; the
@@ -36,7 +37,9 @@ impl<K, V> Joined<K, V> {
         }
     }
 
-    /// Names the repartition topic `<application_id>-<name>-repartition`.
+    /// Names the join's processor `name` and its repartition topic
+    /// `<application_id>-<name>-repartition` (Kafka's `Joined.as`); unnamed, the topic is named
+    /// after the node the stream comes out of (`<application_id>-KSTREAM-KEY-SELECT-<n>-repartition`).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self
@@ -160,16 +163,15 @@ where
         if self.repartition_required {
             match &joined {
                 Some(joined) => {
-                    let topic_name = match &joined.name {
+                    // Kafka's `repartitionForJoin`: the topic is named after the join, else
+                    // after the node the stream comes out of.
+                    let prefix = match &joined.name {
                         Some(name) => name.clone(),
-                        None => self
-                            .graph
-                            .borrow_mut()
-                            .next_name("KSTREAM-JOIN-REPARTITION"),
+                        None => self.node_name(),
                     };
-                    let topic = TopicRef::repartition(topic_name);
                     let (key, value) = (joined.key.clone(), joined.value.clone());
-                    parent = repartition(&self.graph, self.node, topic, key, value);
+                    let spec = RepartitionSpec::grouping(key, value);
+                    parent = repartition_through(&self.graph, self.node, &prefix, spec);
                 }
                 None => self.graph.borrow_mut().errors.push(
                     "a stream whose key changed is joined with a table: it must be \
@@ -193,6 +195,7 @@ where
         // join drops a null value, and joins a null key with no row.
         let left = prefix == "KSTREAM-LEFTJOIN";
         let key_serde = Some(table.key_serde.clone()).filter(|s| s.has_null());
+        let named = joined.as_ref().and_then(|j| j.name.clone()).map(Named::as_);
         let value_serde = joined.map(|j| j.value);
         let factory: NodeFactory = Arc::new(move |ctx| {
             let view = factory_view
@@ -209,7 +212,8 @@ where
             BuiltNode::plain(Box::new(node) as Erased)
         });
         let mut g = self.graph.borrow_mut();
-        let node = g.add_processor_node::<K, V, K, VR>(prefix, &[parent], factory);
+        let name = node_name(&mut g, prefix, named.as_ref());
+        let node = g.add_named_processor::<K, V, K, VR>(name, &[parent], factory);
         if let Some(view) = &view {
             g.nodes[node].stores.extend(&view.stores);
         }
