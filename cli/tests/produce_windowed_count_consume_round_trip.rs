@@ -119,7 +119,7 @@ fn tumbling_final_counts_come_back_as_key_at_start_end_lines() {
 }
 
 #[test]
-fn session_updates_come_back_with_tombstones_for_merged_sessions() {
+fn session_updates_come_back_without_tombstones_for_sessions_never_emitted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = produce(dir.path());
     let sample = riffle(&[
@@ -151,7 +151,8 @@ fn session_updates_come_back_with_tombstones_for_merged_sessions() {
     // alice: [1000] and [9000] start sessions, 12000 extends [9000] to [9000, 12000]; 2000
     // (at stream time 16000, whose sessions must end by 6000) would join [1000] but is dropped;
     // 25000 starts another. bob: 3000 (within grace) joins [4000] into [3000, 4000]; 16000 is
-    // a new session.
+    // a new session. The merged-away [9000] and [4000] were created and merged before the first
+    // commit, so they were never emitted and get no tombstone (Kafka's caching session store).
     let out = riffle(&[
         "consume",
         "--log-dir",
@@ -169,11 +170,9 @@ fn session_updates_come_back_with_tombstones_for_merged_sessions() {
         lines(&out),
         [
             "alice@1000/1000\t1",
-            "alice@9000/9000\tnull",
             "alice@9000/12000\t2",
             "alice@25000/25000\t1",
             "bob@3000/4000\t2",
-            "bob@4000/4000\tnull",
             "bob@16000/16000\t1",
             "carol@31000/31000\t1",
         ]
