@@ -278,10 +278,10 @@ fn windowed_model(
         }
         return out;
     }
-    // Sessions: in time order a record joins its key's last session if within the gap.
-    // Per key, its sessions: (start, end, aggregate).
-    type Sessions = Vec<(i64, i64, (i64, i64))>;
-    let mut sessions: BTreeMap<String, Sessions> = BTreeMap::new();
+    // Session windows: in time order a record joins its key's last session window if it is
+    // within the gap. Per key, its session windows: (start, end, aggregate).
+    type SessionWindows = Vec<(i64, i64, (i64, i64))>;
+    let mut sessions: BTreeMap<String, SessionWindows> = BTreeMap::new();
     for (k, amount, ts) in records {
         let list = sessions.entry(k.clone()).or_default();
         match list.last_mut() {
